@@ -1,0 +1,47 @@
+# intermission: `make lab` (JupyterLab on the tutorials) and `make test` (every test).
+# Both create the virtual environment and install the package with all extras first.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+
+.PHONY: setup lab test unit notebooks-test lint bench notebooks clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[notebook,postgres,openai,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy --strict src
+
+unit: setup
+	$(PY) -m pytest tests -q
+
+notebooks-test: setup
+	@if [ -n "$(NOTEBOOKS)" ]; then \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+	    --nbval-sanitize-with notebooks/sanitize.cfg $(NOTEBOOKS); \
+	fi
+
+test: lint unit notebooks-test
+
+# Re-execute every tutorial and store its outputs (what nbval compares against).
+notebooks: setup
+	for nb in $(NOTEBOOKS); do \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
+	done
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,53 @@
+"""Id factories: random by default, sequential and deterministic for tests and notebooks."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Protocol
+
+__all__ = ["IdFactory", "RandomIds", "SequentialIds"]
+
+
+class IdFactory(Protocol):
+    """A callable that returns a fresh id for a kind of thing (``"call"``, ``"run"``)."""
+
+    def __call__(self, kind: str) -> str:
+        """Return a new id."""
+        ...
+
+
+class RandomIds:
+    """uuid4 ids (the default)."""
+
+    def __call__(self, kind: str) -> str:
+        """Return a random uuid4 string."""
+        return str(uuid.uuid4())
+
+    def __repr__(self) -> str:
+        return "RandomIds()"
+
+
+class SequentialIds:
+    """Deterministic ids ``<kind>-1``, ``<kind>-2`` … (one counter per kind).
+
+    Example:
+        >>> ids = SequentialIds()
+        >>> ids("call"), ids("call"), ids("run")
+        ('call-1', 'call-2', 'run-1')
+    """
+
+    def __init__(self, prefix: str = "") -> None:
+        self._prefix = prefix
+        self._counters: dict[str, itertools.count[int]] = {}
+
+    def __call__(self, kind: str) -> str:
+        """Return the next id for ``kind``."""
+        counter = self._counters.setdefault(kind, itertools.count(1))
+        return f"{self._prefix}{kind}-{next(counter)}"
+
+    def __repr__(self) -> str:
+        return f"SequentialIds(prefix={self._prefix!r})"
+
+
+RANDOM_IDS = RandomIds()

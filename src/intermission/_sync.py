@@ -1,0 +1,52 @@
+"""Run the async core from sync code, also inside an already-running loop (a Jupyter cell)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["run_sync"]
+
+T = TypeVar("T")
+
+_local = threading.local()
+_worker: concurrent.futures.ThreadPoolExecutor | None = None
+_worker_lock = threading.Lock()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    # One long-lived loop per thread: asyncio.run() would build and tear down a loop per
+    # call, which costs more than a whole 100-node graph run.
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop
+
+
+def _run_on_worker(coro: Coroutine[Any, Any, T]) -> T:
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="intermission-sync"
+            )
+    return _worker.submit(lambda: _thread_loop().run_until_complete(coro)).result()
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code.
+
+    Outside an event loop it runs on this thread's private loop. Inside a running loop
+    (a notebook cell) it runs on a worker thread with its own loop and this thread waits:
+    ``loop.run_until_complete`` cannot nest, and ``nest_asyncio``-style patching would
+    change the user's loop behind their back.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _thread_loop().run_until_complete(coro)
+    return _run_on_worker(coro)

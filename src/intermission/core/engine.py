@@ -1,0 +1,323 @@
+"""The flow engine: advances graphs node by node, pauses and resumes exactly (R7a–R10).
+
+How a run moves: every branch is a *token* naming the node it stands on; the token stack
+is persisted in ``ctx.trace``. Entering a node records it before its task runs (R8). After
+the task, ``stop`` (or a session pending) leaves every token where it is, so the next
+``eval`` runs the pending node's task again and nothing before it; ``interrupt`` parks only
+the current token. Joins count arrivals in the trace, so resuming inside parallel or
+inclusive branches is exact (R9) — the Java original keeps one cursor per graph instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from .._clock import Clock
+from .._ids import RANDOM_IDS, IdFactory
+from .._sync import run_sync
+from ..errors import FlowRuntimeError
+from ..events import NodeEndEvent, NodeStartEvent
+from .events_log import RunScope
+from .graph import Graph, Node
+from .spec import GraphSpec
+from .state import GraphRun
+
+if TYPE_CHECKING:
+    from .context import FlowContext
+
+__all__ = ["FlowEngine", "FlowInterceptor", "FlowResult", "FlowStatus"]
+
+FlowStatus = Literal["done", "stopped", "parked", "budget"]
+"""done: reached the end · stopped: ``stop()``/pending ended the run · parked: some branch
+was interrupted and waits for the next eval · budget: the step budget ran out (R10)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowResult:
+    """What one ``eval`` did."""
+
+    status: FlowStatus
+    steps: int
+    positions: tuple[str, ...]
+
+    @property
+    def is_done(self) -> bool:
+        """True when the graph finished."""
+        return self.status == "done"
+
+
+class FlowInterceptor(Protocol):
+    """Hooks around every node (all optional). ``ctx.stop()`` in ``on_node_start`` means
+    the node's task does not run and the node runs on resume."""
+
+    def on_node_start(self, ctx: FlowContext, node: Node) -> None:
+        """Called after a node is entered, before its task."""
+
+    def on_node_end(self, ctx: FlowContext, node: Node) -> None:
+        """Called after a node's task finished."""
+
+
+class _Budget:
+    __slots__ = ("left", "used")
+
+    def __init__(self, steps: int | None) -> None:
+        self.left = steps
+        self.used = 0
+
+
+class FlowEngine:
+    """Runs graphs on a :class:`FlowContext` (the seed's ``flowEngine.eval(graph, ctx)``).
+
+    Calling :meth:`eval` again on the same context resumes where it stopped.
+    """
+
+    def __init__(
+        self,
+        interceptors: Sequence[FlowInterceptor] = (),
+        *,
+        clock: Clock | None = None,
+        ids: IdFactory | None = None,
+    ) -> None:
+        self.interceptors = tuple(interceptors)
+        self.clock = clock
+        self.ids = ids or RANDOM_IDS
+
+    def eval(
+        self, graph: GraphSpec | Graph, ctx: FlowContext, steps: int | None = None
+    ) -> FlowResult:
+        """Run (or resume) ``graph`` on ``ctx``; ``steps`` limits how many nodes to enter."""
+        return run_sync(self.eval_async(graph, ctx, steps))
+
+    async def eval_async(
+        self,
+        graph: GraphSpec | Graph,
+        ctx: FlowContext,
+        steps: int | None = None,
+        *,
+        scope: RunScope | None = None,
+    ) -> FlowResult:
+        """Async :meth:`eval`. ``scope`` (set by agents) stamps node events."""
+        g = graph.build() if isinstance(graph, GraphSpec) else graph
+        session = ctx.session
+        if scope is None and session is not None:
+            scope = RunScope(self.ids("run"), g.id, session, self.clock or session_clock(session))
+            if session.agent is None:
+                session.agent = g.id
+        # A new request clears pending at its start (R3); the race with a concurrent
+        # pending() is documented there (R5).
+        if session is not None:
+            session.pending(False, None)
+            session.status = "running"
+        else:
+            ctx._set_stopped(False)
+        run = ctx.trace.run_for(g.id)
+        budget = _Budget(steps)
+        try:
+            status = await self._run(g, run, ctx, budget, scope)
+        except BaseException:
+            if session is not None:
+                session.status = "failed"
+            raise
+        if session is not None:
+            session.status = (
+                "pending" if ctx.is_stopped else "done" if status == "done" else "paused"
+            )
+        return FlowResult(status, budget.used, tuple(run.tokens))
+
+    async def _run(
+        self, g: Graph, run: GraphRun, ctx: FlowContext, budget: _Budget, scope: RunScope | None
+    ) -> FlowStatus:
+        if not run.started:
+            run.started = True
+            run.ended = False
+            run.tokens = [g.start]
+        elif not run.tokens:
+            return "done"
+        stack = run.tokens
+        parked: list[str] = []
+        nodes = g.nodes
+        visited = run.visited
+        interceptors = self.interceptors
+        status: FlowStatus | None = None
+        while stack:
+            if ctx._stopped:
+                status = "stopped"
+                break
+            if budget.left is not None:
+                if budget.left <= 0:
+                    status = "budget"
+                    break
+                budget.left -= 1
+            budget.used += 1
+            nid = stack[-1]
+            node = nodes[nid]
+            run.last = nid
+            visited[nid] = visited.get(nid, 0) + 1
+            if node.is_join and not self._arrive(node, run):
+                stack.pop()  # this branch waits at the join
+                continue
+            started = 0.0
+            if scope is not None:
+                started = scope.clock.now_ms()
+                scope.emit(NodeStartEvent, graph_id=g.id, node_id=nid, node_kind=node.kind)
+            for ic in interceptors:
+                hook = getattr(ic, "on_node_start", None)
+                if hook is not None:
+                    hook(ctx, node)
+            if ctx._stopped:
+                status = "stopped"
+                break
+            try:
+                child_status = await self._execute(node, run, ctx, budget, scope)
+            except BaseException:
+                run.failed = nid
+                raise
+            if child_status is not None:
+                if child_status == "stopped":
+                    status = "stopped"
+                    break
+                if child_status == "budget":
+                    status = "budget"
+                    break
+                parked.append(stack.pop())  # a parked child parks this branch
+                continue
+            if ctx._stopped:
+                status = "stopped"
+                break
+            if ctx._interrupted:
+                ctx._interrupted = False
+                parked.append(stack.pop())
+                continue
+            for ic in interceptors:
+                hook = getattr(ic, "on_node_end", None)
+                if hook is not None:
+                    hook(ctx, node)
+            if ctx._stopped:
+                status = "stopped"
+                break
+            try:
+                targets = self._route(node, run, ctx)
+            except BaseException:
+                run.failed = nid
+                raise
+            if scope is not None:
+                scope.emit(
+                    NodeEndEvent,
+                    graph_id=g.id,
+                    node_id=nid,
+                    node_kind=node.kind,
+                    duration_ms=scope.clock.now_ms() - started,
+                )
+            stack.pop()
+            if run.failed == nid:
+                run.failed = None
+            if node.kind == "end":
+                run.ended = True
+            elif node.is_join:
+                run.joins.pop(nid, None)
+            taken = run.taken
+            for target in reversed(targets):
+                stack.append(target)
+                key = nid + ">" + target
+                taken[key] = taken.get(key, 0) + 1
+        if status is None:
+            status = "parked" if parked else "done"
+            if not parked:
+                run.ended = True
+        run.tokens = parked + stack if parked else stack
+        return status
+
+    @staticmethod
+    def _arrive(node: Node, run: GraphRun) -> bool:
+        """Count an arrival at a join; True when the join releases its token."""
+        arrived = run.joins.get(node.id, 0)
+        if arrived == -1:  # released before a pause: the join node itself is re-running
+            return True
+        if node.kind == "inclusive" and run.inclusive:
+            expected = run.inclusive[-1]
+        else:
+            expected = node.incoming
+        arrived += 1
+        if arrived < expected:
+            run.joins[node.id] = arrived
+            return False
+        run.joins[node.id] = -1
+        if node.kind == "inclusive" and run.inclusive:
+            run.inclusive.pop()
+        return True
+
+    async def _execute(
+        self, node: Node, run: GraphRun, ctx: FlowContext, budget: _Budget, scope: RunScope | None
+    ) -> FlowStatus | None:
+        """Run the node's work; returns a child status only when a subgraph did not finish."""
+        task = node.task
+        if task is not None and (node.when is None or node.when(ctx)):
+            result: Any = task(ctx, node)
+            if result is not None and inspect.isawaitable(result):
+                await result
+            if ctx._stopped or ctx._interrupted:
+                return None
+        if node.kind == "agent" and node.agent is not None:
+            await node.agent.run_as_member(ctx, node)
+        elif node.kind == "subgraph" and node.subgraph is not None:
+            child = run.children.get(node.id)
+            if child is None:
+                child = run.children[node.id] = GraphRun()
+            status = await self._run(node.subgraph, child, ctx, budget, scope)
+            if status != "done":
+                return status
+            del run.children[node.id]
+        return None
+
+    @staticmethod
+    def _route(node: Node, run: GraphRun, ctx: FlowContext) -> list[str]:
+        kind = node.kind
+        if kind == "end":
+            return []
+        if kind == "exclusive":
+            default: str | None = None
+            for link in node.links:
+                if link.when is None:
+                    if default is None:
+                        default = link.target
+                elif link.when(ctx):
+                    return [link.target]
+            if default is None:
+                raise FlowRuntimeError(
+                    f"exclusive gateway {node.id!r}: no link matched and there is no "
+                    "default link; add a link without when=",
+                    node_id=node.id,
+                )
+            return [default]
+        if kind == "parallel":
+            return [link.target for link in node.links]
+        if kind == "loop":
+            over = node.loop_over
+            items = ctx.get(over) if isinstance(over, str) else over(ctx) if over else None
+            index = run.loops.get(node.id, 0)
+            if items is not None and index < len(items):
+                ctx.put(node.loop_item, items[index])
+                run.loops[node.id] = index + 1
+                assert node.loop_body is not None
+                return [node.loop_body]
+            run.loops.pop(node.id, None)
+            return [node.links[0].target]
+        targets = [link.target for link in node.links if link.when is None or link.when(ctx)]
+        if kind == "inclusive":
+            if not targets:
+                raise FlowRuntimeError(
+                    f"inclusive gateway {node.id!r}: no link matched; add a link without when=",
+                    node_id=node.id,
+                )
+            if len(node.links) > 1:
+                run.inclusive.append(len(targets))
+        return targets
+
+
+def session_clock(session: Any) -> Clock | None:
+    """The session's clock when it has one."""
+    clock: Clock | None = getattr(session, "clock", None)
+    return clock

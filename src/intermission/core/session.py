@@ -1,0 +1,222 @@
+"""Sessions: the pending flag and everything a paused run needs to continue (R1–R6, R32)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..decisions import HITLState
+from ..errors import SessionStateError
+from ..messages import ChatMessage
+from ..traces import ReActTrace, TeamTrace
+from .context import FlowContext
+from .events_log import EventLog
+from .ledger import LedgerEntry
+from .session_status import SessionStatus
+
+__all__ = ["AgentSession", "InMemoryAgentSession", "SessionStatus"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class AgentSession(Protocol):
+    """What agents and graphs need from a session (the seed's ``AgentSession``)."""
+
+    session_id: str
+    context: FlowContext
+    messages: list[ChatMessage]
+    events: EventLog
+    traces: dict[str, ReActTrace | TeamTrace]
+    hitl: HITLState
+    ledger: dict[str, LedgerEntry]
+    status: SessionStatus
+    agent: str | None
+
+    def pending(self, pending: bool, reason: str | None = None) -> None:
+        """Park (True) or release (False) the session; see R1."""
+        ...
+
+    @property
+    def is_pending(self) -> bool:
+        """Exactly "the context is stopped" (R2)."""
+        ...
+
+    @property
+    def pending_reason(self) -> str | None:
+        """Why the session is parked."""
+        ...
+
+    def add_message(self, message: ChatMessage) -> None:
+        """Append to the chat history (bounded)."""
+        ...
+
+
+class InMemoryAgentSession:
+    """A session held in memory; persist it with :meth:`snapshot` or a store.
+
+    Example:
+        >>> s = InMemoryAgentSession.of("s-1")
+        >>> s.pending(True, "waiting for review")
+        >>> s.is_pending, s.pending_reason
+        (True, 'waiting for review')
+        >>> s.pending(False, None)
+        >>> s.is_pending, s.pending_reason
+        (False, None)
+    """
+
+    def __init__(
+        self,
+        session_id: str = "tmp",
+        *,
+        max_messages: int = 50,
+        max_events: int = 1000,
+        clock: Clock | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.context = FlowContext(session_id)
+        self.context.session = self
+        self.max_messages = max_messages
+        self.messages: list[ChatMessage] = []
+        self.events = EventLog(max_events)
+        self.traces: dict[str, ReActTrace | TeamTrace] = {}
+        self.hitl = HITLState()
+        self.ledger: dict[str, LedgerEntry] = {}
+        self.status: SessionStatus = "new"
+        self.agent: str | None = None
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self._reason: str | None = None
+        self.ledger_hook: Callable[[str, LedgerEntry], None] | None = None
+        """Called on every ledger change; stores use it to make ``started`` durable."""
+        self.store_version: int = 0
+        """The version this object was loaded at (compare-and-set, R29)."""
+
+    @classmethod
+    def of(
+        cls, session_id: str = "tmp", max_messages: int = 50, max_events: int = 1000
+    ) -> InMemoryAgentSession:
+        """Create a session (the seed's ``InMemoryAgentSession.of(id)``)."""
+        return cls(session_id, max_messages=max_messages, max_events=max_events)
+
+    # -- pending (R1, R2) ------------------------------------------------------------
+    def pending(self, pending: bool, reason: str | None = None) -> None:
+        """``True``: stop the running flow at its next check point and keep ``reason``.
+        ``False``: clear the flag; ``reason`` None clears the reason, else sets it."""
+        ctx = self.context
+        if pending:
+            ctx.stop()
+            self.status = "pending"
+        else:
+            ctx._set_stopped(False)
+            if self.status == "pending":
+                self.status = "running"
+        self._reason = reason
+
+    @property
+    def is_pending(self) -> bool:
+        """True while the context is stopped (R2)."""
+        return self.context.is_stopped
+
+    @property
+    def pending_reason(self) -> str | None:
+        """The reason given to :meth:`pending`."""
+        return self._reason
+
+    # -- history (R6a) ---------------------------------------------------------------
+    def add_message(self, message: ChatMessage) -> None:
+        """Append to the chat history; system messages are not stored; oldest evicted."""
+        if message.role == "system":
+            return
+        self.messages.append(message)
+        overflow = len(self.messages) - self.max_messages
+        if overflow > 0:
+            del self.messages[:overflow]
+
+    # -- idempotency ledger (R32) ----------------------------------------------------
+    def _ledger_put(self, key: str, entry: LedgerEntry) -> None:
+        self.ledger[key] = entry
+        if self.ledger_hook is not None:
+            self.ledger_hook(key, entry)
+
+    def _ledger_check(self, key: str) -> LedgerEntry | None:
+        entry = self.ledger.get(key)
+        if entry is not None and entry.status == "started":
+            raise SessionStateError(
+                f"effect {key!r} started but never recorded completion (a crash?); its "
+                "outcome is unknown: check the external system, then call "
+                "session.resolve_effect(key, result) or session.forget_effect(key)",
+                session_id=self.session_id,
+            )
+        return entry if entry is not None and entry.status == "completed" else None
+
+    def once(self, key: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` once per ``key`` for this session and record its result.
+
+        Later calls return the recorded result without running ``fn``. The ledger marks the
+        effect ``started`` before it runs and ``completed`` after, so a crash in between is
+        visible (``unknown``) instead of silently repeated. The result must be JSON.
+        """
+        done = self._ledger_check(key)
+        if done is not None:
+            return done.result  # type: ignore[no-any-return]
+        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
+        try:
+            result = fn()
+        except BaseException as exc:
+            self._ledger_put(key, self.ledger[key].failed(str(exc), self.clock.now_ms()))
+            raise
+        self._ledger_put(key, self.ledger[key].completed(result, self.clock.now_ms()))
+        return result
+
+    async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Async twin of :meth:`once` (``fn`` may be sync or async)."""
+        done = self._ledger_check(key)
+        if done is not None:
+            return done.result  # type: ignore[no-any-return]
+        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as exc:
+            self._ledger_put(key, self.ledger[key].failed(str(exc), self.clock.now_ms()))
+            raise
+        self._ledger_put(key, self.ledger[key].completed(result, self.clock.now_ms()))
+        return result
+
+    def resolve_effect(self, key: str, result: Any) -> None:
+        """Record by hand that an effect of unknown outcome did complete with ``result``."""
+        entry = self.ledger.get(key) or LedgerEntry(status="started", started_ms=0.0)
+        self._ledger_put(key, entry.completed(result, self.clock.now_ms()))
+
+    def forget_effect(self, key: str) -> None:
+        """Drop a ledger entry so the effect runs again on the next ``once``."""
+        self.ledger.pop(key, None)
+
+    # -- snapshots (R28) -------------------------------------------------------------
+    def snapshot(self) -> Any:
+        """A validated :class:`~intermission.SessionSnapshot` of everything in the session."""
+        from .snapshot import take_snapshot
+
+        return take_snapshot(self)
+
+    def to_json(self) -> str:
+        """Canonical JSON of :meth:`snapshot`."""
+        from .snapshot import snapshot_json
+
+        return snapshot_json(self)
+
+    @classmethod
+    def restore(cls, data: Any) -> InMemoryAgentSession:
+        """Rebuild a session from a snapshot (model, dict or JSON text)."""
+        from .snapshot import restore_session
+
+        session = cls.__new__(cls)
+        restore_session(session, data)
+        return session
+
+    def __repr__(self) -> str:
+        state = f" pending={self._reason!r}" if self.is_pending else f" {self.status}"
+        return f"<InMemoryAgentSession {self.session_id!r}{state}>"

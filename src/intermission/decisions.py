@@ -1,0 +1,156 @@
+"""HITL data: pending tasks, decisions and their records (R19–R23c)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._json import canonical_dumps
+from .errors import InvalidDecisionError
+
+__all__ = ["DecisionRecord", "HITLDecision", "HITLState", "HITLTask", "Verdict", "fingerprint"]
+
+Verdict = Literal["approve", "reject", "skip"]
+
+
+def fingerprint(args: dict[str, Any]) -> str:
+    """A short stable hash of tool arguments: what the reviewer saw (R23a)."""
+    return hashlib.sha256(canonical_dumps(args).encode()).hexdigest()[:16]
+
+
+class HITLTask(BaseModel):
+    """A tool call waiting for a human, keyed by its call UUID (R19)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_uuid: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    agent: str | None = None
+    created_ms: float | None = None
+    deadline_ms: float | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Fingerprint of the proposed arguments."""
+        return fingerprint(self.args)
+
+
+class DecisionRecord(BaseModel):
+    """A decision as stored in the session and shown in timelines (R23a)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_uuid: str
+    tool_name: str
+    verdict: Verdict
+    comment: str | None = None
+    modified_args: dict[str, Any] | None = None
+    always_allow: bool = False
+    reviewer: str | None = None
+    time_ms: float
+    fingerprint: str
+    applied: bool = False
+
+
+class HITLState(BaseModel):
+    """The suspended batch of a session: its tasks and the decisions taken so far."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str | None = None
+    tasks: list[HITLTask] = Field(default_factory=list)
+    decisions: dict[str, DecisionRecord] = Field(default_factory=dict)
+    expired: list[str] = Field(default_factory=list)
+
+
+class HITLDecision:
+    """A human decision for one pending tool call, built fluently.
+
+    Example:
+        >>> d = HITLDecision.approve().comment("confirmed").reviewer("lead")
+        >>> d.verdict, d.comment_text, d.reviewer_name
+        ('approve', 'confirmed', 'lead')
+    """
+
+    __slots__ = ("always", "comment_text", "edited_args", "reviewer_name", "verdict")
+
+    def __init__(
+        self,
+        verdict: Verdict,
+        comment: str | None = None,
+        modified_args: dict[str, Any] | None = None,
+        always_allow: bool = False,
+        reviewer: str | None = None,
+    ) -> None:
+        if verdict not in ("approve", "reject", "skip"):
+            raise InvalidDecisionError(f"unknown verdict {verdict!r}: approve, reject or skip")
+        if modified_args is not None and verdict != "approve":
+            raise InvalidDecisionError("only an approval can carry edited arguments")
+        self.verdict: Verdict = verdict
+        self.comment_text = comment
+        self.edited_args = dict(modified_args) if modified_args is not None else None
+        self.always = always_allow
+        self.reviewer_name = reviewer
+
+    def _with(self, **changes: Any) -> HITLDecision:
+        fields: dict[str, Any] = {
+            "verdict": self.verdict,
+            "comment": self.comment_text,
+            "modified_args": self.edited_args,
+            "always_allow": self.always,
+            "reviewer": self.reviewer_name,
+        }
+        fields.update(changes)
+        return HITLDecision(**fields)
+
+    @classmethod
+    def approve(cls, always_allow: bool = False) -> HITLDecision:
+        """Run the tool (with any edited arguments)."""
+        return cls("approve", always_allow=always_allow)
+
+    @classmethod
+    def reject(cls, reason: str | None = None) -> HITLDecision:
+        """Do not run the tool; a single reject ends the run abnormally (R21)."""
+        return cls("reject", comment=reason)
+
+    @classmethod
+    def skip(cls, comment: str | None = None) -> HITLDecision:
+        """Do not run the tool; the model sees the skip text as the observation."""
+        return cls("skip", comment=comment)
+
+    def comment(self, text: str) -> HITLDecision:
+        """Attach a comment (for approve, appended to the observation as ``(Note: …)``)."""
+        return self._with(comment=text)
+
+    def modified_args(self, args: dict[str, Any]) -> HITLDecision:
+        """Edited arguments merged over the proposed ones; validated against the tool schema."""
+        return self._with(modified_args=args)
+
+    def always_allow(self) -> HITLDecision:
+        """Mark the approval as 'always allow' (calls the interceptor's ``on_approved``)."""
+        return self._with(always_allow=True)
+
+    def reviewer(self, name: str) -> HITLDecision:
+        """Name who decided (checked by an approver policy, R23c)."""
+        return self._with(reviewer=name)
+
+    @property
+    def is_approved(self) -> bool:
+        """True for an approval."""
+        return self.verdict == "approve"
+
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {k}={v!r}"
+            for k, v in (
+                ("comment", self.comment_text),
+                ("modified_args", self.edited_args),
+                ("reviewer", self.reviewer_name),
+            )
+            if v is not None
+        )
+        return f"HITLDecision({self.verdict!r}{extra})"

@@ -1,0 +1,210 @@
+"""The one error tree of intermission.
+
+Every error the package raises on purpose is an :class:`IntermissionError`. Some also
+inherit a builtin so existing ``except ValueError`` code keeps working::
+
+    IntermissionError
+    ├── MissingDependencyError (ImportError)     an optional extra is not installed
+    ├── GraphDefinitionError (ValueError)        a graph spec is invalid (names the node)
+    ├── FlowRuntimeError                         a graph could not advance (no route, task failed)
+    ├── SessionStateError                        the session cannot do what was asked
+    │   └── NothingToResumeError                 empty prompt() but nothing is left to resume
+    ├── SnapshotError (ValueError)               a snapshot cannot be written or read
+    │   ├── NotSerializableError                 a context value is not JSON (names the key)
+    │   └── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
+    ├── ModelError                               a chat model failed or was misused
+    │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
+    ├── ToolDefinitionError (TypeError)          a function cannot become a tool
+    ├── InvalidDecisionError (ValueError)        an HITL or graph decision was refused
+    │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
+    │   ├── AmbiguousTaskError                   several pending calls share a tool name
+    │   └── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
+    ├── StoreError                               a session store failed
+    │   ├── SessionNotFoundError (KeyError)      no stored session with that id
+    │   ├── ConflictError                        stale save (compare-and-set on the version)
+    │   └── SessionBusyError                     another resumer holds the claim
+    └── RunCancelledError                        a run was cancelled before it finished
+
+Pausing is control flow, not an error: ``session.pending(True, reason)`` never raises, and
+nothing in this tree is used to unwind a pause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmbiguousTaskError",
+    "ConflictError",
+    "FlowRuntimeError",
+    "GraphDefinitionError",
+    "IntermissionError",
+    "InvalidDecisionError",
+    "MissingDependencyError",
+    "ModelError",
+    "NotSerializableError",
+    "NothingToResumeError",
+    "ReviewerNotAllowedError",
+    "RunCancelledError",
+    "ScriptExhaustedError",
+    "SessionBusyError",
+    "SessionNotFoundError",
+    "SessionStateError",
+    "SnapshotError",
+    "SnapshotSchemaError",
+    "StoreError",
+    "ToolDefinitionError",
+    "UnknownTaskError",
+]
+
+
+class IntermissionError(Exception):
+    """Base of every error intermission raises on purpose."""
+
+
+class MissingDependencyError(IntermissionError, ImportError):
+    """An optional dependency is missing; the message says which extra to install."""
+
+    def __init__(self, module: str, extra: str, hint: str = "") -> None:
+        self.module = module
+        self.extra = extra
+        msg = f"{module!r} is not installed: pip install 'intermission[{extra}]'"
+        super().__init__(msg + (f" ({hint})" if hint else ""))
+
+
+class GraphDefinitionError(IntermissionError, ValueError):
+    """A graph spec is invalid. ``node_id`` names the offending node (or None)."""
+
+    def __init__(self, message: str, *, graph_id: str | None = None, node_id: str | None = None):
+        self.graph_id = graph_id
+        self.node_id = node_id
+        where = f"graph {graph_id!r}" if graph_id else "graph"
+        if node_id is not None:
+            where += f", node {node_id!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class FlowRuntimeError(IntermissionError):
+    """A graph could not advance: no route out of a gateway, or a task raised."""
+
+    def __init__(self, message: str, *, graph_id: str | None = None, node_id: str | None = None):
+        self.graph_id = graph_id
+        self.node_id = node_id
+        super().__init__(message)
+
+
+class SessionStateError(IntermissionError):
+    """The session is not in a state that allows the request."""
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class NothingToResumeError(SessionStateError):
+    """An empty ``prompt()`` asked to continue, but the run already ended (R4)."""
+
+
+class SnapshotError(IntermissionError, ValueError):
+    """A snapshot could not be written or read."""
+
+
+class NotSerializableError(SnapshotError):
+    """A context value is not JSON-serialisable; ``key`` names it (R28)."""
+
+    def __init__(self, key: str, value: object) -> None:
+        self.key = key
+        super().__init__(
+            f"context key {key!r} holds a {type(value).__name__}, which is not JSON: "
+            "store plain data (str, int, float, bool, None, lists and dicts of them)"
+        )
+
+
+class SnapshotSchemaError(SnapshotError):
+    """A snapshot has the wrong schema version, an unknown field or a wrong type."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class ModelError(IntermissionError):
+    """A chat model failed or was misused."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel was asked for a reply past the end of its script."""
+
+    def __init__(self, turn: int, length: int) -> None:
+        self.turn = turn
+        super().__init__(
+            f"ScriptedModel has no reply for turn {turn}: the script has {length} "
+            "replies; add more replies or use a function script"
+        )
+
+
+class ToolDefinitionError(IntermissionError, TypeError):
+    """A Python function cannot be turned into a tool."""
+
+
+class InvalidDecisionError(IntermissionError, ValueError):
+    """A decision was refused; the session is unchanged."""
+
+    def __init__(self, message: str, *, call_uuid: str | None = None) -> None:
+        self.call_uuid = call_uuid
+        super().__init__(message)
+
+
+class UnknownTaskError(InvalidDecisionError, KeyError):
+    """No pending task has that call UUID."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class AmbiguousTaskError(InvalidDecisionError):
+    """Several pending calls share a tool name; look tasks up by call UUID."""
+
+
+class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
+    """The approver policy does not allow this reviewer (R23c)."""
+
+
+class StoreError(IntermissionError):
+    """A session store failed."""
+
+
+class SessionNotFoundError(StoreError, KeyError):
+    """The store has no session with that id."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no stored session {session_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ConflictError(StoreError):
+    """A save was based on a stale version (compare-and-set failed, R29)."""
+
+    def __init__(self, session_id: str, expected: int, actual: int | None) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r} changed since it was loaded (version {expected}, "
+            f"store has {actual}): load it again and redo the change"
+        )
+
+
+class SessionBusyError(StoreError):
+    """Another resumer holds the claim on this session (R30)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is being resumed by someone else; nothing was run"
+        )
+
+
+class RunCancelledError(IntermissionError):
+    """A run was cancelled before it finished; the session stays resumable."""

@@ -1,0 +1,62 @@
+"""Chat messages and tool calls (pydantic, JSON round-trip safe)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ChatMessage", "Role", "ToolCall"]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(BaseModel):
+    """A tool call proposed by a model. ``id`` is the call UUID HITL decisions are keyed by.
+
+    ``ToolCall(name, args, id=None)``: an explicit ``id`` pins the call UUID (tests, replays);
+    otherwise the model that emits it assigns one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+    def __init__(
+        self, name: str, args: dict[str, Any] | None = None, id: str | None = None, **_: Any
+    ) -> None:
+        super().__init__(name=name, args=dict(args or {}), id=id)
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, text: str) -> ChatMessage:
+        """A system message."""
+        return cls(role="system", content=text)
+
+    @classmethod
+    def user(cls, text: str) -> ChatMessage:
+        """A user message."""
+        return cls(role="user", content=text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: list[ToolCall] | None = None) -> ChatMessage:
+        """An assistant message, with optional tool calls."""
+        return cls(role="assistant", content=text, tool_calls=list(tool_calls or []))
+
+    @classmethod
+    def tool(cls, call_id: str, name: str, text: str) -> ChatMessage:
+        """The observation of one tool call."""
+        return cls(role="tool", content=text, tool_call_id=call_id, name=name)

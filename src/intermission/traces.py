@@ -1,0 +1,113 @@
+"""Agent traces: the persisted run state of a ReAct agent or a team (R13, R16)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import ChatMessage
+
+if TYPE_CHECKING:
+    from .core.context import FlowContext
+
+__all__ = ["ReActTrace", "Route", "TeamRecord", "TeamTrace"]
+
+Route = Literal["reason", "action", "end"]
+
+
+class ReActTrace(BaseModel):
+    """Where a ReAct agent stands in a session: prompt, memory, counters, route, answer."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    kind: Literal["react"] = "react"
+    agent_name: str
+    run_id: str = ""
+    original_prompt: str | None = None
+    working_memory: list[ChatMessage] = Field(default_factory=list)
+    turn: int = 0
+    tool_count: int = 0
+    route: Route = "reason"
+    final_answer: str | None = None
+    abnormal: bool = False
+    last_reason: ChatMessage | None = None
+    """The last assistant message with its tool calls (replayed on HITL resume)."""
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    def set_final_answer(self, text: str, abnormal: bool = False) -> None:
+        """End the run with ``text``. Unlike the Java original, abnormal is explicit."""
+        self.final_answer = text
+        self.abnormal = abnormal
+        self.route = "end"
+
+    def reset(self, prompt: str, run_id: str) -> None:
+        """Start a new task (a non-empty prompt abandons what was pending, R3)."""
+        self.run_id = run_id
+        self.original_prompt = prompt
+        self.working_memory = []
+        self.turn = 0
+        self.tool_count = 0
+        self.route = "reason"
+        self.final_answer = None
+        self.abnormal = False
+        self.last_reason = None
+        self.extras = {}
+
+
+class TeamRecord(BaseModel):
+    """One member step of a team run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    content: str
+    duration_ms: float = 0.0
+    role: Literal["assistant", "user", "system"] = "assistant"
+
+
+class TeamTrace(BaseModel):
+    """Where a team stands: its records, route and final answer (R16)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["team"] = "team"
+    agent_name: str
+    run_id: str = ""
+    original_prompt: str | None = None
+    records: list[TeamRecord] = Field(default_factory=list)
+    route: str | None = None
+    final_answer: str | None = None
+    abnormal: bool = False
+    turn: int = 0
+    last_agent: str | None = None
+    finished: bool = False
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    @staticmethod
+    def current(ctx: FlowContext) -> TeamTrace | None:
+        """The trace of the team running on ``ctx`` (the seed's ``TeamTrace.getCurrent``)."""
+        trace = ctx.attrs.get("team_trace")
+        return trace if isinstance(trace, TeamTrace) else None
+
+    @property
+    def last_agent_content(self) -> str | None:
+        """The output of the last member step."""
+        return self.records[-1].content if self.records else None
+
+    def set_final_answer(self, text: str) -> None:
+        """Set the team's answer (the response content)."""
+        self.final_answer = text
+
+    def reset(self, prompt: str, run_id: str) -> None:
+        """Start a new team task."""
+        self.run_id = run_id
+        self.original_prompt = prompt
+        self.records = []
+        self.route = None
+        self.final_answer = None
+        self.abnormal = False
+        self.turn = 0
+        self.last_agent = None
+        self.finished = False
+        self.extras = {}
