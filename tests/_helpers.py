@@ -1,0 +1,59 @@
+"""Graphs and helpers shared by tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from intermission import END, FlowContext, GraphSpec, Node
+
+
+def approval_task(ctx: FlowContext, node: Node) -> None:
+    """The seed's approval gate: only checks the decision, records the request, pends."""
+    ctx.put("calls.approval", ctx.get("calls.approval", 0) + 1)
+    if ctx.get("approval.decision") is None:
+        ctx.put("approval.request", ctx.get("change.proposal"))
+        assert ctx.session is not None
+        ctx.session.pending(True, "change plan awaits human review")
+
+
+def change_graph(counter: dict[str, int] | None = None) -> GraphSpec:
+    """proposal → approval → approval_route → executor | reject_finish (no models)."""
+    counts: dict[str, Any] = counter if counter is not None else {}
+
+    def proposal(ctx: FlowContext, node: Node) -> None:
+        counts["proposal"] = counts.get("proposal", 0) + 1
+        ctx.put("change.proposal", "upgrade order-service + migrate db")
+
+    def executor(ctx: FlowContext, node: Node) -> None:
+        counts["executor"] = counts.get("executor", 0) + 1
+        assert ctx.session is not None
+        ctx.put("change.result", ctx.session.once("change-001/execute", lambda: "executed"))  # type: ignore[attr-defined]
+
+    def reject_finish(ctx: FlowContext, node: Node) -> None:
+        ctx.put("change.result", "change rejected: " + str(ctx.get("approval.reason")))
+
+    spec = GraphSpec("change")
+    spec.add_start().link_add("proposal")
+    spec.add_activity("proposal").task(proposal).link_add("approval")
+    spec.add_activity("approval").title("Human review").task(approval_task).link_add(
+        "approval_route"
+    )
+    spec.add_exclusive("approval_route").link_add(
+        "executor", when=lambda ctx: ctx.get("approval.decision") == "APPROVE"
+    ).link_add("reject_finish")
+    spec.add_activity("executor").task(executor).link_add(END)
+    spec.add_activity("reject_finish").task(reject_finish).link_add(END)
+    spec.add_end()
+    return spec
+
+
+def linear(n: int, name: str = "line") -> GraphSpec:
+    """start → n0 → … → n{n-1} → end, each node adds 1 to ``count``."""
+    spec = GraphSpec(name)
+    spec.add_start().link_add("n0")
+    for i in range(n):
+        spec.add_activity(f"n{i}").task(
+            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
+        ).link_add(f"n{i + 1}" if i + 1 < n else END)
+    spec.add_end()
+    return spec

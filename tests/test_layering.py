@@ -1,0 +1,48 @@
+"""Core never imports the optional layers (STYLE §1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = {"IPython", "ipywidgets", "graphviz", "psycopg", "httpx"}
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError("blocked optional dependency: " + name)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import intermission
+    from intermission import FlowEngine, GraphSpec, InMemoryAgentSession, END
+
+    spec = GraphSpec("g")
+    spec.add_start().link_add("gate")
+    def gate(ctx, node):
+        if not ctx.get("ok"):
+            ctx.session.pending(True, "wait")
+    spec.add_activity("gate").task(gate).link_add(END)
+    spec.add_end()
+    s = InMemoryAgentSession.of("s")
+    FlowEngine().eval(spec, s.context)
+    assert s.is_pending
+    s = InMemoryAgentSession.restore(s.to_json())
+    s.context.put("ok", True)
+    assert FlowEngine().eval(spec, s.context).is_done
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+    assert not leaked, leaked
+    print("OK")
+    """
+)
+
+
+def test_core_imports_no_optional_dependency() -> None:
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK"
