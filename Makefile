@@ -20,7 +20,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
 	$(VENV)/bin/mypy --strict src
 
 unit: setup

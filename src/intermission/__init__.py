@@ -8,6 +8,20 @@ on their own because they need extras.
 from ._clock import Clock, FakeClock, SystemClock
 from ._ids import IdFactory, RandomIds, SequentialIds
 from ._version import __version__
+from .agents import (
+    AgentRequest,
+    AgentResponse,
+    ChatModel,
+    EventStream,
+    ModelChunk,
+    ReActAgent,
+    ReActInterceptor,
+    ScriptedModel,
+    TeamAgent,
+    Tool,
+    ToolExchange,
+    tool,
+)
 from .core import (
     END,
     START,
@@ -71,22 +85,28 @@ from .events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from .hitl import HITL, HITLInterceptor
 from .messages import ChatMessage, ToolCall
 from .traces import ReActTrace, TeamRecord, TeamTrace
 
 __all__ = [
     "END",
+    "HITL",
     "START",
     "ActionEndEvent",
     "ActionStartEvent",
+    "AgentRequest",
+    "AgentResponse",
     "AgentSession",
     "AmbiguousTaskError",
     "ChatMessage",
+    "ChatModel",
     "Clock",
     "ConflictError",
     "DecisionRecord",
     "Event",
     "EventLog",
+    "EventStream",
     "FakeClock",
     "FlowContext",
     "FlowEngine",
@@ -100,6 +120,7 @@ __all__ = [
     "HITLDecidedEvent",
     "HITLDecision",
     "HITLExpiredEvent",
+    "HITLInterceptor",
     "HITLPendingEvent",
     "HITLState",
     "HITLTask",
@@ -109,6 +130,7 @@ __all__ = [
     "InvalidDecisionError",
     "LedgerEntry",
     "MissingDependencyError",
+    "ModelChunk",
     "ModelError",
     "Node",
     "NodeEndEvent",
@@ -117,6 +139,8 @@ __all__ = [
     "NotSerializableError",
     "NothingToResumeError",
     "RandomIds",
+    "ReActAgent",
+    "ReActInterceptor",
     "ReActTrace",
     "ReasonDeltaEvent",
     "ReasonEndEvent",
@@ -127,6 +151,7 @@ __all__ = [
     "RunEndEvent",
     "RunStartEvent",
     "ScriptExhaustedError",
+    "ScriptedModel",
     "SequentialIds",
     "SessionBusyError",
     "SessionNotFoundError",
@@ -137,14 +162,18 @@ __all__ = [
     "SnapshotSchemaError",
     "StoreError",
     "SystemClock",
+    "TeamAgent",
     "TeamEndEvent",
     "TeamRecord",
     "TeamStartEvent",
     "TeamTrace",
+    "Tool",
     "ToolCall",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "ToolDefinitionError",
+    "ToolExchange",
     "UnknownTaskError",
+    "tool",
     "__version__",
 ]

@@ -32,6 +32,8 @@ class HITLTask(BaseModel):
     agent: str | None = None
     created_ms: float | None = None
     deadline_ms: float | None = None
+    approvers: list[str] | None = None
+    """Reviewers allowed to decide (None: anyone, unless a callable policy says otherwise)."""
 
     @property
     def fingerprint(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .messages import ChatMessage
 
@@ -34,6 +34,23 @@ class ReActTrace(BaseModel):
     last_reason: ChatMessage | None = None
     """The last assistant message with its tool calls (replayed on HITL resume)."""
     extras: dict[str, Any] = Field(default_factory=dict)
+    _session: Any = PrivateAttr(default=None)
+    _scope: Any = PrivateAttr(default=None)
+    _agent: Any = PrivateAttr(default=None)
+
+    @property
+    def session(self) -> Any:
+        """The session of the running request (the seed's ``trace.getSession()``)."""
+        return self._session
+
+    @property
+    def agent(self) -> Any:
+        """The agent running this trace (None after a restore, until it runs)."""
+        return self._agent
+
+    def emit(self, cls: Any, **fields: Any) -> Any:
+        """Emit an event in the running request (used by interceptors such as HITL)."""
+        return self._scope.emit(cls, **fields) if self._scope is not None else None
 
     def set_final_answer(self, text: str, abnormal: bool = False) -> None:
         """End the run with ``text``. Unlike the Java original, abnormal is explicit."""
@@ -83,6 +100,12 @@ class TeamTrace(BaseModel):
     last_agent: str | None = None
     finished: bool = False
     extras: dict[str, Any] = Field(default_factory=dict)
+    _session: Any = PrivateAttr(default=None)
+
+    @property
+    def session(self) -> Any:
+        """The session of the running request."""
+        return self._session
 
     @staticmethod
     def current(ctx: FlowContext) -> TeamTrace | None:

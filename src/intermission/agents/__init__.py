@@ -1,0 +1,27 @@
+"""Agents: models, tools, interceptors, the ReAct loop and teams."""
+
+from .interceptors import ReActInterceptor, ToolExchange
+from .models import ChatModel, ModelChunk, ToolSchema
+from .react import ReActAgent, ReActAgentBuilder
+from .request import AgentRequest, AgentResponse, EventStream
+from .scripted import ScriptedModel
+from .team import TeamAgent, TeamAgentBuilder
+from .tools import Tool, tool
+
+__all__ = [
+    "AgentRequest",
+    "AgentResponse",
+    "ChatModel",
+    "EventStream",
+    "ModelChunk",
+    "ReActAgent",
+    "ReActAgentBuilder",
+    "ReActInterceptor",
+    "ScriptedModel",
+    "TeamAgent",
+    "TeamAgentBuilder",
+    "Tool",
+    "ToolExchange",
+    "ToolSchema",
+    "tool",
+]

@@ -1,0 +1,73 @@
+"""ReActInterceptor: hooks around every step of the ReAct loop (R13)."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import ChatMessage
+from ..traces import ReActTrace
+
+__all__ = ["ReActInterceptor", "ToolExchange", "call_hook"]
+
+
+@dataclass(slots=True)
+class ToolExchange:
+    """One tool call in flight. Interceptors may edit ``args`` or fill in ``result``
+    ahead of time (then the tool does not run)."""
+
+    call_uuid: str
+    tool_name: str
+    args: dict[str, Any]
+    result: str | None = None
+    note: str | None = None
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ReActInterceptor:
+    """Subclass and override any hook; each may be sync or async. Calling
+    ``trace.session.pending(True, reason)`` in a hook pauses the run at that point."""
+
+    def on_agent_start(self, trace: ReActTrace) -> Any:
+        """Once per request, after the prompt is handled, before RunStart."""
+
+    def on_reason_start(self, trace: ReActTrace) -> Any:
+        """Before each model call."""
+
+    def on_reason_end(self, trace: ReActTrace, message: ChatMessage, duration_ms: float) -> Any:
+        """After each model reply."""
+
+    def on_action_start(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> Any:
+        """Before any tool of a batch runs; pending or ending here vetoes the batch."""
+
+    def on_tool_call_start(self, trace: ReActTrace, exchange: ToolExchange) -> Any:
+        """Before each tool; may edit args, pre-fill a result, or pend."""
+
+    def on_tool_call_end(
+        self,
+        trace: ReActTrace,
+        exchange: ToolExchange,
+        observation: str | None,
+        error: str | None,
+        duration_ms: float,
+    ) -> Any:
+        """After each tool (always, also for abandoned calls with observation None)."""
+
+    def on_action_end(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> Any:
+        """After the batch (not when it was abandoned by a pending)."""
+
+    def on_agent_end(self, trace: ReActTrace) -> Any:
+        """At the end of every request (finished, pending or abnormal)."""
+
+
+async def call_hook(interceptors: tuple[Any, ...], name: str, *args: Any) -> None:
+    """Call hook ``name`` on every interceptor that has it, awaiting async hooks."""
+    for interceptor in interceptors:
+        hook = getattr(interceptor, name, None)
+        if hook is None:
+            continue
+        result = hook(*args)
+        if inspect.isawaitable(result):
+            await result

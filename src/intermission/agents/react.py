@@ -1,0 +1,350 @@
+"""ReActAgent: the reason → action → observation loop over a ChatModel (R13–R15, R3–R6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._clock import Clock
+from .._ids import RANDOM_IDS, IdFactory
+from ..errors import NothingToResumeError
+from ..events import (
+    ActionEndEvent,
+    ActionStartEvent,
+    Event,
+    ReasonDeltaEvent,
+    ReasonEndEvent,
+    ReasonStartEvent,
+    RunEndEvent,
+    RunStartEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from ..messages import ChatMessage, ToolCall
+from ..traces import ReActTrace
+from .interceptors import ToolExchange, call_hook
+from .models import ChatModel
+from .request import AgentRequest, AgentResponse
+from .tools import TOOL_INDEX, Tool, ToolArgumentError, observation_text, tool
+
+if TYPE_CHECKING:
+    from ..core.context import FlowContext
+    from ..core.events_log import RunScope
+    from ..core.graph import Node
+    from ..core.session import AgentSession
+
+__all__ = ["ReActAgent", "ReActAgentBuilder"]
+
+
+class ReActAgentBuilder:
+    """Fluent builder returned by :meth:`ReActAgent.of`."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self._model = model
+        self._name = "react_agent"
+        self._system_prompt = ""
+        self._tools: list[Tool] = []
+        self._interceptors: list[Any] = []
+        self._max_turns = 8
+        self._window = 8
+        self._clock: Clock | None = None
+        self._ids: IdFactory = RANDOM_IDS
+
+    def name(self, name: str) -> ReActAgentBuilder:
+        """The agent's name (also its node id in a team)."""
+        self._name = name
+        return self
+
+    def system_prompt(self, text: str) -> ReActAgentBuilder:
+        """The system prompt."""
+        self._system_prompt = text
+        return self
+
+    def tools(self, *tools: Tool | Callable[..., Any]) -> ReActAgentBuilder:
+        """Add tools (``@tool`` objects or plain typed functions)."""
+        self._tools.extend(t if isinstance(t, Tool) else tool(t) for t in tools)
+        return self
+
+    def interceptor(self, *interceptors: Any) -> ReActAgentBuilder:
+        """Add interceptors (run in the order added)."""
+        self._interceptors.extend(interceptors)
+        return self
+
+    def max_turns(self, n: int) -> ReActAgentBuilder:
+        """How many model calls a request may make (default 8)."""
+        self._max_turns = n
+        return self
+
+    def session_window(self, n: int) -> ReActAgentBuilder:
+        """How many earlier session messages a new prompt sees (default 8)."""
+        self._window = n
+        return self
+
+    def clock(self, clock: Clock) -> ReActAgentBuilder:
+        """The clock stamping events (a FakeClock makes timelines deterministic)."""
+        self._clock = clock
+        return self
+
+    def ids(self, ids: IdFactory) -> ReActAgentBuilder:
+        """The id factory for run and reason ids."""
+        self._ids = ids
+        return self
+
+    def build(self) -> ReActAgent:
+        """Build the agent."""
+        return ReActAgent(self)
+
+
+class ReActAgent:
+    """An agent that reasons with a model and acts with tools; it can be paused anywhere.
+
+    Build with ``ReActAgent.of(model).name(...).tools(...).interceptor(...).build()``.
+    """
+
+    def __init__(self, builder: ReActAgentBuilder) -> None:
+        self._name = builder._name
+        self.model = builder._model
+        self.system_prompt = builder._system_prompt
+        self.tools: dict[str, Tool] = {t.name: t for t in builder._tools}
+        for t in self.tools.values():
+            TOOL_INDEX[(self._name, t.name)] = t
+        self.interceptors: tuple[Any, ...] = tuple(builder._interceptors)
+        self.max_turns = builder._max_turns
+        self.window = builder._window
+        self.clock = builder._clock
+        self.ids = builder._ids
+
+    @staticmethod
+    def of(model: ChatModel) -> ReActAgentBuilder:
+        """Start building an agent on ``model``."""
+        return ReActAgentBuilder(model)
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self._name
+
+    def prompt(self, text: str | None = None) -> AgentRequest:
+        """A new task (``text``), or — empty — continue the original prompt (R3)."""
+        return AgentRequest(self._request, text)
+
+    async def _request(
+        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
+    ) -> AgentResponse:
+        from ..core.events_log import RunScope
+
+        scope = RunScope(self.ids("run"), self._name, session, self.clock or _clock(session), sink)
+        return await self.run(session, prompt, scope, top_level=True)
+
+    # -- team member ----------------------------------------------------------------
+    async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
+        """Run as a node of a team graph (see :class:`~intermission.TeamAgent`)."""
+        from .team_member import run_member
+
+        await run_member(self, ctx, node)
+
+    # -- the loop -------------------------------------------------------------------
+    async def run(
+        self, session: AgentSession, prompt: str | None, scope: RunScope, *, top_level: bool
+    ) -> AgentResponse:
+        """One request on ``session`` (used by requests and by teams)."""
+        existing = session.traces.get(self._name)
+        trace = existing if isinstance(existing, ReActTrace) else None
+        if not prompt:
+            if trace is None or trace.original_prompt is None or trace.route == "end":
+                raise NothingToResumeError(
+                    f"agent {self._name!r} has nothing to resume on session "
+                    f"{session.session_id!r}: the run already ended; send a new prompt",
+                    session_id=session.session_id,
+                )
+        # Every request clears pending at its start (R3); a pending() racing with this
+        # line from another thread is cleared too (R5, documented).
+        session.pending(False, None)
+        session.status = "running"
+        if top_level:
+            session.agent = self._name
+        if trace is None:
+            trace = ReActTrace(agent_name=self._name)
+            session.traces[self._name] = trace
+        trace._session = session
+        trace._scope = scope
+        trace._agent = self
+        trace.run_id = scope.run_id
+        if prompt:
+            trace.reset(prompt, scope.run_id)
+            if session.hitl.agent in (None, self._name):
+                session.hitl.tasks.clear()  # a new task abandons what was pending
+                session.hitl.decisions.clear()
+                session.hitl.agent = None
+            if top_level and self.window:
+                trace.working_memory.extend(
+                    m for m in session.messages[-self.window :] if m.role in ("user", "assistant")
+                )
+            user = ChatMessage.user(prompt)
+            trace.working_memory.append(user)
+            if top_level:
+                session.add_message(user)
+        else:
+            trace.final_answer = None
+            trace.abnormal = False
+        try:
+            await call_hook(self.interceptors, "on_agent_start", trace)
+            scope.emit(RunStartEvent, prompt=prompt)
+            while not session.is_pending:
+                if trace.route == "reason":
+                    await self._reason(session, trace, scope)
+                elif trace.route == "action":
+                    await self._action(session, trace, scope)
+                else:
+                    break
+        except asyncio.CancelledError:
+            session.status = "pending" if session.is_pending else "paused"
+            raise
+        except BaseException:
+            session.status = "failed"
+            raise
+        content = trace.final_answer or ""
+        if trace.route == "end" and content and top_level:
+            session.add_message(ChatMessage.assistant(content))
+        if trace.abnormal:
+            scope.emit(ReasonDeltaEvent, text=content, final=True)
+        await call_hook(self.interceptors, "on_agent_end", trace)
+        pending = session.is_pending
+        if top_level:
+            session.status = "pending" if pending else "done" if trace.route == "end" else "paused"
+            scope.emit(RunEndEvent, content=content, is_abnormal=trace.abnormal, pending=pending)
+        return AgentResponse(content, trace.abnormal, trace, session)
+
+    def _messages(self, trace: ReActTrace) -> list[ChatMessage]:
+        head = [ChatMessage.system(self.system_prompt)] if self.system_prompt else []
+        return head + list(trace.working_memory)
+
+    async def _reason(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
+        trace.turn += 1
+        if trace.turn > self.max_turns:
+            trace.set_final_answer(
+                f"Agent error: maximum turns reached ({self.max_turns}).", abnormal=True
+            )
+            return
+        await call_hook(self.interceptors, "on_reason_start", trace)
+        if session.is_pending or trace.route != "reason":
+            trace.turn -= 1
+            return
+        reason_id = self.ids("reason")
+        scope.emit(ReasonStartEvent, reason_id=reason_id, turn=trace.turn)
+        started = scope.clock.now_ms()
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        try:
+            async for chunk in self.model.stream(
+                self._messages(trace), [t.schema for t in self.tools.values()]
+            ):
+                if chunk.text:
+                    texts.append(chunk.text)
+                    scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
+                calls.extend(chunk.tool_calls)
+        except asyncio.CancelledError:
+            trace.turn -= 1  # the interrupted call will be asked again on resume
+            raise
+        except Exception as exc:  # model errors become an abnormal final answer (R13)
+            trace.set_final_answer(f"Model error: {type(exc).__name__}: {exc}", abnormal=True)
+            return
+        calls = [c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
+        message = ChatMessage.assistant("".join(texts), calls)
+        duration = scope.clock.now_ms() - started
+        await call_hook(self.interceptors, "on_reason_end", trace, message, duration)
+        scope.emit(
+            ReasonEndEvent,
+            reason_id=reason_id,
+            content=message.content,
+            tool_calls=calls,
+            duration_ms=duration,
+        )
+        if session.is_pending:
+            trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again
+            return
+        trace.last_reason = message
+        if calls:
+            trace.route = "action"
+        else:
+            trace.working_memory.append(message)
+            trace.set_final_answer(message.content)
+
+    async def _action(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
+        assert trace.last_reason is not None
+        calls = trace.last_reason.tool_calls
+        trace.route = "reason"
+        exchanges = [ToolExchange(c.id or "", c.name, dict(c.args)) for c in calls]
+        await call_hook(self.interceptors, "on_action_start", trace, exchanges)
+        if session.is_pending:
+            return  # vetoed before anything ran (HITL suspends here, R19)
+        if _ended(trace):
+            scope.emit(ActionEndEvent)  # single reject: ActionEnd without ActionStart (R25)
+            return
+        scope.emit(ActionStartEvent, tool_calls=list(calls))
+        results: list[ChatMessage] = []
+        for ex in exchanges:
+            await call_hook(self.interceptors, "on_tool_call_start", trace, ex)
+            if session.is_pending or _ended(trace):
+                await call_hook(self.interceptors, "on_tool_call_end", trace, ex, None, None, 0.0)
+                trace.route = "reason" if session.is_pending else trace.route
+                return  # the batch is abandoned: nothing of it reaches memory (R6)
+            scope.emit(
+                ToolCallStartEvent, call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=ex.args
+            )
+            started = scope.clock.now_ms()
+            if ex.result is None:
+                ex.result, ex.error = await self._invoke(ex)
+            duration = scope.clock.now_ms() - started
+            await call_hook(
+                self.interceptors, "on_tool_call_end", trace, ex, ex.result, ex.error, duration
+            )
+            observation = ex.result + (f" (Note: {ex.note})" if ex.note else "")
+            scope.emit(
+                ToolCallEndEvent,
+                call_uuid=ex.call_uuid,
+                tool_name=ex.tool_name,
+                args=ex.args,
+                observation=observation,
+                error=ex.error,
+                duration_ms=duration,
+            )
+            results.append(ChatMessage.tool(ex.call_uuid, ex.tool_name, observation))
+        trace.working_memory.append(trace.last_reason)
+        trace.working_memory.extend(results)
+        trace.tool_count += len(results)
+        await call_hook(self.interceptors, "on_action_end", trace, exchanges)
+        scope.emit(ActionEndEvent)
+
+    async def _invoke(self, ex: ToolExchange) -> tuple[str, str | None]:
+        """Run one tool; failures become observations, never exceptions (R14)."""
+        t = self.tools.get(ex.tool_name)
+        if t is None:
+            return f"Tool [{ex.tool_name}] not found.", "not_found"
+        try:
+            return observation_text(await t.invoke(ex.args)), None
+        except ToolArgumentError as exc:
+            return str(exc), "invalid_arguments"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return f"Execution error in tool {ex.tool_name}: {type(exc).__name__}: {exc}", "error"
+
+    def __repr__(self) -> str:
+        return f"<ReActAgent {self._name!r} tools={list(self.tools)}>"
+
+
+def _ended(trace: ReActTrace) -> bool:
+    # a function, not an inline compare: hooks change the route behind mypy's narrowing
+    return trace.route == "end"
+
+
+def _clock(session: AgentSession) -> Clock | None:
+    clock: Clock | None = getattr(session, "clock", None)
+    return clock
+
+
+def as_sequence(items: Sequence[Any]) -> list[Any]:
+    """A list copy (helper for builders)."""
+    return list(items)

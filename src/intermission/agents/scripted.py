@@ -1,0 +1,81 @@
+"""ScriptedModel: the deterministic offline model that ships in the package (R15)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from .._ids import RANDOM_IDS, IdFactory
+from ..errors import ModelError, ScriptExhaustedError
+from ..messages import ChatMessage, ToolCall
+from .models import ModelChunk, ToolSchema
+
+__all__ = ["Reply", "ScriptedModel"]
+
+Reply = str | Sequence[ToolCall]
+"""A scripted turn: final text, or a list of tool calls."""
+ScriptFn = Callable[[list[ChatMessage], list[ToolSchema]], Reply]
+
+
+class ScriptedModel:
+    """A model that replays a script: a list of replies (one per model call) or a function
+    of ``(messages, tools)`` returning a reply. Text is streamed in chunks.
+
+    Example:
+        >>> model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1001})], "Deleted."])
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Reply] | ScriptFn,
+        *,
+        chunk_size: int = 16,
+        chunk_delay: float = 0.0,
+        ids: IdFactory | None = None,
+    ) -> None:
+        self._fn: ScriptFn | None = script if callable(script) else None
+        self._replies: list[Reply] = [] if callable(script) else list(script)
+        self.chunk_size = max(1, chunk_size)
+        self.chunk_delay = chunk_delay
+        self.ids = ids or RANDOM_IDS
+        self.turn = 0
+        """How many replies were given so far."""
+        self.calls: list[list[ChatMessage]] = []
+        """The messages of every call (for tests)."""
+        self._lock = threading.Lock()
+
+    def _next_reply(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
+        with self._lock:
+            self.turn += 1
+            turn = self.turn
+            self.calls.append(list(messages))
+        if self._fn is not None:
+            return self._fn(messages, tools)
+        if turn > len(self._replies):
+            raise ScriptExhaustedError(turn, len(self._replies))
+        return self._replies[turn - 1]
+
+    async def stream(
+        self, messages: list[ChatMessage], tools: list[ToolSchema]
+    ) -> AsyncIterator[ModelChunk]:
+        """Stream the next scripted reply."""
+        reply = self._next_reply(messages, tools)
+        if isinstance(reply, str):
+            for i in range(0, max(len(reply), 1), self.chunk_size):
+                if self.chunk_delay:
+                    await asyncio.sleep(self.chunk_delay)
+                yield ModelChunk(text=reply[i : i + self.chunk_size])
+            return
+        calls = list(reply)
+        if not calls or not all(isinstance(c, ToolCall) for c in calls):
+            raise ModelError(f"turn {self.turn}: a reply is a str or a non-empty list of ToolCall")
+        if self.chunk_delay:
+            await asyncio.sleep(self.chunk_delay)
+        yield ModelChunk(
+            tool_calls=[c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
+        )
+
+    def __repr__(self) -> str:
+        size = "fn" if self._fn else f"{len(self._replies)} replies"
+        return f"ScriptedModel({size}, turn={self.turn})"

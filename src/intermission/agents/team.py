@@ -1,0 +1,227 @@
+"""TeamAgent: a graph of activities, gateways and member agents (R16, R17)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._clock import Clock
+from .._ids import RANDOM_IDS, IdFactory
+from ..core.engine import FlowEngine, FlowInterceptor
+from ..core.spec import END, GraphSpec
+from ..errors import GraphDefinitionError, NothingToResumeError
+from ..events import Event, TeamEndEvent, TeamStartEvent
+from ..messages import ChatMessage
+from ..traces import TeamTrace
+from .models import ChatModel
+from .request import AgentRequest, AgentResponse
+
+if TYPE_CHECKING:
+    from ..core.context import FlowContext
+    from ..core.events_log import RunScope
+    from ..core.graph import Node
+    from ..core.session import AgentSession
+
+__all__ = ["TeamAgent", "TeamAgentBuilder"]
+
+
+class TeamAgentBuilder:
+    """Fluent builder returned by :meth:`TeamAgent.of`."""
+
+    def __init__(self, model: ChatModel | None) -> None:
+        self._model = model
+        self._name = "team_agent"
+        self._spec: GraphSpec | None = None
+        self._interceptors: list[FlowInterceptor] = []
+        self._clock: Clock | None = None
+        self._ids: IdFactory = RANDOM_IDS
+
+    def name(self, name: str) -> TeamAgentBuilder:
+        """The team's name."""
+        self._name = name
+        return self
+
+    def graph(self, spec: GraphSpec) -> TeamAgentBuilder:
+        """The team graph (activities, gateways, ``spec.add_agent(member)``)."""
+        self._spec = spec
+        return self
+
+    def interceptor(self, *interceptors: FlowInterceptor) -> TeamAgentBuilder:
+        """Node interceptors (``on_node_start`` / ``on_node_end``)."""
+        self._interceptors.extend(interceptors)
+        return self
+
+    def clock(self, clock: Clock) -> TeamAgentBuilder:
+        """The clock stamping events."""
+        self._clock = clock
+        return self
+
+    def ids(self, ids: IdFactory) -> TeamAgentBuilder:
+        """The id factory for run ids."""
+        self._ids = ids
+        return self
+
+    def build(self) -> TeamAgent:
+        """Validate the graph and build the team."""
+        if self._spec is None:
+            raise GraphDefinitionError("a team needs .graph(spec) (or use TeamAgent.sequential)")
+        self._spec.build()
+        return TeamAgent(self)
+
+
+class TeamAgent:
+    """Runs a team graph on a session; a member that pends pauses the whole team."""
+
+    def __init__(self, builder: TeamAgentBuilder) -> None:
+        assert builder._spec is not None
+        self._name = builder._name
+        self.model = builder._model
+        self.spec = builder._spec
+        self.clock = builder._clock
+        self.ids = builder._ids
+        self.engine = FlowEngine(builder._interceptors, clock=builder._clock, ids=builder._ids)
+
+    @staticmethod
+    def of(model: ChatModel | None = None) -> TeamAgentBuilder:
+        """Start building a team (the model is used by supervisor protocols)."""
+        return TeamAgentBuilder(model)
+
+    @property
+    def name(self) -> str:
+        """The team's name (also its node id when nested in another team)."""
+        return self._name
+
+    def prompt(self, text: str | None = None) -> AgentRequest:
+        """A new task, or — empty — continue the original prompt (R3)."""
+        return AgentRequest(self._request, text)
+
+    async def _request(
+        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
+    ) -> AgentResponse:
+        from ..core.events_log import RunScope
+
+        clock = self.clock or getattr(session, "clock", None)
+        scope = RunScope(self.ids("run"), self._name, session, clock, sink)
+        return await self.run(session, prompt, scope, top_level=True)
+
+    async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
+        """Run as a node of an outer team (teams nest)."""
+        from .team_member import run_member
+
+        await run_member(self, ctx, node)
+
+    async def run(
+        self, session: AgentSession, prompt: str | None, scope: RunScope, *, top_level: bool
+    ) -> AgentResponse:
+        """One team request on ``session``."""
+        existing = session.traces.get(self._name)
+        trace = existing if isinstance(existing, TeamTrace) else None
+        graph = self.spec.build()
+        ctx = session.context
+        if not prompt and (trace is None or trace.original_prompt is None or trace.finished):
+            raise NothingToResumeError(
+                f"team {self._name!r} has nothing to resume on session {session.session_id!r}: "
+                "the run already ended; send a new prompt",
+                session_id=session.session_id,
+            )
+        session.pending(False, None)
+        if top_level:
+            session.agent = self._name
+        if trace is None:
+            trace = TeamTrace(agent_name=self._name)
+            session.traces[self._name] = trace
+        trace._session = session
+        if prompt:
+            trace.reset(prompt, scope.run_id)
+            ctx.trace.clear(graph.id)  # a new prompt resets the position (R16)
+            if top_level:
+                session.add_message(ChatMessage.user(prompt))
+        saved = ctx.attrs.get("team_trace"), ctx.attrs.get("team_scope")
+        ctx.attrs["team_trace"], ctx.attrs["team_scope"] = trace, scope
+        try:
+            scope.emit(TeamStartEvent, prompt=prompt)
+            result = await self.engine.eval_async(graph, ctx, scope=scope)
+        finally:
+            ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved
+        pending = session.is_pending
+        trace.finished = result.is_done
+        content = trace.final_answer or trace.last_agent_content or ""
+        if pending:
+            content = trace.final_answer or ""
+        if result.is_done and top_level and content:
+            session.add_message(ChatMessage.assistant(content))
+        if top_level:
+            session.status = "pending" if pending else "done" if result.is_done else "paused"
+            scope.emit(TeamEndEvent, content=content, is_abnormal=trace.abnormal, pending=pending)
+        return AgentResponse(content, trace.abnormal, trace, session)
+
+    # -- ready-made protocols (R16) ---------------------------------------------------
+    @staticmethod
+    def sequential(name: str, members: Sequence[Any]) -> TeamAgent:
+        """Members run one after another; each sees the prompt and the previous output."""
+        spec = GraphSpec(name)
+        ids = [m.name for m in members]
+        spec.add_start().link_add(ids[0])
+        for i, member in enumerate(members):
+            node = spec.add_agent(member).link_add(ids[i + 1] if i + 1 < len(ids) else END)
+            if i:
+                node.prompt(_with_previous)
+        spec.add_end()
+        return TeamAgent.of().name(name).graph(spec).build()
+
+    @staticmethod
+    def supervisor(
+        name: str, model: ChatModel, members: Sequence[Any], max_turns: int = 8
+    ) -> TeamAgent:
+        """A supervisor asks ``model`` which member acts next (reply: a member name, or
+        ``FINISH``); members report back to it."""
+        spec = GraphSpec(name)
+        names = [m.name for m in members]
+        spec.add_start().link_add("supervisor")
+        spec.add_exclusive("supervisor").task(_supervise(model, names, max_turns))
+        sup = spec.get_node("supervisor")
+        for member in members:
+            sup.link_add(member.name, when=_routed_to(member.name))
+            spec.add_agent(member).prompt(_with_previous).link_add("supervisor")
+        sup.link_add(END)
+        spec.add_end()
+        return TeamAgent.of(model).name(name).graph(spec).build()
+
+
+def _with_previous(ctx: FlowContext) -> str:
+    trace = TeamTrace.current(ctx)
+    assert trace is not None
+    previous = trace.last_agent_content
+    base = trace.original_prompt or ""
+    return f"{base}\n\nPrevious step ({trace.last_agent}): {previous}" if previous else base
+
+
+def _routed_to(name: str) -> Callable[[FlowContext], bool]:
+    def when(ctx: FlowContext) -> bool:
+        trace = TeamTrace.current(ctx)
+        return trace is not None and (trace.route or "").lower() == name.lower()
+
+    return when
+
+
+def _supervise(model: ChatModel, names: list[str], max_turns: int) -> Any:
+    async def task(ctx: FlowContext, node: Node) -> None:
+        trace = TeamTrace.current(ctx)
+        assert trace is not None
+        trace.turn += 1
+        if trace.turn > max_turns:
+            trace.route = "end"
+            trace.set_final_answer("[Terminated] Max turns reached")
+            return
+        history = "\n".join(f"{r.agent}: {r.content}" for r in trace.records)
+        ask = (
+            f"Task: {trace.original_prompt}\nMembers: {', '.join(names)}\n"
+            f"So far:\n{history or '(nothing)'}\nReply with the next member's name or FINISH."
+        )
+        text = ""
+        async for chunk in model.stream([ChatMessage.user(ask)], []):
+            text += chunk.text
+        choice = text.strip()
+        trace.route = choice if choice.lower() in {n.lower() for n in names} else "end"
+
+    return task

@@ -1,0 +1,51 @@
+"""How any agent runs as a node of a team graph (R16, R17)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SessionStateError
+from ..traces import TeamRecord, TeamTrace
+
+if TYPE_CHECKING:
+    from ..core.context import FlowContext
+    from ..core.graph import Node
+
+__all__ = ["run_member"]
+
+
+async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
+    """Run ``agent`` for one member step and record its output in the team trace.
+
+    A member paused inside this team run (HITL) is resumed with an empty prompt, so it
+    replays its pending tool calls with the same call UUIDs (R17) instead of re-reasoning.
+    """
+    session = ctx.session
+    team: TeamTrace | None = ctx.attrs.get("team_trace")
+    scope = ctx.attrs.get("team_scope")
+    if session is None or team is None or scope is None:
+        raise SessionStateError(
+            f"member {agent.name!r} runs inside a TeamAgent (node {node.id!r}); "
+            "call the team, not FlowEngine, for graphs with agent nodes"
+        )
+    mine = session.traces.get(agent.name)
+    resuming = (
+        mine is not None
+        and mine.extras.get("team_run") == team.run_id
+        and getattr(mine, "route", "end") != "end"
+        and not getattr(mine, "finished", False)
+    )
+    prompt = None
+    if not resuming:
+        prompt = node.prompt_fn(ctx) if node.prompt_fn else team.original_prompt
+    started = scope.clock.now_ms()
+    child = scope.child(agent.ids("run"), agent.name)
+    response = await agent.run(session, prompt, child, top_level=False)
+    session.traces[agent.name].extras["team_run"] = team.run_id
+    team.last_agent = agent.name
+    if session.is_pending:
+        return  # the member parked the team; the node runs again on resume
+    content = response.content or f"Agent [{agent.name}] processed but returned no textual content."
+    team.records.append(
+        TeamRecord(agent=agent.name, content=content, duration_ms=scope.clock.now_ms() - started)
+    )

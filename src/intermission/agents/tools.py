@@ -1,0 +1,116 @@
+"""Tools from typed Python functions: JSON schema and argument validation via pydantic (R14)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ..errors import ToolDefinitionError
+from .models import ToolSchema
+
+__all__ = ["TOOL_INDEX", "Tool", "ToolArgumentError", "tool"]
+
+TOOL_INDEX: dict[tuple[str, str], Tool] = {}
+"""(agent name, tool name) → tool, filled as agents are built; HITL validates edited
+arguments against it. Process-local: sessions only hold names."""
+
+
+class ToolArgumentError(ValueError):
+    """Arguments do not fit a tool's schema (becomes an observation, never crashes a run)."""
+
+
+class Tool:
+    """A callable the model may ask for. Build one with :func:`tool`."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str = ""):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description or inspect.getdoc(fn) or self.name
+        self.is_async = inspect.iscoroutinefunction(fn)
+        try:
+            hints = get_type_hints(fn)
+        except Exception as exc:
+            raise ToolDefinitionError(f"tool {self.name!r}: cannot read type hints: {exc}") from exc
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ToolDefinitionError(f"tool {self.name!r}: *args/**kwargs are not supported")
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (hints.get(param.name, Any), default)
+        self.args_model: type[BaseModel] = create_model(
+            f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        self.parameters: dict[str, Any] = self.args_model.model_json_schema()
+        self.parameters.pop("title", None)
+
+    @property
+    def schema(self) -> ToolSchema:
+        """The schema sent to models."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated, coerced arguments; raises ToolArgumentError with a schema hint."""
+        try:
+            model = self.args_model.model_validate(args)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolArgumentError(
+                f"Invalid arguments for tool {self.name}: {problems}. "
+                f"Expected JSON schema: {json.dumps(self.parameters, sort_keys=True)}"
+            ) from None
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    async def invoke(self, args: dict[str, Any]) -> Any:
+        """Validate ``args`` and run the function (sync functions run inline)."""
+        values = self.validate(args)
+        result = self.fn(**values)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def observation_text(result: Any) -> str:
+    """How a tool result is shown to the model."""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(result)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str = ""
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str = ""
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    Example:
+        >>> @tool
+        ... def delete_user(user_id: int) -> str:
+        ...     "Delete a user account."
+        ...     return f"deleted {user_id}"
+        >>> delete_user.schema["parameters"]["properties"]["user_id"]["type"]
+        'integer'
+    """
+    if fn is not None:
+        return Tool(fn, name, description)
+    return lambda f: Tool(f, name, description)

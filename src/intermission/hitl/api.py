@@ -1,0 +1,171 @@
+"""HITL: look up pending tool calls and submit decisions by call UUID (R20–R23c).
+
+Every check runs before anything changes: a refused decision leaves the session exactly as
+it was (compare snapshots). Submitting does not resume; call ``agent.prompt().session(s)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..agents.tools import TOOL_INDEX, ToolArgumentError
+from ..core.session import AgentSession
+from ..decisions import DecisionRecord, HITLDecision, HITLTask
+from ..errors import (
+    AmbiguousTaskError,
+    InvalidDecisionError,
+    ReviewerNotAllowedError,
+    UnknownTaskError,
+)
+from .interceptor import APPROVER_POLICIES
+
+__all__ = ["HITL"]
+
+
+def _now(session: AgentSession) -> float:
+    clock = getattr(session, "clock", None)
+    return float(clock.now_ms()) if clock is not None else 0.0
+
+
+class HITL:
+    """Static helpers over a session's suspended tool batch (the seed's ``HITL``)."""
+
+    @staticmethod
+    def pending_tasks(session: AgentSession) -> list[HITLTask]:
+        """The undecided tasks of the suspended batch."""
+        decided = session.hitl.decisions
+        return [t for t in session.hitl.tasks if t.call_uuid not in decided]
+
+    @staticmethod
+    def get_pending_task_by_call_uuid(session: AgentSession, call_uuid: str) -> HITLTask | None:
+        """The undecided task with this call UUID, or None."""
+        for task in HITL.pending_tasks(session):
+            if task.call_uuid == call_uuid:
+                return task
+        return None
+
+    @staticmethod
+    def get_pending_task_by_tool_name(session: AgentSession, tool_name: str) -> HITLTask | None:
+        """The undecided task of ``tool_name``; refused when several calls share the name."""
+        found = [t for t in HITL.pending_tasks(session) if t.tool_name == tool_name]
+        if len(found) > 1:
+            raise AmbiguousTaskError(
+                f"{len(found)} pending calls of {tool_name!r} "
+                f"({', '.join(t.call_uuid for t in found)}): look them up by call UUID"
+            )
+        return found[0] if found else None
+
+    @staticmethod
+    def get_decision(session: AgentSession, call_uuid: str) -> DecisionRecord | None:
+        """The decision recorded for ``call_uuid`` (not yet applied), or None."""
+        return session.hitl.decisions.get(call_uuid)
+
+    @staticmethod
+    def _check(
+        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+    ) -> DecisionRecord:
+        """Validate one decision against the session; returns the record, mutates nothing."""
+        uuid = task if isinstance(task, str) else task.call_uuid
+        if not isinstance(decision, HITLDecision):
+            raise InvalidDecisionError("a decision is an HITLDecision", call_uuid=uuid)
+        current = next((t for t in session.hitl.tasks if t.call_uuid == uuid), None)
+        if current is None:
+            raise UnknownTaskError(
+                f"no pending task with call UUID {uuid!r} (unknown or already applied); "
+                "see HITL.pending_tasks(session)",
+                call_uuid=uuid,
+            )
+        if uuid in session.hitl.decisions:
+            raise InvalidDecisionError(
+                f"task {uuid!r} already has a decision; a task is decided once", call_uuid=uuid
+            )
+        if isinstance(task, HITLTask) and task.args != current.args:
+            raise InvalidDecisionError(
+                f"task {uuid!r} changed since it was read; read it again", call_uuid=uuid
+            )
+        reviewer = decision.reviewer_name
+        allowed = current.approvers
+        policy = APPROVER_POLICIES.get((current.agent or "", current.tool_name))
+        if (allowed is not None and reviewer not in allowed) or (
+            policy is not None and not policy(reviewer, current)
+        ):
+            raise ReviewerNotAllowedError(
+                f"reviewer {reviewer!r} may not decide {current.tool_name!r}"
+                + (f" (allowed: {', '.join(allowed)})" if allowed else ""),
+                call_uuid=uuid,
+            )
+        modified = decision.edited_args
+        if modified is not None:
+            tool = TOOL_INDEX.get((current.agent or "", current.tool_name))
+            if tool is None:
+                raise InvalidDecisionError(
+                    f"cannot validate edited arguments: tool {current.tool_name!r} of agent "
+                    f"{current.agent!r} is not loaded in this process; build the agent first",
+                    call_uuid=uuid,
+                )
+            try:
+                merged = tool.validate({**current.args, **modified})
+            except ToolArgumentError as exc:
+                raise InvalidDecisionError(str(exc), call_uuid=uuid) from None
+            modified = {k: merged[k] for k in modified}
+        return DecisionRecord(
+            call_uuid=uuid,
+            tool_name=current.tool_name,
+            verdict=decision.verdict,
+            comment=decision.comment_text,
+            modified_args=modified,
+            always_allow=decision.always,
+            reviewer=reviewer,
+            time_ms=_now(session),
+            fingerprint=current.fingerprint,
+        )
+
+    @staticmethod
+    def submit(
+        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+    ) -> DecisionRecord:
+        """Record ``decision`` for ``task`` (a task or its call UUID); typed errors, no change
+        on refusal. Resume afterwards with an empty prompt."""
+        record = HITL._check(session, task, decision)
+        session.hitl.decisions[record.call_uuid] = record
+        return record
+
+    @staticmethod
+    def submit_all(
+        session: AgentSession, decisions: Mapping[str, HITLDecision]
+    ) -> list[DecisionRecord]:
+        """Record several decisions by call UUID; all are checked before any is stored."""
+        records = [HITL._check(session, uuid, d) for uuid, d in decisions.items()]
+        for record in records:
+            session.hitl.decisions[record.call_uuid] = record
+        return records
+
+    @staticmethod
+    def approve_all(session: AgentSession, reviewer: str | None = None) -> list[DecisionRecord]:
+        """Approve every undecided task."""
+        decision = HITLDecision.approve()
+        if reviewer:
+            decision = decision.reviewer(reviewer)
+        return HITL.submit_all(
+            session, {t.call_uuid: decision for t in HITL.pending_tasks(session)}
+        )
+
+    @staticmethod
+    def reject_all(
+        session: AgentSession, reason: str | None = None, reviewer: str | None = None
+    ) -> list[DecisionRecord]:
+        """Reject every undecided task."""
+        decision = HITLDecision.reject(reason)
+        if reviewer:
+            decision = decision.reviewer(reviewer)
+        return HITL.submit_all(
+            session, {t.call_uuid: decision for t in HITL.pending_tasks(session)}
+        )
+
+    @staticmethod
+    def clear(session: AgentSession) -> None:
+        """Forget the suspended batch and its decisions."""
+        session.hitl.tasks.clear()
+        session.hitl.decisions.clear()
+        session.hitl.expired.clear()
+        session.hitl.agent = None

@@ -1,0 +1,187 @@
+"""HITLInterceptor: suspend a whole tool batch before anything runs, apply decisions on resume
+(R18–R23b)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from ..agents.interceptors import ReActInterceptor, ToolExchange
+from ..decisions import DecisionRecord, HITLTask, fingerprint
+from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
+from ..traces import ReActTrace
+
+__all__ = ["APPROVER_POLICIES", "HITLInterceptor", "Policy"]
+
+Policy = Callable[[ReActTrace, dict[str, Any]], "str | None"]
+"""``policy(trace, args)`` → a reason (ask a human) or None (run without asking)."""
+ApproverPolicy = Callable[[str | None, HITLTask], bool]
+
+APPROVER_POLICIES: dict[tuple[str, str], ApproverPolicy] = {}
+"""(agent, tool) → callable approver policy (process-local; sets travel in the task)."""
+
+DEFAULT_REASON = "Sensitive operation: human confirmation required"
+SKIP_TEXT = "Skipped by the reviewer: continue with the next step."
+REJECT_TEXT = "Rejected by the reviewer: human approval was not given."
+
+
+class HITLInterceptor(ReActInterceptor):
+    """Ask a human before some tools run.
+
+    Example:
+        >>> hitl = HITLInterceptor().on_tool("delete_user").approvers({"lead"})
+    """
+
+    def __init__(self, on_expire: Literal["reject", "wait"] = "wait") -> None:
+        self._policies: dict[str, tuple[Policy | None, float | None]] = {}
+        self._approvers: dict[str, frozenset[str] | ApproverPolicy] = {}
+        self._last: str | None = None
+        self._on_approved: Callable[[str, dict[str, Any]], Any] | None = None
+        self.on_expire = on_expire
+
+    def on_tool(
+        self, name: str, policy: Policy | None = None, *, deadline_ms: float | None = None
+    ) -> HITLInterceptor:
+        """Ask before ``name`` runs (when ``policy`` returns a reason; always without one)."""
+        self._policies[name] = (policy, deadline_ms)
+        self._last = name
+        return self
+
+    def approvers(self, allowed: Iterable[str] | ApproverPolicy) -> HITLInterceptor:
+        """Who may decide for the last ``on_tool`` (a set of reviewers or a callable, R23c)."""
+        if self._last is None:
+            raise ValueError("call on_tool(...) before approvers(...)")
+        self._approvers[self._last] = allowed if callable(allowed) else frozenset(allowed)
+        return self
+
+    def on_approved(self, callback: Callable[[str, dict[str, Any]], Any]) -> HITLInterceptor:
+        """Called with ``(tool_name, args)`` when a decision says ``always_allow()``."""
+        self._on_approved = callback
+        return self
+
+    def _targets(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> list[HITLTask]:
+        tasks = []
+        now = _now(trace)
+        for ex in exchanges:
+            if ex.tool_name not in self._policies:
+                continue
+            policy, deadline = self._policies[ex.tool_name]
+            reason = policy(trace, dict(ex.args)) if policy else DEFAULT_REASON
+            if reason is None:
+                continue
+            approvers = self._approvers.get(ex.tool_name)
+            if callable(approvers):
+                APPROVER_POLICIES[(trace.agent_name, ex.tool_name)] = approvers
+            tasks.append(
+                HITLTask(
+                    call_uuid=ex.call_uuid,
+                    tool_name=ex.tool_name,
+                    args=dict(ex.args),
+                    reason=reason,
+                    agent=trace.agent_name,
+                    created_ms=now,
+                    deadline_ms=now + deadline if deadline is not None else None,
+                    approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
+                )
+            )
+        return tasks
+
+    def on_action_start(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> None:
+        """Suspend the batch (R19), or apply the decisions of a resumed batch (R21–R23a)."""
+        session = trace.session
+        state = session.hitl
+        targets = self._targets(trace, exchanges)
+        if not targets:
+            return
+        known = {t.call_uuid: t for t in state.tasks}
+        targets = [known.get(t.call_uuid, t) for t in targets]  # keep created/deadline
+        self._expire(trace, targets)
+        undecided = []
+        for task in targets:
+            record = state.decisions.get(task.call_uuid)
+            if record is not None and record.fingerprint != fingerprint(task.args):
+                del state.decisions[task.call_uuid]  # approval void: args changed (R23a)
+                record = None
+            if record is None:
+                undecided.append(task)
+        if undecided:
+            self._suspend(trace, targets, undecided)
+            return
+        by_uuid = {ex.call_uuid: ex for ex in exchanges}
+        single = len(targets) == 1
+        for task in targets:
+            record = state.decisions[task.call_uuid].model_copy(update={"applied": True})
+            ex = by_uuid[task.call_uuid]
+            if record.verdict == "approve" and record.modified_args:
+                ex.args.update(record.modified_args)
+            trace.emit(
+                HITLDecidedEvent,
+                call_uuid=task.call_uuid,
+                tool_name=task.tool_name,
+                args=dict(ex.args),
+                decision=record,
+            )
+            if record.verdict == "approve":
+                ex.note = record.comment
+                if record.always_allow and self._on_approved is not None:
+                    self._on_approved(task.tool_name, dict(ex.args))
+            elif record.verdict == "skip":
+                ex.result = record.comment or SKIP_TEXT
+            elif single:
+                trace.set_final_answer(record.comment or REJECT_TEXT, abnormal=True)
+            else:
+                ex.result = "Rejected by the reviewer" + (
+                    f": {record.comment}" if record.comment else "."
+                )
+        state.tasks.clear()
+        state.decisions.clear()
+        state.agent = None
+
+    def _expire(self, trace: ReActTrace, targets: list[HITLTask]) -> None:
+        state = trace.session.hitl
+        now = _now(trace)
+        for task in targets:
+            expired = task.deadline_ms is not None and now >= task.deadline_ms
+            if not expired or task.call_uuid in state.decisions:
+                continue
+            if task.call_uuid not in state.expired:
+                state.expired.append(task.call_uuid)
+                trace.emit(
+                    HITLExpiredEvent,
+                    call_uuid=task.call_uuid,
+                    tool_name=task.tool_name,
+                    resolution=self.on_expire,
+                )
+            if self.on_expire == "reject":
+                state.decisions[task.call_uuid] = DecisionRecord(
+                    call_uuid=task.call_uuid,
+                    tool_name=task.tool_name,
+                    verdict="reject",
+                    comment="Rejected: the approval deadline passed.",
+                    reviewer="system:deadline",
+                    time_ms=now,
+                    fingerprint=task.fingerprint,
+                )
+
+    def _suspend(
+        self, trace: ReActTrace, targets: list[HITLTask], undecided: list[HITLTask]
+    ) -> None:
+        session = trace.session
+        state = session.hitl
+        state.agent = trace.agent_name
+        state.tasks = list(targets)
+        summary = (
+            (undecided[0].reason or DEFAULT_REASON)
+            if len(undecided) == 1
+            else f"{len(undecided)} operations await human confirmation"
+        )
+        session.pending(True, summary)
+        trace.final_answer = summary
+        trace.abnormal = True
+        trace.route = "action"  # resume replays the same calls, no model call (R22)
+        trace.emit(HITLPendingEvent, tasks=list(undecided), reason=summary)
+
+
+def _now(trace: ReActTrace) -> float:
+    scope = trace._scope
+    return float(scope.clock.now_ms()) if scope is not None else 0.0
