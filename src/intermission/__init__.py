@@ -91,7 +91,6 @@ from .traces import ReActTrace, TeamRecord, TeamTrace
 
 __all__ = [
     "END",
-    "HITL",
     "START",
     "ActionEndEvent",
     "ActionStartEvent",
@@ -117,6 +116,7 @@ __all__ = [
     "Graph",
     "GraphDefinitionError",
     "GraphSpec",
+    "HITL",
     "HITLDecidedEvent",
     "HITLDecision",
     "HITLExpiredEvent",
@@ -174,6 +174,6 @@ __all__ = [
     "ToolDefinitionError",
     "ToolExchange",
     "UnknownTaskError",
-    "tool",
     "__version__",
+    "tool",
 ]

@@ -48,6 +48,7 @@ class ReActAgentBuilder:
         self._interceptors: list[Any] = []
         self._max_turns = 8
         self._window = 8
+        self._output_key: str | None = None
         self._clock: Clock | None = None
         self._ids: IdFactory = RANDOM_IDS
 
@@ -81,6 +82,11 @@ class ReActAgentBuilder:
         self._window = n
         return self
 
+    def output_key(self, key: str) -> ReActAgentBuilder:
+        """Also store the final answer in the session context under ``key``."""
+        self._output_key = key
+        return self
+
     def clock(self, clock: Clock) -> ReActAgentBuilder:
         """The clock stamping events (a FakeClock makes timelines deterministic)."""
         self._clock = clock
@@ -112,6 +118,7 @@ class ReActAgent:
         self.interceptors: tuple[Any, ...] = tuple(builder._interceptors)
         self.max_turns = builder._max_turns
         self.window = builder._window
+        self.output_key = builder._output_key
         self.clock = builder._clock
         self.ids = builder._ids
 
@@ -205,6 +212,8 @@ class ReActAgent:
             session.status = "failed"
             raise
         content = trace.final_answer or ""
+        if trace.route == "end" and self.output_key and not trace.abnormal:
+            session.context.put(self.output_key, content)
         if trace.route == "end" and content and top_level:
             session.add_message(ChatMessage.assistant(content))
         if trace.abnormal:
@@ -295,7 +304,7 @@ class ReActAgent:
             )
             started = scope.clock.now_ms()
             if ex.result is None:
-                ex.result, ex.error = await self._invoke(ex)
+                ex.result, ex.error = await self._invoke(ex, session)
             duration = scope.clock.now_ms() - started
             await call_hook(
                 self.interceptors, "on_tool_call_end", trace, ex, ex.result, ex.error, duration
@@ -317,13 +326,13 @@ class ReActAgent:
         await call_hook(self.interceptors, "on_action_end", trace, exchanges)
         scope.emit(ActionEndEvent)
 
-    async def _invoke(self, ex: ToolExchange) -> tuple[str, str | None]:
+    async def _invoke(self, ex: ToolExchange, session: AgentSession) -> tuple[str, str | None]:
         """Run one tool; failures become observations, never exceptions (R14)."""
         t = self.tools.get(ex.tool_name)
         if t is None:
             return f"Tool [{ex.tool_name}] not found.", "not_found"
         try:
-            return observation_text(await t.invoke(ex.args)), None
+            return observation_text(await t.invoke(ex.args, session)), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
         except asyncio.CancelledError:

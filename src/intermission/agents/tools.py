@@ -14,6 +14,10 @@ from .models import ToolSchema
 
 __all__ = ["TOOL_INDEX", "Tool", "ToolArgumentError", "tool"]
 
+INJECTED = frozenset({"session"})
+"""Parameter names filled in by the agent, not by the model (``session``: the running
+session, e.g. for ``session.once(key, effect)``)."""
+
 TOOL_INDEX: dict[tuple[str, str], Tool] = {}
 """(agent name, tool name) → tool, filled as agents are built; HITL validates edited
 arguments against it. Process-local: sessions only hold names."""
@@ -36,7 +40,12 @@ class Tool:
         except Exception as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: cannot read type hints: {exc}") from exc
         fields: dict[str, Any] = {}
+        self.injected: tuple[str, ...] = tuple(
+            p for p in inspect.signature(fn).parameters if p in INJECTED
+        )
         for param in inspect.signature(fn).parameters.values():
+            if param.name in INJECTED:
+                continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise ToolDefinitionError(f"tool {self.name!r}: *args/**kwargs are not supported")
             default = ... if param.default is inspect.Parameter.empty else param.default
@@ -66,9 +75,11 @@ class Tool:
             ) from None
         return {k: getattr(model, k) for k in type(model).model_fields}
 
-    async def invoke(self, args: dict[str, Any]) -> Any:
+    async def invoke(self, args: dict[str, Any], session: Any = None) -> Any:
         """Validate ``args`` and run the function (sync functions run inline)."""
         values = self.validate(args)
+        if "session" in self.injected:
+            values["session"] = session
         result = self.fn(**values)
         if inspect.isawaitable(result):
             result = await result

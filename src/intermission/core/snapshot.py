@@ -95,29 +95,30 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
         check_json(key, value)
     for key, entry in session.ledger.items():
         check_json(f"ledger[{key}]", entry.result)
-    return SessionSnapshot.model_construct(
-        schema_version=1,
-        session_id=session.session_id,
-        status=session.status,
-        agent=session.agent,
-        pending=ctx.is_stopped,
-        pending_reason=session.pending_reason,
-        context=json.loads(json.dumps(ctx.data)),
-        flow=FlowTraceModel.model_validate(
-            {
-                "root": ctx.trace.root,
-                "graphs": {k: v.to_data() for k, v in ctx.trace.graphs.items()},
-            }
-        ),
-        traces={k: v.model_copy(deep=True) for k, v in session.traces.items()},
-        hitl=session.hitl.model_copy(deep=True),
-        ledger=dict(session.ledger),
-        messages=list(session.messages),
-        max_messages=session.max_messages,
-        events=list(session.events),
-        max_events=session.events.max_events,
-        next_seq=session.events.next_seq,
-    )
+    data = {
+        "schema_version": 1,
+        "session_id": session.session_id,
+        "status": session.status,
+        "agent": session.agent,
+        "pending": ctx.is_stopped,
+        "pending_reason": session.pending_reason,
+        "context": ctx.data,
+        "flow": {
+            "root": ctx.trace.root,
+            "graphs": {k: v.to_data() for k, v in ctx.trace.graphs.items()},
+        },
+        "traces": {k: v.model_dump() for k, v in session.traces.items()},
+        "hitl": session.hitl.model_dump(),
+        "ledger": {k: v.model_dump() for k, v in session.ledger.items()},
+        "messages": [m.model_dump() for m in session.messages],
+        "max_messages": session.max_messages,
+        "events": [e.model_dump() for e in session.events],
+        "max_events": session.events.max_events,
+        "next_seq": session.events.next_seq,
+    }
+    # Validating here (not only on restore) makes a snapshot that could not be read back
+    # fail at save time, where the cause is still in view.
+    return SessionSnapshot.model_validate(data)
 
 
 def snapshot_json(session: InMemoryAgentSession) -> str:

@@ -94,7 +94,14 @@ class HITLInterceptor(ReActInterceptor):
         if not targets:
             return
         known = {t.call_uuid: t for t in state.tasks}
-        targets = [known.get(t.call_uuid, t) for t in targets]  # keep created/deadline
+        # keep when a task was created (and its deadline), but judge the arguments that
+        # would run now: an approval of other arguments is void (R23a)
+        targets = [
+            t.model_copy(update={"created_ms": k.created_ms, "deadline_ms": k.deadline_ms})
+            if (k := known.get(t.call_uuid)) is not None
+            else t
+            for t in targets
+        ]
         self._expire(trace, targets)
         undecided = []
         for task in targets:

@@ -1,0 +1,122 @@
+"""Runnable offline examples (ScriptedModel): the ops agent and the seed's change graph.
+
+Both scripts are functions of the conversation, not tapes, so a session saved in one
+process resumes correctly in another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .agents import ReActAgent, ScriptedModel, TeamAgent, tool
+from .core import END, FlowContext, GraphSpec, Node
+from .core.session import AgentSession
+from .hitl import HITLInterceptor
+from .messages import ChatMessage, ToolCall
+from .traces import TeamTrace
+
+__all__ = ["APPLIED", "build_change_graph", "build_ops_agent", "change_approval_task"]
+
+APPLIED: list[str] = []
+"""Changes applied by the default effect of the change graph (for demos and tests)."""
+
+
+def _after_tool(answer: Callable[[str], str], call: ToolCall) -> ScriptedModel:
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        observations = [m.content for m in messages[last_user:] if m.role == "tool"]
+        return answer(observations[-1]) if observations else [call]
+
+    return ScriptedModel(script)
+
+
+def build_ops_agent(user_id: int = 1001) -> ReActAgent:
+    """A ReAct agent that asks a human before ``delete_user`` runs."""
+
+    @tool
+    def delete_user(user_id: int) -> str:
+        """Delete a user account (irreversible)."""
+        return f"user {user_id} deleted"
+
+    model = _after_tool(lambda obs: f"Done: {obs}.", ToolCall("delete_user", {"user_id": user_id}))
+    return (
+        ReActAgent.of(model)
+        .name("ops")
+        .system_prompt("You manage user accounts.")
+        .tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user"))
+        .build()
+    )
+
+
+def change_approval_task(ctx: FlowContext, node: Node) -> None:
+    """The seed's approval node: check the decision; if none, record the request and pend."""
+    if ctx.get("approval.decision") is None:
+        ctx.put("approval.request", ctx.get("change.proposal"))
+        assert ctx.session is not None
+        ctx.session.pending(True, "Change plan awaits human review")
+
+
+def _reject_finish(ctx: FlowContext, node: Node) -> None:
+    result = f"Change rejected: {ctx.get('approval.reason') or 'no reason given'}"
+    ctx.put("change.result", result)
+    trace = TeamTrace.current(ctx)
+    if trace is not None:
+        trace.set_final_answer(result)
+
+
+def _default_effect(change_id: str) -> str:
+    APPLIED.append(change_id)
+    return f"applied {change_id}"
+
+
+def build_change_graph(
+    effect: Callable[[str], str] = _default_effect, change_id: str = "change-001"
+) -> TeamAgent:
+    """``proposal_agent → approval → approval_route → executor_agent | reject_finish``."""
+    proposal_agent = (
+        ReActAgent.of(
+            ScriptedModel(
+                ["Upgrade order-service to v2.3 and run database migration 0042 (add index)."]
+                * 1000
+            )
+        )
+        .name("proposal_agent")
+        .output_key("change.proposal")
+        .build()
+    )
+
+    @tool
+    def apply_change(change_id: str, session: AgentSession) -> str:
+        """Apply an approved change exactly once (idempotency key ``<id>/execute``)."""
+        result: str = session.once(f"{change_id}/execute", lambda: effect(change_id))  # type: ignore[attr-defined]
+        session.context.put("change.result", result)
+        return result
+
+    executor_agent = (
+        ReActAgent.of(
+            _after_tool(
+                lambda obs: f"Change executed: {obs}",
+                ToolCall("apply_change", {"change_id": change_id}),
+            )
+        )
+        .name("executor_agent")
+        .tools(apply_change)
+        .build()
+    )
+    spec = GraphSpec("change")
+    spec.add_start().link_add("proposal_agent")
+    spec.add_agent(proposal_agent).link_add("approval")
+    spec.add_activity("approval").title("Human review").task(change_approval_task).link_add(
+        "approval_route"
+    )
+    spec.add_exclusive("approval_route").link_add(
+        "executor_agent",
+        when=lambda ctx: ctx.get("approval.decision") == "APPROVE",
+        title="APPROVE",
+    ).link_add("reject_finish", title="otherwise")
+    spec.add_agent(executor_agent).link_add(END)
+    spec.add_activity("reject_finish").task(_reject_finish).link_add(END)
+    spec.add_end()
+    return TeamAgent.of().name("change").graph(spec).build()
