@@ -2,6 +2,7 @@
 
 from .interceptors import ReActInterceptor, ToolExchange
 from .models import ChatModel, ModelChunk, ToolSchema
+from .openai_compat import OpenAIChatModel
 from .react import ReActAgent, ReActAgentBuilder
 from .request import AgentRequest, AgentResponse, EventStream
 from .scripted import ScriptedModel
@@ -14,6 +15,7 @@ __all__ = [
     "ChatModel",
     "EventStream",
     "ModelChunk",
+    "OpenAIChatModel",
     "ReActAgent",
     "ReActAgentBuilder",
     "ReActInterceptor",

@@ -1,0 +1,142 @@
+"""A chat model for any server speaking the OpenAI Chat Completions protocol (extra
+``openai``): OpenAI, vLLM, llama.cpp server, Ollama… Streaming and tool calls (R15)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .._compat import require
+from .._ids import RANDOM_IDS, IdFactory
+from ..errors import ModelError
+from ..messages import ChatMessage, ToolCall
+from .models import ModelChunk, ToolSchema
+
+__all__ = ["OpenAIChatModel"]
+
+
+def _wire(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.args)},
+            }
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _args(text: str, name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError as exc:
+        raise ModelError(f"tool call {name!r}: arguments are not JSON: {text[:200]!r}") from exc
+    if not isinstance(value, dict):
+        raise ModelError(f"tool call {name!r}: arguments are not a JSON object")
+    return value
+
+
+class OpenAIChatModel:
+    """Chat Completions client. ``model``, ``base_url`` and ``api_key`` default to
+    ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` (else the OpenAI API) and ``OPENAI_API_KEY``."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        stream: bool = True,
+        timeout: float = 60.0,
+        ids: IdFactory | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model or os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        self.base_url = (
+            base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        ).rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.streaming = stream
+        self.timeout = timeout
+        self.ids = ids or RANDOM_IDS
+        self.extra_body = dict(extra_body or {})
+
+    def _payload(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_wire(m) for m in messages],
+            "stream": self.streaming,
+            **self.extra_body,
+        }
+        if tools:
+            payload["tools"] = [{"type": "function", "function": t} for t in tools]
+        return payload
+
+    async def stream(
+        self, messages: list[ChatMessage], tools: list[ToolSchema]
+    ) -> AsyncIterator[ModelChunk]:
+        """Stream the reply (or fetch it whole when ``stream=False``)."""
+        httpx = require("httpx", "openai")
+        url = f"{self.base_url}/chat/completions"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        payload = self._payload(messages, tools)
+        async with httpx.AsyncClient(timeout=self.timeout) as client:
+            if not self.streaming:
+                resp = await client.post(url, json=payload, headers=headers)
+                if resp.status_code >= 400:
+                    raise ModelError(f"HTTP {resp.status_code} from {url}: {resp.text[:300]}")
+                message = resp.json()["choices"][0]["message"]
+                calls = [
+                    ToolCall(
+                        c["function"]["name"],
+                        _args(c["function"].get("arguments", ""), c["function"]["name"]),
+                        c.get("id") or self.ids("call"),
+                    )
+                    for c in message.get("tool_calls") or []
+                ]
+                yield ModelChunk(text=message.get("content") or "", tool_calls=calls)
+                return
+            partial: dict[int, dict[str, str]] = {}
+            async with client.stream("POST", url, json=payload, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    body = (await resp.aread()).decode(errors="replace")
+                    raise ModelError(f"HTTP {resp.status_code} from {url}: {body[:300]}")
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    choices = json.loads(data).get("choices") or []
+                    if not choices:
+                        continue
+                    delta = choices[0].get("delta") or {}
+                    if delta.get("content"):
+                        yield ModelChunk(text=delta["content"])
+                    for tc in delta.get("tool_calls") or []:
+                        slot = partial.setdefault(
+                            tc.get("index", 0), {"id": "", "name": "", "args": ""}
+                        )
+                        slot["id"] = tc.get("id") or slot["id"]
+                        fn = tc.get("function") or {}
+                        slot["name"] += fn.get("name") or ""
+                        slot["args"] += fn.get("arguments") or ""
+            if partial:
+                yield ModelChunk(
+                    tool_calls=[
+                        ToolCall(
+                            s["name"], _args(s["args"], s["name"]), s["id"] or self.ids("call")
+                        )
+                        for _, s in sorted(partial.items())
+                    ]
+                )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
