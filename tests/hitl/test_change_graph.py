@@ -99,3 +99,16 @@ def test_sequential_protocol_passes_outputs_along() -> None:
         .call()
     )
     assert resp.content == "reviewed: draft"
+
+
+def test_supervisor_protocol_routes_members_until_finish() -> None:
+    from intermission import ReActAgent, ScriptedModel
+
+    researcher = ReActAgent.of(ScriptedModel(["facts: 42"])).name("researcher").build()
+    writer = ReActAgent.of(ScriptedModel(["report about 42"])).name("writer").build()
+    boss = ScriptedModel(["researcher", "writer", "FINISH"])
+    team = TeamAgent.supervisor("office", boss, [researcher, writer])
+    resp = team.prompt("write a report").session(InMemoryAgentSession.of("sup")).call()
+    assert resp.content == "report about 42"
+    assert [r.agent for r in resp.trace.records] == ["researcher", "writer"]
+    assert "researcher: facts: 42" in boss.calls[1][0].content

@@ -6,7 +6,7 @@ from .openai_compat import OpenAIChatModel
 from .react import ReActAgent, ReActAgentBuilder
 from .request import AgentRequest, AgentResponse, EventStream
 from .scripted import ScriptedModel
-from .team import TeamAgent, TeamAgentBuilder
+from .team import TeamAgent, TeamAgentBuilder, TeamResponse
 from .tools import Tool, tool
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "ScriptedModel",
     "TeamAgent",
     "TeamAgentBuilder",
+    "TeamResponse",
     "Tool",
     "ToolExchange",
     "ToolSchema",

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from ..core.graph import Node
     from ..core.session import AgentSession
 
-__all__ = ["TeamAgent", "TeamAgentBuilder"]
+__all__ = ["TeamAgent", "TeamAgentBuilder", "TeamResponse"]
+
+TeamResponse = AgentResponse
+"""What a team request returns (the same shape as an agent's response)."""
 
 
 class TeamAgentBuilder:
