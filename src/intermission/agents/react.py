@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._clock import Clock
-from .._ids import RANDOM_IDS, IdFactory
 from ..errors import NothingToResumeError
 from ..events import (
     ActionEndEvent,
@@ -23,6 +21,7 @@ from ..events import (
 )
 from ..messages import ChatMessage, ToolCall
 from ..traces import ReActTrace
+from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
 from .models import ChatModel
 from .request import AgentRequest, AgentResponse
@@ -37,25 +36,18 @@ if TYPE_CHECKING:
 __all__ = ["ReActAgent", "ReActAgentBuilder"]
 
 
-class ReActAgentBuilder:
+class ReActAgentBuilder(BuilderBase):
     """Fluent builder returned by :meth:`ReActAgent.of`."""
 
     def __init__(self, model: ChatModel) -> None:
+        super().__init__("react_agent")
         self._model = model
-        self._name = "react_agent"
         self._system_prompt = ""
         self._tools: list[Tool] = []
         self._interceptors: list[Any] = []
         self._max_turns = 8
         self._window = 8
         self._output_key: str | None = None
-        self._clock: Clock | None = None
-        self._ids: IdFactory = RANDOM_IDS
-
-    def name(self, name: str) -> ReActAgentBuilder:
-        """The agent's name (also its node id in a team)."""
-        self._name = name
-        return self
 
     def system_prompt(self, text: str) -> ReActAgentBuilder:
         """The system prompt."""
@@ -85,16 +77,6 @@ class ReActAgentBuilder:
     def output_key(self, key: str) -> ReActAgentBuilder:
         """Also store the final answer in the session context under ``key``."""
         self._output_key = key
-        return self
-
-    def clock(self, clock: Clock) -> ReActAgentBuilder:
-        """The clock stamping events (a FakeClock makes timelines deterministic)."""
-        self._clock = clock
-        return self
-
-    def ids(self, ids: IdFactory) -> ReActAgentBuilder:
-        """The id factory for run and reason ids."""
-        self._ids = ids
         return self
 
     def build(self) -> ReActAgent:
@@ -141,7 +123,7 @@ class ReActAgent:
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
-        scope = RunScope(self.ids("run"), self._name, session, self.clock or _clock(session), sink)
+        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
         return await self.run(session, prompt, scope, top_level=True)
 
     # -- team member ----------------------------------------------------------------
@@ -347,13 +329,3 @@ class ReActAgent:
 def _ended(trace: ReActTrace) -> bool:
     # a function, not an inline compare: hooks change the route behind mypy's narrowing
     return trace.route == "end"
-
-
-def _clock(session: AgentSession) -> Clock | None:
-    clock: Clock | None = getattr(session, "clock", None)
-    return clock
-
-
-def as_sequence(items: Sequence[Any]) -> list[Any]:
-    """A list copy (helper for builders)."""
-    return list(items)

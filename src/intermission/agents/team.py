@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._clock import Clock
-from .._ids import RANDOM_IDS, IdFactory
 from ..core.engine import FlowEngine, FlowInterceptor
 from ..core.spec import END, GraphSpec
 from ..errors import GraphDefinitionError, NothingToResumeError
 from ..events import Event, TeamEndEvent, TeamStartEvent
 from ..messages import ChatMessage
 from ..traces import TeamTrace
+from ._builder import BuilderBase
 from .models import ChatModel
 from .request import AgentRequest, AgentResponse
 
@@ -28,21 +27,14 @@ TeamResponse = AgentResponse
 """What a team request returns (the same shape as an agent's response)."""
 
 
-class TeamAgentBuilder:
+class TeamAgentBuilder(BuilderBase):
     """Fluent builder returned by :meth:`TeamAgent.of`."""
 
     def __init__(self, model: ChatModel | None) -> None:
+        super().__init__("team_agent")
         self._model = model
-        self._name = "team_agent"
         self._spec: GraphSpec | None = None
         self._interceptors: list[FlowInterceptor] = []
-        self._clock: Clock | None = None
-        self._ids: IdFactory = RANDOM_IDS
-
-    def name(self, name: str) -> TeamAgentBuilder:
-        """The team's name."""
-        self._name = name
-        return self
 
     def graph(self, spec: GraphSpec) -> TeamAgentBuilder:
         """The team graph (activities, gateways, ``spec.add_agent(member)``)."""
@@ -52,16 +44,6 @@ class TeamAgentBuilder:
     def interceptor(self, *interceptors: FlowInterceptor) -> TeamAgentBuilder:
         """Node interceptors (``on_node_start`` / ``on_node_end``)."""
         self._interceptors.extend(interceptors)
-        return self
-
-    def clock(self, clock: Clock) -> TeamAgentBuilder:
-        """The clock stamping events."""
-        self._clock = clock
-        return self
-
-    def ids(self, ids: IdFactory) -> TeamAgentBuilder:
-        """The id factory for run ids."""
-        self._ids = ids
         return self
 
     def build(self) -> TeamAgent:
@@ -103,8 +85,7 @@ class TeamAgent:
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
-        clock = self.clock or getattr(session, "clock", None)
-        scope = RunScope(self.ids("run"), self._name, session, clock, sink)
+        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
         return await self.run(session, prompt, scope, top_level=True)
 
     async def run_as_member(self, ctx: FlowContext, node: Node) -> None:

@@ -103,7 +103,7 @@ class FlowEngine:
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
         if scope is None and session is not None:
-            scope = RunScope(self.ids("run"), g.id, session, self.clock or session_clock(session))
+            scope = RunScope(self.ids("run"), g.id, session, self.clock)
             if session.agent is None:
                 session.agent = g.id
         # A new request clears pending at its start (R3); the race with a concurrent
@@ -315,9 +315,3 @@ class FlowEngine:
             if len(node.links) > 1:
                 run.inclusive.append(len(targets))
         return targets
-
-
-def session_clock(session: Any) -> Clock | None:
-    """The session's clock when it has one."""
-    clock: Clock | None = getattr(session, "clock", None)
-    return clock

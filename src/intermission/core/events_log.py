@@ -78,7 +78,7 @@ class RunScope:
         self.agent = agent
         self.session_id = session.session_id
         self.log: EventLog = session.events
-        self.clock = clock or SYSTEM_CLOCK
+        self.clock = clock or getattr(session, "clock", None) or SYSTEM_CLOCK
         self.sink = sink
 
     def child(self, run_id: str, agent: str) -> RunScope:

@@ -34,6 +34,7 @@ class AgentSession(Protocol):
     ledger: dict[str, LedgerEntry]
     status: SessionStatus
     agent: str | None
+    clock: Clock
 
     def pending(self, pending: bool, reason: str | None = None) -> None:
         """Park (True) or release (False) the session; see R1."""

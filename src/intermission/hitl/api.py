@@ -22,11 +22,6 @@ from .interceptor import APPROVER_POLICIES
 __all__ = ["HITL"]
 
 
-def _now(session: AgentSession) -> float:
-    clock = getattr(session, "clock", None)
-    return float(clock.now_ms()) if clock is not None else 0.0
-
-
 class HITL:
     """Static helpers over a session's suspended tool batch (the seed's ``HITL``)."""
 
@@ -116,7 +111,7 @@ class HITL:
             modified_args=modified,
             always_allow=decision.always,
             reviewer=reviewer,
-            time_ms=_now(session),
+            time_ms=session.clock.now_ms(),
             fingerprint=current.fingerprint,
         )
 

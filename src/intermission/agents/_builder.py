@@ -1,0 +1,37 @@
+"""What every agent builder shares: the name, the clock and the id factory."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from .._clock import Clock
+from .._ids import RANDOM_IDS, IdFactory
+
+__all__ = ["BuilderBase"]
+
+B = TypeVar("B", bound="BuilderBase")
+
+
+class BuilderBase:
+    """Fluent setters common to ReActAgent and TeamAgent builders."""
+
+    def __init__(self, default_name: str) -> None:
+        self._name = default_name
+        self._clock: Clock | None = None
+        self._ids: IdFactory = RANDOM_IDS
+
+    def name(self: B, name: str) -> B:
+        """The agent's name (also its node id in a team)."""
+        self._name = name
+        return self
+
+    def clock(self: B, clock: Clock) -> B:
+        """The clock stamping events (a FakeClock makes timelines deterministic);
+        default: the session's clock."""
+        self._clock = clock
+        return self
+
+    def ids(self: B, ids: IdFactory) -> B:
+        """The id factory for run, reason and call ids."""
+        self._ids = ids
+        return self
