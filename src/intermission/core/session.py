@@ -93,6 +93,8 @@ class InMemoryAgentSession:
         """Called on every ledger change; stores use it to make ``started`` durable."""
         self.store_version: int = 0
         """The version this object was loaded at (compare-and-set, R29)."""
+        self.claim_token: str | None = None
+        """Set while a store's ``resume()`` holds the claim on this session."""
 
     @classmethod
     def of(
@@ -137,9 +139,11 @@ class InMemoryAgentSession:
 
     # -- idempotency ledger (R32) ----------------------------------------------------
     def _ledger_put(self, key: str, entry: LedgerEntry) -> None:
-        self.ledger[key] = entry
+        # the hook first: a store makes the entry durable (and may refuse it) before the
+        # effect runs
         if self.ledger_hook is not None:
             self.ledger_hook(key, entry)
+        self.ledger[key] = entry
 
     def _ledger_check(self, key: str) -> LedgerEntry | None:
         entry = self.ledger.get(key)

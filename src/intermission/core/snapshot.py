@@ -187,3 +187,4 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
     session._reason = snap.pending_reason
     session.ledger_hook = None
     session.store_version = 0
+    session.claim_token = None

@@ -1,0 +1,162 @@
+"""The store contract every backend implements, and the pieces they share (R29–R31).
+
+A store keeps one row per session: the canonical snapshot JSON, a version for
+compare-and-set, the status (indexed, so listing pending sessions is one indexed query),
+a claim (who is resuming it, until when) and the idempotency ledger, whose entries are
+written the moment they change so a crash between ``started`` and ``completed`` stays
+visible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.ledger import LedgerEntry
+from ..core.session import InMemoryAgentSession
+from ..core.snapshot import SessionSnapshot, parse_snapshot
+from ..decisions import HITLTask
+
+__all__ = [
+    "DEFAULT_LEASE_MS",
+    "PendingSession",
+    "SessionStore",
+    "StoredRow",
+    "claim_token",
+    "row_of",
+]
+
+DEFAULT_LEASE_MS = 5 * 60 * 1000.0
+"""How long a claim holds when its owner dies without releasing it (SIGKILL, power loss)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSession:
+    """One entry of ``store.pending()``."""
+
+    session_id: str
+    agent: str | None
+    reason: str | None
+    tasks: list[HITLTask] = field(default_factory=list)
+    deadline_ms: float | None = None
+    updated_ms: float = 0.0
+    request: Any = None
+    """What the human is asked to review (``approval.request`` of graph approvals)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """The indexed columns derived from a snapshot."""
+
+    session_id: str
+    status: str
+    agent: str | None
+    reason: str | None
+    tasks_json: str
+    deadline_ms: float | None
+    request_json: str
+    snapshot_json: str
+
+
+def row_of(snapshot: SessionSnapshot) -> StoredRow:
+    """Derive the indexed columns from a validated snapshot."""
+    tasks = [t for t in snapshot.hitl.tasks if t.call_uuid not in snapshot.hitl.decisions]
+    deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    return StoredRow(
+        session_id=snapshot.session_id,
+        status=snapshot.status,
+        agent=snapshot.agent,
+        reason=snapshot.pending_reason,
+        tasks_json=json.dumps([t.model_dump() for t in tasks]),
+        deadline_ms=min(deadlines) if deadlines else None,
+        request_json=json.dumps(snapshot.context.get("approval.request")),
+        snapshot_json=snapshot.to_json(),
+    )
+
+
+def claim_token() -> str:
+    """Who claims: host, process and a random part (distinct per claim)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def pending_of(
+    session_id: str,
+    agent: str | None,
+    reason: str | None,
+    tasks_json: str,
+    deadline: float | None,
+    updated: float,
+    request_json: str,
+) -> PendingSession:
+    """Build a PendingSession from stored columns."""
+    return PendingSession(
+        session_id=session_id,
+        agent=agent,
+        reason=reason,
+        tasks=[HITLTask.model_validate(t) for t in json.loads(tasks_json or "[]")],
+        deadline_ms=deadline,
+        updated_ms=updated,
+        request=json.loads(request_json) if request_json else None,
+    )
+
+
+def session_from(
+    snapshot_json: str, version: int, ledger: dict[str, LedgerEntry]
+) -> InMemoryAgentSession:
+    """Rebuild a session from its row; ledger rows (written live) win over the snapshot's."""
+    session = InMemoryAgentSession.restore(parse_snapshot(snapshot_json))
+    session.ledger.update(ledger)
+    session.store_version = version
+    return session
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where sessions wait while nobody works on them.
+
+    - ``save(session)``: insert, or update when the stored version is the one the session was
+      loaded at (compare-and-set); otherwise :class:`~intermission.ConflictError`. Refused
+      with :class:`~intermission.SessionBusyError` while someone else holds a claim.
+    - ``load(session_id)``: the session, or :class:`~intermission.SessionNotFoundError`.
+    - ``delete(session_id)``: remove the session and its ledger.
+    - ``pending(limit, agent, before)``: pending sessions, newest first, one indexed query;
+      page with ``before=<last item>``.
+    - ``resume(session_id)``: claim, load, yield, save and release atomically on a clean
+      exit; release without saving on an exception. A second resumer is refused with
+      ``SessionBusyError`` before anything runs.
+    """
+
+    def save(self, session: InMemoryAgentSession) -> int:
+        """Save; returns the new version."""
+        ...
+
+    def load(self, session_id: str) -> InMemoryAgentSession:
+        """Load a session."""
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Delete a session."""
+        ...
+
+    def pending(
+        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
+    ) -> list[PendingSession]:
+        """Pending sessions, newest first."""
+        ...
+
+    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Claim a session for resuming (see the class docstring)."""
+        ...
+
+    def put_snapshot(self, snapshot: Any) -> int:
+        """Store a snapshot given as JSON text, dict or model (validated first)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,46 @@
+"""PostgresStore: the same contract on PostgreSQL (extra ``postgres``, psycopg 3), for many
+kernels and workers on different machines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._clock import Clock
+from .._compat import require
+from .base import DEFAULT_LEASE_MS
+from .sql import SQLStore
+
+__all__ = ["PostgresStore"]
+
+
+class PostgresStore(SQLStore):
+    """Sessions in PostgreSQL. Claims are single conditional UPDATEs, which take the row
+    lock, so two machines can never both resume one session."""
+
+    placeholder = "%s"
+    int_type = "BIGINT"
+    real_type = "DOUBLE PRECISION"
+
+    def __init__(
+        self, dsn: str, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS
+    ) -> None:
+        self.dsn = dsn
+        self._psycopg = require("psycopg", "postgres")
+        self.integrity_errors = (self._psycopg.IntegrityError,)
+        super().__init__(clock=clock, lease_ms=lease_ms)
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self.dsn, autocommit=True)
+
+    def _transaction(self, conn: Any) -> Any:
+        return conn.transaction()
+
+    def _migrate(self) -> None:
+        # serialise schema creation between processes starting at the same time
+        conn = self._conn()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(724871)")
+            super()._migrate()
+
+    def __repr__(self) -> str:
+        return "PostgresStore(<dsn>)"

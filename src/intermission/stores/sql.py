@@ -1,0 +1,338 @@
+"""The SQL store shared by SQLite and PostgreSQL: fixed table names, parameters for every
+value, one transaction per save, compare-and-set versions and leased claims (R29–R31)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..core.ledger import LedgerEntry
+from ..core.session import InMemoryAgentSession
+from ..core.snapshot import parse_snapshot
+from ..errors import (
+    ConflictError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SessionStateError,
+    StoreError,
+)
+from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, pending_of, row_of, session_from
+
+__all__ = ["SCHEMA_VERSION", "SQLStore"]
+
+SCHEMA_VERSION = 1
+
+# Each migration is a list of statements; {real} and {int} are the dialect's column types.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE im_sessions (
+            id TEXT PRIMARY KEY,
+            version {int} NOT NULL,
+            status TEXT NOT NULL,
+            agent TEXT,
+            reason TEXT,
+            tasks TEXT NOT NULL,
+            deadline_ms {real},
+            request TEXT,
+            snapshot TEXT NOT NULL,
+            updated_ms {real} NOT NULL,
+            claimed_by TEXT,
+            claim_until {real}
+        )""",
+        "CREATE INDEX im_sessions_status ON im_sessions (status, updated_ms, id)",
+        "CREATE INDEX im_sessions_status_agent ON im_sessions (status, agent, updated_ms, id)",
+        """CREATE TABLE im_ledger (
+            session_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            entry TEXT NOT NULL,
+            PRIMARY KEY (session_id, key)
+        )""",
+    ],
+]
+
+_PENDING = (
+    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
+    "WHERE status = 'pending'"
+)
+
+
+class _Duplicate(Exception):
+    """An insert met an existing id (turned into ConflictError outside the transaction)."""
+
+
+class SQLStore:
+    """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver)."""
+
+    placeholder = "?"
+    int_type = "INTEGER"
+    real_type = "REAL"
+
+    def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
+        self.clock = clock or SYSTEM_CLOCK
+        self.lease_ms = lease_ms
+        self._local = threading.local()
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
+        self._migrate()
+
+    # -- driver hooks ------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any) -> Any:
+        """A context manager around one transaction that takes the write lock."""
+        raise NotImplementedError
+
+    integrity_errors: tuple[type[BaseException], ...] = ()
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Callable[..., Any]]:
+        conn = self._conn()
+        with self._transaction(conn):
+            cur = conn.cursor()
+
+            def execute(sql: str, params: tuple[Any, ...] = ()) -> Any:
+                cur.execute(self._sql(sql), params)
+                return cur
+
+            yield execute
+
+    def _migrate(self) -> None:
+        with self._tx() as run:
+            run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
+            row = run("SELECT MAX(version) FROM im_schema").fetchone()
+            current = row[0] if row and row[0] is not None else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store's schema is version {current}, newer than this intermission "
+                    f"knows ({SCHEMA_VERSION}); upgrade intermission"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version - 1]:
+                    run(statement.format(int=self.int_type, real=self.real_type))
+                run("INSERT INTO im_schema (version) VALUES (?)", (version,))
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._conns_lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> SQLStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the contract ------------------------------------------------------------------
+    def save(self, session: InMemoryAgentSession) -> int:
+        """Insert or compare-and-set update; returns the new version."""
+        return self._save(session, release=False)
+
+    def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
+        try:
+            return self._save_tx(session, release)
+        except _Duplicate:
+            # reported after the rollback: an aborted transaction cannot be queried
+            sid = session.session_id
+            raise ConflictError(sid, 0, self._version(sid)) from None
+
+    def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
+        row = row_of(session.snapshot())
+        now = self.clock.now_ms()
+        expected = session.store_version
+        values = (
+            row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
+            row.request_json, row.snapshot_json, now,
+        )  # fmt: skip
+        with self._tx() as run:
+            if expected == 0:
+                try:
+                    run(
+                        "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
+                        "request, snapshot, updated_ms, id, version) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                        (*values, row.session_id),
+                    )
+                except self.integrity_errors:
+                    raise _Duplicate from None
+            else:
+                claim_sql = (
+                    "claimed_by = NULL, claim_until = NULL"
+                    if release
+                    else "claimed_by = claimed_by, claim_until = claim_until"
+                )
+                cur = run(
+                    "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
+                    "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+                    f"version = version + 1, {claim_sql} "
+                    "WHERE id = ? AND version = ? AND "
+                    "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)",
+                    (*values, row.session_id, expected, now, session.claim_token or ""),
+                )
+                if cur.rowcount != 1:
+                    found = run(
+                        "SELECT version, claimed_by, claim_until FROM im_sessions WHERE id = ?",
+                        (row.session_id,),
+                    ).fetchone()
+                    if found is None:
+                        raise ConflictError(row.session_id, expected, None)
+                    if found[0] == expected:
+                        raise SessionBusyError(row.session_id)
+                    raise ConflictError(row.session_id, expected, found[0])
+            for key, entry in session.ledger.items():
+                self._put_ledger(run, row.session_id, key, entry)
+        session.store_version = expected + 1
+        return session.store_version
+
+    def _version(self, session_id: str) -> int | None:
+        with self._tx() as run:
+            row = run("SELECT version FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    @staticmethod
+    def _put_ledger(run: Callable[..., Any], session_id: str, key: str, entry: LedgerEntry) -> None:
+        run(
+            "INSERT INTO im_ledger (session_id, key, status, entry) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (session_id, key) DO UPDATE SET status = excluded.status, "
+            "entry = excluded.entry",
+            (session_id, key, entry.status, entry.model_dump_json()),
+        )
+
+    def _ledger_hook(self, session_id: str) -> Callable[[str, LedgerEntry], None]:
+        def hook(key: str, entry: LedgerEntry) -> None:
+            with self._tx() as run:
+                if entry.status != "started":
+                    self._put_ledger(run, session_id, key, entry)
+                    return
+                # 'started' may only replace nothing or a failed attempt: another process
+                # that started (or finished) the same effect wins, so it never runs twice.
+                cur = run(
+                    "INSERT INTO im_ledger (session_id, key, status, entry) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (session_id, key) DO UPDATE SET status = excluded.status, "
+                    "entry = excluded.entry WHERE im_ledger.status = 'failed'",
+                    (session_id, key, entry.status, entry.model_dump_json()),
+                )
+                if cur.rowcount != 1:
+                    raise SessionStateError(
+                        f"effect {key!r} was already started elsewhere; its outcome is "
+                        "unknown here, so it is not run again",
+                        session_id=session_id,
+                    )
+
+        return hook
+
+    def load(self, session_id: str) -> InMemoryAgentSession:
+        """Load a session (its live ledger rows included)."""
+        with self._tx() as run:
+            row = run(
+                "SELECT snapshot, version FROM im_sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            ledger_rows = run(
+                "SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,)
+            ).fetchall()
+        ledger = {k: LedgerEntry.model_validate_json(e) for k, e in ledger_rows}
+        session = session_from(row[0], int(row[1]), ledger)
+        session.ledger_hook = self._ledger_hook(session_id)
+        return session
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session and its ledger."""
+        with self._tx() as run:
+            run("DELETE FROM im_ledger WHERE session_id = ?", (session_id,))
+            run("DELETE FROM im_sessions WHERE id = ?", (session_id,))
+
+    def pending_query(
+        self, limit: int, agent: str | None, before: PendingSession | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SQL of :meth:`pending` (exposed so tests can EXPLAIN it)."""
+        sql = _PENDING
+        params: tuple[Any, ...] = ()
+        if agent is not None:
+            sql += " AND agent = ?"
+            params += (agent,)
+        if before is not None:
+            sql += " AND (updated_ms < ? OR (updated_ms = ? AND id < ?))"
+            params += (before.updated_ms, before.updated_ms, before.session_id)
+        sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?"
+        return sql, (*params, limit)
+
+    def pending(
+        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
+    ) -> list[PendingSession]:
+        """Pending sessions, newest first; page with ``before=<last item>``."""
+        sql, params = self.pending_query(limit, agent, before)
+        with self._tx() as run:
+            rows = run(sql, params).fetchall()
+        return [pending_of(*r) for r in rows]
+
+    @contextmanager
+    def resume(self, session_id: str) -> Iterator[InMemoryAgentSession]:
+        """Claim, load, yield; save and release on success, release only on error."""
+        token = claim_token()
+        now = self.clock.now_ms()
+        with self._tx() as run:
+            cur = run(
+                "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
+                "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)",
+                (token, now + self.lease_ms, session_id, now),
+            )
+            if cur.rowcount != 1:
+                exists = run("SELECT 1 FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
+                raise SessionBusyError(session_id) if exists else SessionNotFoundError(session_id)
+        try:
+            session = self.load(session_id)
+            session.claim_token = token
+            yield session
+        except BaseException:
+            with self._tx() as run:
+                run(
+                    "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
+                    "WHERE id = ? AND claimed_by = ?",
+                    (session_id, token),
+                )
+            raise
+        self._save(session, release=True)
+        session.claim_token = None
+
+    def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
+        """Validate a snapshot (JSON text, dict or model) and store it: ``version`` 0 inserts,
+        otherwise compare-and-set. Invalid data raises a typed error and changes nothing."""
+        session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
+        session.store_version = version
+        return self.save(session)
+
+    def raw_row(self, session_id: str) -> tuple[Any, ...] | None:
+        """The stored columns of a session (for tests and debugging)."""
+        with self._tx() as run:
+            row = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
+        return tuple(row) if row is not None else None
+
+    def count(self) -> int:
+        """How many sessions are stored."""
+        with self._tx() as run:
+            return int(run("SELECT COUNT(*) FROM im_sessions").fetchone()[0])
+
+    def _dump(self, obj: Any) -> str:
+        return json.dumps(obj)

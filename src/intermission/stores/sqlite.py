@@ -1,0 +1,77 @@
+"""SQLiteStore: the embedded default (stdlib sqlite3, WAL)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from .._clock import Clock
+from .base import DEFAULT_LEASE_MS
+from .sql import SQLStore
+
+__all__ = ["SQLiteStore"]
+
+
+class SQLiteStore(SQLStore):
+    """Sessions in one SQLite file, shared by threads and processes on one machine.
+
+    Example:
+        >>> store = SQLiteStore(":memory:")
+        >>> store.pending()
+        []
+    """
+
+    integrity_errors = (sqlite3.IntegrityError,)
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        clock: Clock | None = None,
+        lease_ms: float = DEFAULT_LEASE_MS,
+    ) -> None:
+        self.path = str(path)
+        self.synchronous = synchronous
+        self._memory_conn: sqlite3.Connection | None = None
+        super().__init__(clock=clock, lease_ms=lease_ms)
+
+    def _connect(self) -> Any:
+        if self.path == ":memory:":
+            # one shared connection: each :memory: connection would be its own database
+            if self._memory_conn is None:
+                self._memory_conn = self._open()
+            return self._memory_conn
+        return self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, timeout=60.0, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={'FULL' if self.synchronous == 'FULL' else 'NORMAL'}")
+        return conn
+
+    @contextmanager
+    def _transaction(self, conn: Any) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so check-then-write steps cannot
+        # interleave between processes.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def explain_pending(self, limit: int = 50, agent: str | None = None) -> list[str]:
+        """``EXPLAIN QUERY PLAN`` of :meth:`pending` (details only)."""
+        sql, params = self.pending_query(limit, agent, None)
+        with self._tx() as run:
+            return [str(r[-1]) for r in run("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"

@@ -1,0 +1,192 @@
+"""The store conformance suite (R29–R32): every store must pass these tests.
+
+Use it from a pytest module that defines a ``make_store`` fixture returning a factory of
+fresh, empty stores (``make_store(clock=None, lease_ms=...)``)::
+
+    from intermission.testing.conformance import *  # noqa: F403
+
+    @pytest.fixture
+    def make_store(tmp_path):
+        return lambda **kw: SQLiteStore(tmp_path / "s.db", **kw)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .._clock import FakeClock
+from ..core.session import InMemoryAgentSession
+from ..decisions import HITLDecision
+from ..errors import (
+    ConflictError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SessionStateError,
+    SnapshotSchemaError,
+)
+from ..examples import build_change_graph, build_ops_agent
+from ..hitl import HITL
+
+__all__ = [
+    "test_store_claim_lease_expires",
+    "test_store_compare_and_set",
+    "test_store_ledger_is_durable_before_the_effect_runs",
+    "test_store_load_missing_and_delete",
+    "test_store_pending_lists_newest_first_with_reason_tasks_and_paging",
+    "test_store_put_snapshot_refuses_bad_data_and_changes_nothing",
+    "test_store_resume_claims_saves_and_releases",
+    "test_store_round_trip",
+]
+
+
+def paused_change(session_id: str, effect: Any = None) -> InMemoryAgentSession:
+    """A change-approval session paused at its approval node."""
+    team = build_change_graph(effect) if effect else build_change_graph()
+    session = InMemoryAgentSession.of(session_id)
+    team.prompt("Upgrade the order service").session(session).call()
+    return session
+
+
+def paused_ops(session_id: str) -> InMemoryAgentSession:
+    """An ops-agent session paused on a ``delete_user`` approval."""
+    session = InMemoryAgentSession.of(session_id)
+    build_ops_agent().prompt("delete user 1001").session(session).call()
+    return session
+
+
+def test_store_round_trip(make_store: Any) -> None:  # R28, R29
+    store = make_store()
+    s = paused_change("rt")
+    assert store.save(s) == 1 and s.store_version == 1
+    loaded = store.load("rt")
+    assert loaded.to_json() == s.to_json() and loaded.store_version == 1
+    assert loaded.is_pending and loaded.pending_reason == "Change plan awaits human review"
+
+
+def test_store_compare_and_set(make_store: Any) -> None:  # R29
+    store = make_store()
+    s = paused_change("cas")
+    store.save(s)
+    with pytest.raises(ConflictError):
+        store.save(paused_change("cas"))  # a second insert of the same id
+    a, b = store.load("cas"), store.load("cas")
+    a.context.put("note", "a")
+    assert store.save(a) == 2
+    b.context.put("note", "b")
+    with pytest.raises(ConflictError) as info:
+        store.save(b)  # stale: never last-write-wins
+    assert info.value.expected == 1 and info.value.actual == 2
+    assert store.load("cas").context.get("note") == "a"
+
+
+def test_store_load_missing_and_delete(make_store: Any) -> None:  # R29a
+    store = make_store()
+    with pytest.raises(SessionNotFoundError):
+        store.load("nope")
+    store.save(paused_change("gone"))
+    store.delete("gone")
+    with pytest.raises(SessionNotFoundError):
+        store.load("gone")
+    with pytest.raises(SessionNotFoundError):
+        with store.resume("gone"):
+            pass
+
+
+def test_store_pending_lists_newest_first_with_reason_tasks_and_paging(make_store: Any) -> None:
+    clock = FakeClock(start_ms=1000, step_ms=10)
+    store = make_store(clock=clock)
+    for i in range(3):
+        store.save(paused_change(f"c{i}"))
+    store.save(paused_ops("ops-1"))
+    done = InMemoryAgentSession.of("idle")
+    store.save(done)
+    page = store.pending(limit=3)
+    assert [p.session_id for p in page] == ["ops-1", "c2", "c1"]
+    assert page[0].agent == "ops" and page[0].tasks[0].tool_name == "delete_user"
+    assert page[1].reason == "Change plan awaits human review"
+    assert str(page[1].request).startswith("Upgrade order-service")
+    rest = store.pending(limit=3, before=page[-1])
+    assert [p.session_id for p in rest] == ["c0"]
+    assert [p.session_id for p in store.pending(agent="change")] == ["c2", "c1", "c0"]
+    with store.resume("c1") as s:
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph().prompt().session(s).call()
+    assert "c1" not in [p.session_id for p in store.pending()]
+
+
+def test_store_resume_claims_saves_and_releases(make_store: Any) -> None:  # R30
+    store = make_store()
+    store.save(paused_change("r"))
+    with store.resume("r") as s:
+        with pytest.raises(SessionBusyError):
+            with store.resume("r"):
+                raise AssertionError("a second resumer must not get in")
+        intruder = store.load("r")
+        intruder.context.put("x", 1)
+        with pytest.raises(SessionBusyError):
+            store.save(intruder)  # nobody else writes while a claim is held
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph().prompt().session(s).call()
+    after = store.load("r")
+    assert after.status == "done" and after.store_version == 2
+    with pytest.raises(RuntimeError):
+        with store.resume("r") as s:
+            s.context.put("lost", True)
+            raise RuntimeError("crash inside the block")
+    assert "lost" not in store.load("r").context  # not saved, and the claim was released
+    with store.resume("r"):
+        pass
+
+
+def test_store_claim_lease_expires(make_store: Any) -> None:  # R30 (a dead owner)
+    clock = FakeClock(start_ms=0, step_ms=1)
+    store = make_store(clock=clock, lease_ms=1000)
+    store.save(paused_change("lease"))
+    held = store.resume("lease")
+    held.__enter__()  # an owner that never comes back
+    with pytest.raises(SessionBusyError):
+        with store.resume("lease"):
+            pass
+    clock.advance(5000)
+    with store.resume("lease") as s:
+        s.context.put("taken_over", True)
+    assert store.load("lease").context.get("taken_over") is True
+
+
+def test_store_ledger_is_durable_before_the_effect_runs(make_store: Any) -> None:  # R32
+    store = make_store()
+    seen: list[str] = []
+
+    def effect(change_id: str) -> str:
+        seen.append(store.load("led").ledger[f"{change_id}/execute"].status)
+        return "applied"
+
+    store.save(paused_change("led"))
+    with store.resume("led") as s:
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph(effect).prompt().session(s).call()
+    assert seen == ["started"]
+    assert store.load("led").ledger["change-001/execute"].status == "completed"
+    # a second process that finds the effect started refuses to run it again
+    other = store.load("led")
+    other.ledger.pop("change-001/execute")
+    with pytest.raises(SessionStateError):
+        other.once("change-001/execute", lambda: "twice")  # type: ignore[attr-defined]
+
+
+def test_store_put_snapshot_refuses_bad_data_and_changes_nothing(make_store: Any) -> None:
+    store = make_store()
+    s = paused_ops("snap")
+    store.save(s)
+    before = store.raw_row("snap")
+    text = s.to_json()
+    for bad in (text[: len(text) // 2], text.replace('"schema_version":1', '"schema_version":9')):
+        with pytest.raises(SnapshotSchemaError):
+            store.put_snapshot(bad, version=1)
+    assert store.raw_row("snap") == before
+    (task,) = HITL.pending_tasks(store.load("snap"))
+    loaded = store.load("snap")
+    HITL.submit(loaded, task, HITLDecision.approve().reviewer("lead"))
+    assert store.save(loaded) == 2
