@@ -27,7 +27,7 @@ def change_graph(counter: dict[str, int] | None = None) -> GraphSpec:
     def executor(ctx: FlowContext, node: Node) -> None:
         counts["executor"] = counts.get("executor", 0) + 1
         assert ctx.session is not None
-        ctx.put("change.result", ctx.session.once("change-001/execute", lambda: "executed"))  # type: ignore[attr-defined]
+        ctx.put("change.result", ctx.session.once("change-001/execute", lambda: "executed"))
 
     def reject_finish(ctx: FlowContext, node: Node) -> None:
         ctx.put("change.result", "change rejected: " + str(ctx.get("approval.reason")))

@@ -90,7 +90,7 @@ def build_change_graph(
     @tool
     def apply_change(change_id: str, session: AgentSession) -> str:
         """Apply an approved change exactly once (idempotency key ``<id>/execute``)."""
-        result: str = session.once(f"{change_id}/execute", lambda: effect(change_id))  # type: ignore[attr-defined]
+        result: str = session.once(f"{change_id}/execute", lambda: effect(change_id))
         session.context.put("change.result", result)
         return result
 

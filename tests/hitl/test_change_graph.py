@@ -51,7 +51,7 @@ def test_approve_runs_executor_once_even_when_resumed_again() -> None:
     with pytest.raises(NothingToResumeError):
         team.prompt().session(s).call()
     # even re-running the executor's effect directly is answered from the ledger
-    assert s.once("change-001/execute", lambda: "again") == "applied change-001"  # type: ignore[attr-defined]
+    assert s.once("change-001/execute", lambda: "again") == "applied change-001"
     assert applied == ["change-001"]
 
 

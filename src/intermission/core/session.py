@@ -54,6 +54,10 @@ class AgentSession(Protocol):
         """Append to the chat history (bounded)."""
         ...
 
+    def once(self, key: str, fn: Callable[[], T]) -> T:
+        """Run an external effect once per key (R32)."""
+        ...
+
 
 class InMemoryAgentSession:
     """A session held in memory; persist it with :meth:`snapshot` or a store.

@@ -173,7 +173,7 @@ def test_store_ledger_is_durable_before_the_effect_runs(make_store: Any) -> None
     other = store.load("led")
     other.ledger.pop("change-001/execute")
     with pytest.raises(SessionStateError):
-        other.once("change-001/execute", lambda: "twice")  # type: ignore[attr-defined]
+        other.once("change-001/execute", lambda: "twice")
 
 
 def test_store_put_snapshot_refuses_bad_data_and_changes_nothing(make_store: Any) -> None:
