@@ -47,6 +47,7 @@ from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
 from .errors import (
     AmbiguousTaskError,
     ConflictError,
+    EffectOutcomeUnknownError,
     FlowRuntimeError,
     GraphDefinitionError,
     IntermissionError,
@@ -104,6 +105,7 @@ __all__ = [
     "Clock",
     "ConflictError",
     "DecisionRecord",
+    "EffectOutcomeUnknownError",
     "Event",
     "EventLog",
     "EventStream",

@@ -18,13 +18,29 @@ _worker_lock = threading.Lock()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
-    # One long-lived loop per thread: asyncio.run() would build and tear down a loop per
-    # call, which costs more than a whole 100-node graph run.
+    # One long-lived loop per long-lived thread: asyncio.run() would build and tear down
+    # a loop per call, which costs more than a whole 100-node graph run.
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
         _local.loop = loop
     return loop
+
+
+def _keeps_loop() -> bool:
+    # Only threads that live as long as the process keep a cached loop; a loop cached in a
+    # short-lived user thread would be left unclosed when that thread ends.
+    thread = threading.current_thread()
+    return thread is threading.main_thread() or thread.name.startswith("intermission-sync")
+
+
+def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def _run_on_worker(coro: Coroutine[Any, Any, T]) -> T:
@@ -48,5 +64,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _thread_loop().run_until_complete(coro)
+        if _keeps_loop():
+            return _thread_loop().run_until_complete(coro)
+        return _run_fresh(coro)
     return _run_on_worker(coro)

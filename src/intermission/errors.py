@@ -8,7 +8,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── GraphDefinitionError (ValueError)        a graph spec is invalid (names the node)
     ├── FlowRuntimeError                         a graph could not advance (no route, task failed)
     ├── SessionStateError                        the session cannot do what was asked
-    │   └── NothingToResumeError                 empty prompt() but nothing is left to resume
+    │   ├── NothingToResumeError                 empty prompt() but nothing is left to resume
+    │   └── EffectOutcomeUnknownError            a ledgered effect started but never finished
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
     │   └── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousTaskError",
     "ConflictError",
+    "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
     "IntermissionError",
@@ -101,6 +103,21 @@ class SessionStateError(IntermissionError):
 
 class NothingToResumeError(SessionStateError):
     """An empty ``prompt()`` asked to continue, but the run already ended (R4)."""
+
+
+class EffectOutcomeUnknownError(SessionStateError):
+    """An effect of ``session.once`` was started (maybe elsewhere) and never recorded as
+    finished: it may or may not have happened, so it is not run again. Tools do not turn
+    this into an observation; it stops the run for a human to check."""
+
+    def __init__(self, key: str, *, session_id: str | None = None) -> None:
+        self.key = key
+        super().__init__(
+            f"effect {key!r} started but its completion was never recorded (a crash, or "
+            "another process); check the external system, then call "
+            "session.resolve_effect(key, result) or session.forget_effect(key)",
+            session_id=session_id,
+        )
 
 
 class SnapshotError(IntermissionError, ValueError):

@@ -25,9 +25,21 @@ class ToolCall(BaseModel):
     id: str | None = None
 
     def __init__(
-        self, name: str, args: dict[str, Any] | None = None, id: str | None = None, **_: Any
+        self,
+        name: str | None = None,
+        args: dict[str, Any] | None = None,
+        id: str | None = None,
+        **data: Any,
     ) -> None:
-        super().__init__(name=name, args=dict(args or {}), id=id)
+        # positional convenience for people; keyword data (from JSON) passes through so a
+        # missing or wrong field is a ValidationError, never a TypeError
+        if name is not None:
+            data["name"] = name
+        if args is not None:
+            data["args"] = dict(args)
+        if id is not None:
+            data["id"] = id
+        super().__init__(**data)
 
 
 class ChatMessage(BaseModel):

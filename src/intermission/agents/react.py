@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NothingToResumeError
+from ..errors import EffectOutcomeUnknownError, NothingToResumeError
 from ..events import (
     ActionEndEvent,
     ActionStartEvent,
@@ -317,8 +317,8 @@ class ReActAgent:
             return observation_text(await t.invoke(ex.args, session)), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, EffectOutcomeUnknownError):
+            raise  # not a tool failure: the run stops so a human can check the effect
         except Exception as exc:
             return f"Execution error in tool {ex.tool_name}: {type(exc).__name__}: {exc}", "error"
 

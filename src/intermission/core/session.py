@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..decisions import HITLState
-from ..errors import SessionStateError
+from ..errors import EffectOutcomeUnknownError
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
@@ -152,12 +152,7 @@ class InMemoryAgentSession:
     def _ledger_check(self, key: str) -> LedgerEntry | None:
         entry = self.ledger.get(key)
         if entry is not None and entry.status == "started":
-            raise SessionStateError(
-                f"effect {key!r} started but never recorded completion (a crash?); its "
-                "outcome is unknown: check the external system, then call "
-                "session.resolve_effect(key, result) or session.forget_effect(key)",
-                session_id=self.session_id,
-            )
+            raise EffectOutcomeUnknownError(key, session_id=self.session_id)
         return entry if entry is not None and entry.status == "completed" else None
 
     def once(self, key: str, fn: Callable[[], T]) -> T:

@@ -12,7 +12,12 @@ from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import parse_snapshot
-from ..errors import ConflictError, SessionBusyError, SessionNotFoundError, SessionStateError
+from ..errors import (
+    ConflictError,
+    EffectOutcomeUnknownError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
 from .base import (
     DEFAULT_LEASE_MS,
     PendingSession,
@@ -81,10 +86,7 @@ class MemoryStore:
                     return
                 old = entry.ledger.get(key)
                 if new.status == "started" and old is not None and old.status != "failed":
-                    raise SessionStateError(
-                        f"effect {key!r} was already started elsewhere; not run again",
-                        session_id=session_id,
-                    )
+                    raise EffectOutcomeUnknownError(key, session_id=session_id)
                 entry.ledger[key] = new
 
         return hook

@@ -37,10 +37,11 @@ class PostgresStore(SQLStore):
 
     def _migrate(self) -> None:
         # serialise schema creation between processes starting at the same time
-        conn = self._conn()
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(724871)")
-            super()._migrate()
+        with self._tx() as run:
+            run("SELECT pg_advisory_xact_lock(724871)")
+            run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
+            row = run("SELECT MAX(version) FROM im_schema").fetchone()
+            self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
 
     def __repr__(self) -> str:
         return "PostgresStore(<dsn>)"

@@ -15,9 +15,9 @@ from ..core.session import InMemoryAgentSession
 from ..core.snapshot import parse_snapshot
 from ..errors import (
     ConflictError,
+    EffectOutcomeUnknownError,
     SessionBusyError,
     SessionNotFoundError,
-    SessionStateError,
     StoreError,
 )
 from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, pending_of, row_of, session_from
@@ -75,7 +75,7 @@ class SQLStore:
     def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
-        self._local = threading.local()
+        self._idle: list[Any] = []
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._migrate()
@@ -91,21 +91,29 @@ class SQLStore:
     integrity_errors: tuple[type[BaseException], ...] = ()
 
     # -- plumbing ----------------------------------------------------------------------
-    def _conn(self) -> Any:
-        conn = getattr(self._local, "conn", None)
+    @contextmanager
+    def _borrow(self) -> Iterator[Any]:
+        # A small pool rather than one connection per thread: short-lived threads (a click
+        # handler, a worker) must not leave connections behind.
+        with self._conns_lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = self._local.conn = self._connect()
+            conn = self._connect()
             with self._conns_lock:
                 self._conns.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._idle.append(conn)
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
     @contextmanager
     def _tx(self) -> Iterator[Callable[..., Any]]:
-        conn = self._conn()
-        with self._transaction(conn):
+        with self._borrow() as conn, self._transaction(conn):
             cur = conn.cursor()
 
             def execute(sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -118,16 +126,19 @@ class SQLStore:
         with self._tx() as run:
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
-            current = row[0] if row and row[0] is not None else 0
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the store's schema is version {current}, newer than this intermission "
-                    f"knows ({SCHEMA_VERSION}); upgrade intermission"
-                )
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[version - 1]:
-                    run(statement.format(int=self.int_type, real=self.real_type))
-                run("INSERT INTO im_schema (version) VALUES (?)", (version,))
+            self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
+
+    def _apply_migrations(self, run: Callable[..., Any], current: int) -> None:
+        """Apply every migration after ``current`` (inside the caller's transaction)."""
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store's schema is version {current}, newer than this intermission "
+                f"knows ({SCHEMA_VERSION}); upgrade intermission"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version - 1]:
+                run(statement.format(int=self.int_type, real=self.real_type))
+            run("INSERT INTO im_schema (version) VALUES (?)", (version,))
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -135,7 +146,7 @@ class SQLStore:
             for conn in self._conns:
                 conn.close()
             self._conns.clear()
-        self._local = threading.local()
+            self._idle.clear()
 
     def __enter__(self) -> SQLStore:
         return self
@@ -233,11 +244,7 @@ class SQLStore:
                     (session_id, key, entry.status, entry.model_dump_json()),
                 )
                 if cur.rowcount != 1:
-                    raise SessionStateError(
-                        f"effect {key!r} was already started elsewhere; its outcome is "
-                        "unknown here, so it is not run again",
-                        session_id=session_id,
-                    )
+                    raise EffectOutcomeUnknownError(key, session_id=session_id)
 
         return hook
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ class SQLiteStore(SQLStore):
         self.path = str(path)
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
+        self._memory_lock = threading.Lock()
         super().__init__(clock=clock, lease_ms=lease_ms)
 
     def _connect(self) -> Any:
@@ -58,14 +60,16 @@ class SQLiteStore(SQLStore):
     @contextmanager
     def _transaction(self, conn: Any) -> Iterator[None]:
         # IMMEDIATE takes the write lock up front, so check-then-write steps cannot
-        # interleave between processes.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        # interleave between processes. The shared :memory: connection also needs a lock
+        # between threads.
+        with self._memory_lock if conn is self._memory_conn else nullcontext():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def explain_pending(self, limit: int = 50, agent: str | None = None) -> list[str]:
         """``EXPLAIN QUERY PLAN`` of :meth:`pending` (details only)."""

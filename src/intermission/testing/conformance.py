@@ -21,9 +21,9 @@ from ..core.session import InMemoryAgentSession
 from ..decisions import HITLDecision
 from ..errors import (
     ConflictError,
+    EffectOutcomeUnknownError,
     SessionBusyError,
     SessionNotFoundError,
-    SessionStateError,
     SnapshotSchemaError,
 )
 from ..examples import build_change_graph, build_ops_agent
@@ -172,7 +172,7 @@ def test_store_ledger_is_durable_before_the_effect_runs(make_store: Any) -> None
     # a second process that finds the effect started refuses to run it again
     other = store.load("led")
     other.ledger.pop("change-001/execute")
-    with pytest.raises(SessionStateError):
+    with pytest.raises(EffectOutcomeUnknownError):
         other.once("change-001/execute", lambda: "twice")
 
 
