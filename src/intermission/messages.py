@@ -36,7 +36,7 @@ class ToolCall(BaseModel):
         if name is not None:
             data["name"] = name
         if args is not None:
-            data["args"] = dict(args)
+            data["args"] = args  # validated (and copied) by pydantic
         if id is not None:
             data["id"] = id
         super().__init__(**data)
