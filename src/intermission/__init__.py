@@ -87,7 +87,7 @@ from .events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from .hitl import HITL, HITLInterceptor
+from .hitl import HITL, ApprovalKeys, HITLInterceptor, decide_graph
 from .messages import ChatMessage, ToolCall
 from .traces import ReActTrace, TeamRecord, TeamTrace
 
@@ -100,6 +100,7 @@ __all__ = [
     "AgentResponse",
     "AgentSession",
     "AmbiguousTaskError",
+    "ApprovalKeys",
     "ChatMessage",
     "ChatModel",
     "Clock",
@@ -179,5 +180,6 @@ __all__ = [
     "ToolExchange",
     "UnknownTaskError",
     "__version__",
+    "decide_graph",
     "tool",
 ]

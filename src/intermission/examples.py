@@ -16,7 +16,13 @@ from .hitl import HITLInterceptor
 from .messages import ChatMessage, ToolCall
 from .traces import TeamTrace
 
-__all__ = ["APPLIED", "build_change_graph", "build_ops_agent", "change_approval_task"]
+__all__ = [
+    "AGENTS",
+    "APPLIED",
+    "build_change_graph",
+    "build_ops_agent",
+    "change_approval_task",
+]
 
 APPLIED: list[str] = []
 """Changes applied by the default effect of the change graph (for demos and tests)."""
@@ -120,3 +126,7 @@ def build_change_graph(
     spec.add_activity("reject_finish").task(_reject_finish).link_add(END)
     spec.add_end()
     return TeamAgent.of().name("change").graph(spec).build()
+
+
+AGENTS: dict[str, Callable[[], Any]] = {"change": build_change_graph, "ops": build_ops_agent}
+"""The examples by agent name (what ``python -m intermission`` resumes by default)."""

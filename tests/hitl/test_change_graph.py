@@ -112,3 +112,23 @@ def test_supervisor_protocol_routes_members_until_finish() -> None:
     assert resp.content == "report about 42"
     assert [r.agent for r in resp.trace.records] == ["researcher", "writer"]
     assert "researcher: facts: 42" in boss.calls[1][0].content
+
+
+def test_graph_decisions_are_checked_like_tool_decisions() -> None:  # R23, R23c
+    from intermission import InvalidDecisionError, ReviewerNotAllowedError, decide_graph
+
+    team, s, _, applied = run_to_pause()
+    before = s.to_json()
+    with pytest.raises(ReviewerNotAllowedError):
+        decide_graph(s, "APPROVE", reviewer="intern", approvers={"lead"})
+    with pytest.raises(InvalidDecisionError):
+        decide_graph(s, "MAYBE", reviewer="lead")  # type: ignore[arg-type]
+    assert s.to_json() == before
+    decide_graph(s, "APPROVE", reviewer="lead", approvers={"lead"})
+    assert s.context["approval.operator"] == "lead" and isinstance(s.context["approval.time"], int)
+    with pytest.raises(InvalidDecisionError, match="already has a decision"):
+        decide_graph(s, "REJECT", reviewer="lead")
+    team.prompt().session(s).call()
+    assert applied == ["change-001"]
+    with pytest.raises(InvalidDecisionError, match="not waiting"):
+        decide_graph(s, "APPROVE", reviewer="lead")

@@ -1,0 +1,7 @@
+"""``python -m intermission``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,175 @@
+"""``python -m intermission``: run the demo, list pending sessions, show one, decide and
+resume — against a SQLite file or a PostgreSQL URL. Errors are one line and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .decisions import HITLDecision
+from .errors import IntermissionError
+from .hitl import HITL, decide_graph
+from .stores.base import SessionStore
+from .stores.open import open_store
+
+__all__ = ["main"]
+
+DEFAULT_STORE = "intermission-demo.sqlite"
+
+
+def _agents(spec: str | None) -> dict[str, Callable[[], Any]]:
+    """Agent factories by name: the examples, or ``module:attr`` returning such a dict."""
+    if spec:
+        module, _, attr = spec.partition(":")
+        found: dict[str, Callable[[], Any]] = getattr(importlib.import_module(module), attr)
+        return found
+    from .examples import AGENTS
+
+    return AGENTS
+
+
+def _agent_for(args: argparse.Namespace, name: str | None) -> Any:
+    factories = _agents(args.agents)
+    if name not in factories:
+        raise IntermissionError(
+            f"no agent named {name!r} is known here (known: {', '.join(sorted(factories))}); "
+            "pass --agents module:DICT_OF_FACTORIES"
+        )
+    return factories[name]()
+
+
+def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
+    from .core.session import InMemoryAgentSession
+    from .examples import build_change_graph
+
+    session = InMemoryAgentSession.of(args.session)
+    build_change_graph().prompt("Upgrade the order service and migrate the database").session(
+        session
+    ).call()
+    store.save(session)
+    print(f"session {session.session_id} is pending: {session.pending_reason}")
+    print(f"request: {session.context.get('approval.request')}")
+    target = args.store
+    print("continue with one of:")
+    print(
+        f"  python -m intermission approve {session.session_id} --reviewer alice --store {target}"
+    )
+    print(
+        f"  python -m intermission reject {session.session_id} --reason 'not now' "
+        f"--reviewer alice --store {target}"
+    )
+
+
+def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
+    items = store.pending(limit=args.limit, agent=args.agent)
+    if not items:
+        print("no pending sessions")
+        return
+    print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
+    for item in items:
+        agent, reason = item.agent or "-", item.reason or ""
+        print(f"{item.session_id:<24} {agent:<16} {len(item.tasks):>5}  {reason}")
+
+
+def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
+    s = store.load(args.session_id)
+    print(f"session:  {s.session_id}")
+    print(f"status:   {s.status}   agent: {s.agent}   version: {s.store_version}")
+    if s.is_pending:
+        print(f"reason:   {s.pending_reason}")
+    if s.context.get("approval.request") is not None:
+        print(f"request:  {s.context.get('approval.request')}")
+    for task in HITL.pending_tasks(s):
+        call = f"{task.tool_name}({json.dumps(task.args)})"
+        print(f"task:     {task.call_uuid} {call} {task.reason or ''}")
+    for key, entry in sorted(s.ledger.items()):
+        print(f"effect:   {key} {entry.status}")
+    for line in ("result", "content"):
+        value = s.context.get(f"change.{line}")
+        if value is not None:
+            print(f"{line}:   {value}")
+
+
+def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
+    # Step 1: record the decision and save it, so a crash while resuming loses nothing.
+    with store.resume(args.session_id) as s:
+        agent_name = s.agent
+        tasks = HITL.pending_tasks(s)
+        if tasks:
+            decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
+            if args.comment:
+                decision = decision.comment(args.comment)
+            if args.reviewer:
+                decision = decision.reviewer(args.reviewer)
+            HITL.submit_all(s, {t.call_uuid: decision for t in tasks})
+        else:
+            decide_graph(
+                s, "APPROVE" if approve else "REJECT", reviewer=args.reviewer, reason=args.reason
+            )
+    # Step 2: resume under a fresh claim; a second resumer is refused before anything runs.
+    agent = _agent_for(args, agent_name)
+    with store.resume(args.session_id) as s:
+        response = agent.prompt().session(s).call()
+    state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
+    print(f"session {s.session_id} {state}")
+    if response.content:
+        print(response.content)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
+    parser.add_argument("--agents", help="module:DICT of agent factories by name")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--store", default=DEFAULT_STORE, help="SQLite file or postgresql:// URL")
+        return p
+
+    demo = add("demo", "run the change-approval example to its pause and save it")
+    demo.add_argument("--session", default="change-001")
+    pending = add("pending", "list pending sessions, newest first")
+    pending.add_argument("--agent")
+    pending.add_argument("--limit", type=int, default=50)
+    add("show", "show one session").add_argument("session_id")
+    approve = add("approve", "approve and resume")
+    approve.add_argument("session_id")
+    approve.add_argument("--reviewer")
+    approve.add_argument("--comment")
+    approve.set_defaults(reason=None)
+    reject = add("reject", "reject and resume")
+    reject.add_argument("session_id")
+    reject.add_argument("--reason", required=True)
+    reject.add_argument("--reviewer")
+    reject.add_argument("--comment")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    commands: dict[str, Callable[[argparse.Namespace, SessionStore], None]] = {
+        "demo": cmd_demo,
+        "pending": cmd_pending,
+        "show": cmd_show,
+        "approve": lambda a, s: _decide(a, s, True),
+        "reject": lambda a, s: _decide(a, s, False),
+    }
+    try:
+        store = open_store(args.store)
+    except IntermissionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        commands[args.command](args, store)
+    except IntermissionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    return 0
