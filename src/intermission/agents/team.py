@@ -80,6 +80,14 @@ class TeamAgent:
         """A new task, or — empty — continue the original prompt (R3)."""
         return AgentRequest(self._request, text)
 
+    def step(self, session: AgentSession, steps: int, prompt: str | None = None) -> AgentResponse:
+        """Advance the team graph at most ``steps`` nodes, then stop resumably (R10)."""
+        from .._sync import run_sync
+        from ..core.events_log import RunScope
+
+        scope = RunScope(self.ids("run"), self._name, session, self.clock)
+        return run_sync(self.run(session, prompt, scope, top_level=True, steps=steps))
+
     async def _request(
         self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
     ) -> AgentResponse:
@@ -95,9 +103,15 @@ class TeamAgent:
         await run_member(self, ctx, node)
 
     async def run(
-        self, session: AgentSession, prompt: str | None, scope: RunScope, *, top_level: bool
+        self,
+        session: AgentSession,
+        prompt: str | None,
+        scope: RunScope,
+        *,
+        top_level: bool,
+        steps: int | None = None,
     ) -> AgentResponse:
-        """One team request on ``session``."""
+        """One team request on ``session`` (``steps``: advance at most N nodes, R10)."""
         existing = session.traces.get(self._name)
         trace = existing if isinstance(existing, TeamTrace) else None
         graph = self.spec.build()
@@ -124,7 +138,7 @@ class TeamAgent:
         ctx.attrs["team_trace"], ctx.attrs["team_scope"] = trace, scope
         try:
             scope.emit(TeamStartEvent, prompt=prompt)
-            result = await self.engine.eval_async(graph, ctx, scope=scope)
+            result = await self.engine.eval_async(graph, ctx, steps, scope=scope)
         finally:
             ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved
         pending = session.is_pending

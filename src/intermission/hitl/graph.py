@@ -21,6 +21,7 @@ class ApprovalKeys:
     operator: str = "approval.operator"
     time: str = "approval.time"
     reason: str = "approval.reason"
+    comment: str = "approval.comment"
     request: str = "approval.request"
 
 
@@ -30,6 +31,7 @@ def decide_graph(
     *,
     reviewer: str | None = None,
     reason: str | None = None,
+    comment: str | None = None,
     keys: ApprovalKeys = ApprovalKeys(),
     approvers: Iterable[str] | Callable[[str | None], bool] | None = None,
 ) -> None:
@@ -55,3 +57,5 @@ def decide_graph(
     ctx.put(keys.time, int(session.clock.now_ms()))
     if reason is not None:
         ctx.put(keys.reason, reason)
+    if comment:
+        ctx.put(keys.comment, comment)

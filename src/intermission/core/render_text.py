@@ -1,0 +1,123 @@
+"""Dependency-free renderers of GraphIR: DOT source, mermaid and a plain-text outline."""
+
+from __future__ import annotations
+
+from .ir import GraphIR, NodeIR
+
+__all__ = ["STYLE", "to_dot", "to_mermaid", "to_text"]
+
+# kind → (shape, fill) and state → (fill, border, pen width): one palette for every renderer
+SHAPES = {
+    "start": "circle",
+    "end": "doublecircle",
+    "activity": "box",
+    "agent": "component",
+    "exclusive": "diamond",
+    "parallel": "diamond",
+    "inclusive": "diamond",
+    "loop": "hexagon",
+    "subgraph": "box3d",
+}
+STYLE = {
+    "not_reached": ("#ffffff", "#9e9e9e", "1"),
+    "visited": ("#e8f5e9", "#43a047", "1.5"),
+    "done": ("#c8e6c9", "#2e7d32", "2"),
+    "current": ("#e3f2fd", "#1e88e5", "2.5"),
+    "pending": ("#fff3e0", "#fb8c00", "3"),
+    "failed": ("#ffebee", "#e53935", "3"),
+}
+GATEWAY_MARK = {"exclusive": "×", "parallel": "+", "inclusive": "○"}
+
+
+def _q(text: str) -> str:
+    """A DOT double-quoted string (quotes, backslashes and newlines escaped)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def node_label(node: NodeIR) -> str:
+    """The text shown in a node (label, gateway mark, visit count, pending note)."""
+    label = node.label
+    if node.kind in GATEWAY_MARK:
+        label = f"{GATEWAY_MARK[node.kind]} {label}"
+    if node.visits > 1:
+        label += f" (×{node.visits})"
+    if node.note:
+        label += f"\n⏸ {node.note}"
+    return label
+
+
+def _legend() -> list[str]:
+    lines = [
+        "  subgraph cluster_legend {",
+        '    label="legend"; fontname="Helvetica"; fontsize=10; color="#cccccc";',
+    ]
+    previous = None
+    for state, (fill, border, width) in STYLE.items():
+        key = f"legend_{state}"
+        lines.append(
+            f'    {key} [label="{state.replace("_", " ")}", shape=box, style="filled,rounded", '
+            f'fillcolor="{fill}", color="{border}", penwidth={width}, fontsize=9];'
+        )
+        if previous:
+            lines.append(f"    {previous} -> {key} [style=invis];")
+        previous = key
+    lines.append("  }")
+    return lines
+
+
+def to_dot(ir: GraphIR, legend: bool = True) -> str:
+    """DOT source; node ids are the safe keys, names only appear in quoted labels."""
+    lines = [f"digraph {_q(ir.id)} {{", "  rankdir=LR;", '  node [fontname="Helvetica"];']
+    if legend:
+        lines += _legend()
+    for n in ir.nodes:
+        fill, border, width = STYLE[n.state]
+        lines.append(
+            f"  {n.key} [label={_q(node_label(n))}, shape={SHAPES.get(n.kind, 'box')}, "
+            f'style="filled,rounded", fillcolor="{fill}", color="{border}", '
+            f"penwidth={width}, tooltip={_q(n.id + ' · ' + n.state)}];"
+        )
+    for e in ir.edges:
+        attrs = []
+        if e.label:
+            attrs.append(f"label={_q(e.label)}")
+        attrs.append('color="#2e7d32", penwidth=2.5' if e.taken else 'color="#9e9e9e"')
+        if e.default:
+            attrs.append("style=dashed")
+        lines.append(f"  {e.source} -> {e.target} [{', '.join(attrs)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _m(text: str) -> str:
+    return text.replace('"', "#quot;").replace("\n", "<br/>")
+
+
+def to_mermaid(ir: GraphIR) -> str:
+    """Mermaid flowchart text (JupyterLab renders ``text/vnd.mermaid`` natively)."""
+    open_close = {
+        "start": ("((", "))"), "end": ("(((", ")))"), "exclusive": ("{", "}"),
+        "parallel": ("{", "}"), "inclusive": ("{", "}"), "loop": ("{{", "}}"),
+        "agent": ("[[", "]]"),
+    }  # fmt: skip
+    lines = ["flowchart LR"]
+    for n in ir.nodes:
+        a, b = open_close.get(n.kind, ("[", "]"))
+        lines.append(f'  {n.key}{a}"{_m(node_label(n))}"{b}')
+    for e in ir.edges:
+        arrow = "==>" if e.taken else ("-.->" if e.default else "-->")
+        label = f'|"{_m(e.label)}"|' if e.label else ""
+        lines.append(f"  {e.source} {arrow}{label} {e.target}")
+    for state, (fill, border, _) in STYLE.items():
+        lines.append(f"  classDef {state} fill:{fill},stroke:{border}")
+    for n in ir.nodes:
+        lines.append(f"  class {n.key} {n.state}")
+    return "\n".join(lines) + "\n"
+
+
+def to_text(ir: GraphIR) -> str:
+    """A plain-text outline: one line per node with its state."""
+    out = [f"graph {ir.id}" + (f" — pending: {ir.pending_reason}" if ir.pending_reason else "")]
+    for n in ir.nodes:
+        out.append(f"  [{n.state}] {n.id} ({n.kind})" + (f" ×{n.visits}" if n.visits > 1 else ""))
+    return "\n".join(out)

@@ -1,0 +1,30 @@
+"""The notebook layer (extra ``notebook``): graphs with live state, timelines, approval
+widgets, an inbox and a stepper. The only part of intermission that imports IPython,
+ipywidgets or graphviz; ``%load_ext intermission.notebook`` makes core objects display
+richly (R33–R38)."""
+
+from .._compat import require
+
+require("ipywidgets", "notebook")
+require("IPython", "notebook")
+
+from .approval import ApprovalWidget  # noqa: E402
+from .formatters import load_ipython_extension, unload_ipython_extension  # noqa: E402
+from .graph_view import GraphView, show_graph  # noqa: E402
+from .hitl_panel import HITLPanel  # noqa: E402
+from .inbox import Inbox  # noqa: E402
+from .stepper import Stepper  # noqa: E402
+from .timeline import Timeline, render_timeline  # noqa: E402
+
+__all__ = [
+    "ApprovalWidget",
+    "GraphView",
+    "HITLPanel",
+    "Inbox",
+    "Stepper",
+    "Timeline",
+    "load_ipython_extension",
+    "render_timeline",
+    "show_graph",
+    "unload_ipython_extension",
+]

@@ -1,0 +1,140 @@
+"""What every approval widget shares: decide, resume without blocking the kernel, show
+the result, graph and timeline, and the code twins of the buttons (R35, R36)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from ..core.session import AgentSession
+from ._html import esc
+from .graph_view import GraphView
+from .timeline import Timeline
+
+__all__ = ["ResumeRunner"]
+
+Action = Callable[[AgentSession], None]
+
+
+class ResumeRunner:
+    """Runs ``action(session)`` (write a decision) then resumes ``agent``; with a ``store``
+    both steps happen under the store's claim, the decision saved before the run."""
+
+    def __init__(self, agent: Any, session: AgentSession, store: Any = None) -> None:
+        self.agent = agent
+        self.session = session
+        self.store = store
+        self.response: Any = None
+        self.error: BaseException | None = None
+        self.status = w.HTML(layout=w.Layout(margin="4px 0"))
+        self.status.add_class("approval-status")
+        self.result = w.HTML()
+        self.result.add_class("approval-result")
+        self.graph = w.HTML()
+        self.graph.add_class("approval-graph")
+        self.timeline = w.HTML()
+        self._lock = threading.Lock()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self.buttons: list[w.Button] = []
+        self.state_hook: Callable[[], None] | None = None
+        """Called after each resume (the widget redraws its request area)."""
+
+    # -- the resume ------------------------------------------------------------------
+    def _resume(self, action: Action) -> Any:
+        if self.store is not None:
+            sid = self.session.session_id
+            with self.store.resume(sid) as s:
+                action(s)
+            with self.store.resume(sid) as s:
+                self.session = s
+                return self.agent.prompt().session(s).call()
+        action(self.session)
+        return self.agent.prompt().session(self.session).call()
+
+    def _begin(self) -> bool:
+        with self._lock:
+            if self._busy:
+                return False  # a double click resumes once
+            self._busy = True
+        self.error = None
+        for b in self.buttons:
+            b.disabled = True
+        self.status.value = "<i>running…</i>"
+        return True
+
+    def _finish(self, response: Any = None, error: BaseException | None = None) -> None:
+        try:
+            if error is not None:
+                self.error = error
+                self.status.value = (
+                    f"<span style='color:#c62828'>error: {esc(type(error).__name__)}: "
+                    f"{esc(error)}</span>"
+                )
+                for b in self.buttons:
+                    b.disabled = False
+                return
+            self.response = response
+            self.refresh()
+            pending = self.session.is_pending
+            self.status.value = (
+                f"<b>waiting again:</b> {esc(self.session.pending_reason)}"
+                if pending
+                else f"<b>{esc(self.session.status)}</b>"
+            )
+            self.result.value = (
+                f"<div class='im-result'>{esc(getattr(response, 'content', ''))}</div>"
+            )
+            for b in self.buttons:
+                b.disabled = not pending
+            if self.state_hook is not None:
+                self.state_hook()
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def run_now(self, action: Action) -> Any:
+        """Decide and resume in this thread; returns the response (code twins use this)."""
+        if not self._begin():
+            raise RuntimeError("a resume is already running for this widget")
+        try:
+            response = self._resume(action)
+        except BaseException as exc:
+            self._finish(error=exc)
+            raise
+        self._finish(response)
+        return response
+
+    def run_in_background(self, action: Action) -> None:
+        """What buttons do: decide and resume on a worker thread, never blocking the cell."""
+        if not self._begin():
+            return
+
+        def work() -> None:
+            try:
+                response = self._resume(action)
+            except BaseException as exc:  # shown in the widget, buttons enabled again
+                self._finish(error=exc)
+            else:
+                self._finish(response)
+
+        self._thread = threading.Thread(target=work, name="intermission-widget", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = 30.0) -> Any:
+        """Wait for a button-started resume to end; returns the response."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.response
+
+    # -- display ---------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Redraw graph and timeline from the session."""
+        if hasattr(self.agent, "spec"):
+            view = GraphView(self.agent, self.session)
+            bundle = view._repr_mimebundle_()
+            self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+        self.timeline.value = Timeline(self.session).html()

@@ -1,0 +1,80 @@
+"""Stepper: advance a graph N nodes at a time and redraw it, for teaching (R37a)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+
+from ..core.engine import FlowEngine
+from ..core.session import InMemoryAgentSession
+from ..core.spec import GraphSpec
+from ._html import esc
+from .graph_view import GraphView
+
+__all__ = ["Stepper"]
+
+
+class Stepper(w.VBox):
+    """Step / Run / Reset over a GraphSpec (FlowEngine) or a TeamAgent (``prompt`` starts
+    it). Code twins: ``step(n)``, ``run()``, ``reset()``."""
+
+    def __init__(
+        self, agent_or_spec: Any, session: InMemoryAgentSession | None = None, *, prompt: str = ""
+    ) -> None:
+        self.target = agent_or_spec
+        self.session = session or InMemoryAgentSession.of("stepper")
+        self.prompt = prompt
+        self._initial = dict(self.session.context.data)
+        self._started = False
+        self.n = w.BoundedIntText(value=1, min=1, max=1000, description="Steps")
+        self.step_button = w.Button(description="Step", button_style="primary")
+        self.run_button = w.Button(description="Run")
+        self.reset_button = w.Button(description="Reset")
+        self.step_button.on_click(lambda _b: self.step())
+        self.run_button.on_click(lambda _b: self.run())
+        self.reset_button.on_click(lambda _b: self.reset())
+        self.graph = w.HTML()
+        self.status = w.HTML()
+        super().__init__(
+            [
+                w.HBox([self.n, self.step_button, self.run_button, self.reset_button]),
+                self.status,
+                self.graph,
+            ]
+        )
+        self._draw("ready")
+
+    def _draw(self, status: str) -> None:
+        bundle = GraphView(self.target, self.session)._repr_mimebundle_()
+        self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+        positions = ", ".join(self.session.context.trace.positions())
+        self.status.value = f"<b>{esc(status)}</b> · next: {esc(positions or '—')}"
+
+    def step(self, n: int | None = None) -> str:
+        """Advance ``n`` nodes (default: the Steps box); returns the run status."""
+        steps = n or int(self.n.value)
+        if isinstance(self.target, GraphSpec):
+            status: str = FlowEngine().eval(self.target, self.session.context, steps).status
+        else:
+            prompt = None if self._started else self.prompt
+            self.target.step(self.session, steps, prompt)
+            self._started = True
+            status = self.session.status
+        self._draw(status)
+        return status
+
+    def run(self) -> str:
+        """Run to the end (or the next pause)."""
+        return self.step(10_000)
+
+    def reset(self) -> None:
+        """Forget positions and data: start again from the start node."""
+        ctx = self.session.context
+        ctx.trace.clear()
+        ctx.data.clear()
+        ctx.data.update(self._initial)
+        self.session.pending(False, None)
+        self.session.traces.clear()
+        self._started = False
+        self._draw("reset")

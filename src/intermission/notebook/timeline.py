@@ -1,0 +1,178 @@
+"""Timeline: every event of a session across its requests, as escaped HTML (R34)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._html import CSS, esc, pre_json
+
+__all__ = ["Timeline", "render_timeline"]
+
+_BADGE = {
+    "run_start": ("run start", "im-run"), "run_end": ("run end", "im-run"),
+    "reason_start": ("reason", "im-reason"), "reason_delta": ("delta", "im-reason"),
+    "reason_end": ("reason end", "im-reason"), "action_start": ("action", "im-action"),
+    "action_end": ("action end", "im-action"), "tool_call_start": ("tool", "im-tool"),
+    "tool_call_end": ("tool end", "im-tool"), "hitl_pending": ("awaiting human", "im-hitl"),
+    "hitl_decided": ("decided", "im-hitl"), "hitl_expired": ("expired", "im-bad"),
+    "node_start": ("node", "im-node"), "node_end": ("node end", "im-node"),
+    "team_start": ("team start", "im-team"), "team_end": ("team end", "im-team"),
+}  # fmt: skip
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
+
+
+def _detail(e: Any) -> str:
+    k = e.kind
+    if k in ("run_start", "team_start"):
+        return "new prompt: " + esc(e.prompt) if e.prompt else "resume (empty prompt)"
+    if k in ("run_end", "team_end"):
+        flags = " · pending" * e.pending + " · abnormal" * e.is_abnormal
+        return esc(e.content) + f"<i>{flags}</i>"
+    if k == "reason_start":
+        return f"turn {e.turn}"
+    if k == "reason_delta":
+        return esc(e.text)
+    if k == "reason_end":
+        calls = ", ".join(f"{esc(c.name)}({esc(c.id)})" for c in e.tool_calls)
+        text = esc(e.content) or (f"calls {calls}" if calls else "")
+        return f"{text} <span class='im-t'>{_ms(e.duration_ms)}</span>"
+    if k == "action_start":
+        return f"{len(e.tool_calls)} call(s)"
+    if k == "tool_call_start":
+        head = f"{esc(e.tool_name)} · {esc(e.call_uuid)}"
+        return f"<details><summary>{head}</summary>{pre_json(e.args)}</details>"
+    if k == "tool_call_end":
+        err = f" <span class='im-badge im-bad'>{esc(e.error)}</span>" if e.error else ""
+        return (
+            f"<details><summary>{esc(e.tool_name)} → {esc((e.observation or '')[:60])}{err} "
+            f"<span class='im-t'>{_ms(e.duration_ms)}</span></summary>"
+            f"{pre_json({'args': e.args, 'observation': e.observation})}</details>"
+        )
+    if k == "hitl_pending":
+        items = "".join(
+            f"<li>{esc(t.tool_name)} · {esc(t.call_uuid)}: {esc(t.reason)}{pre_json(t.args)}</li>"
+            for t in e.tasks
+        )
+        return f"<span class='im-reason-text'>{esc(e.reason)}</span><ul>{items}</ul>"
+    if k == "hitl_decided":
+        d = e.decision
+        who = f" by {esc(d.reviewer)}" if d.reviewer else ""
+        note = f" — {esc(d.comment)}" if d.comment else ""
+        edited = f" edited {pre_json(d.modified_args)}" if d.modified_args else ""
+        return f"<b>{esc(d.verdict)}</b>{who} · {esc(e.tool_name)} {esc(e.call_uuid)}{note}{edited}"
+    if k == "hitl_expired":
+        return f"{esc(e.tool_name)} {esc(e.call_uuid)} → {esc(e.resolution)}"
+    if k == "node_start":
+        return f"{esc(e.node_id)} <span class='im-t'>({esc(e.node_kind)})</span>"
+    if k == "node_end":
+        return f"{esc(e.node_id)} <span class='im-t'>{_ms(e.duration_ms)}</span>"
+    return ""
+
+
+def render_timeline(
+    events: Sequence[Any], ledger: dict[str, Any] | None = None, max_events: int = 500
+) -> str:
+    """HTML for ``events`` grouped by request; times are relative to the first event, so a
+    FakeClock gives byte-identical output. Only the last ``max_events`` rows are drawn."""
+    shown = list(events)[-max_events:] if max_events else list(events)
+    parts = [CSS, "<div class='im-timeline'>"]
+    if len(shown) < len(events):
+        parts.append(f"<p><i>showing the last {len(shown)} of {len(events)} events</i></p>")
+    t0 = events[0].ts if events else 0.0
+    request = 0
+    open_table = False
+    teams_open = 0  # a member's RunStart belongs to the team request around it
+    for e in shown:
+        starts = e.kind in ("team_start", "run_start") and teams_open == 0
+        if e.kind == "team_start":
+            teams_open += 1
+        elif e.kind == "team_end":
+            teams_open = max(0, teams_open - 1)
+        if starts or not open_table:
+            if open_table:
+                parts.append("</table></div>")
+            request += 1
+            label = "new prompt" if getattr(e, "prompt", None) else "resume"
+            if e.kind not in ("run_start", "team_start"):
+                label = "continued"
+            parts.append(
+                f"<div class='im-req'><div class='im-req-head'>Request {request} · "
+                f"{esc(e.agent)} · {label}</div><table>"
+            )
+            open_table = True
+        name, css = _BADGE.get(e.kind, (e.kind, "im-run"))
+        if e.kind == "run_end" and e.is_abnormal:
+            css = "im-bad"
+        parts.append(
+            f"<tr><td class='im-t'>+{_ms(e.ts - t0)}</td><td>{esc(e.agent)}</td>"
+            f"<td><span class='im-badge {css}'>{esc(name)}</span></td><td>{_detail(e)}</td></tr>"
+        )
+    if open_table:
+        parts.append("</table></div>")
+    if ledger:
+        rows = "".join(
+            f"<tr><td>{esc(key)}</td><td>{esc(_ledger_state(entry))}</td>"
+            f"<td>{esc(entry.result if entry.status == 'completed' else entry.error)}</td></tr>"
+            for key, entry in sorted(ledger.items())
+        )
+        parts.append(f"<div class='im-req'><div class='im-req-head'>Side effects (ledger)</div>"
+                     f"<table class='im-ledger'>{rows}</table></div>")  # fmt: skip
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _ledger_state(entry: Any) -> str:
+    return "unknown (started, never completed)" if entry.status == "started" else entry.status
+
+
+class Timeline:
+    """The event timeline of a session (all requests): HTML, text and JSON lines."""
+
+    def __init__(self, session: Any, *, max_events: int = 500) -> None:
+        self.session = session
+        self.max_events = max_events
+        self._handle: Any = None
+
+    def html(self) -> str:
+        """The timeline as HTML."""
+        return render_timeline(
+            list(self.session.events), dict(self.session.ledger), self.max_events
+        )
+
+    def to_jsonl(self) -> str:
+        """Every event as JSON lines."""
+        text: str = self.session.events.to_jsonl()
+        return text
+
+    def _repr_mimebundle_(
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
+    ) -> dict[str, str]:
+        return {"text/html": self.html(), "text/plain": repr(self)}
+
+    def display(self) -> Timeline:
+        """Show with a display id, so :meth:`update` and :meth:`follow` redraw in place."""
+        from IPython.display import display
+
+        self._handle = display(self, display_id=True)
+        return self
+
+    def update(self) -> None:
+        """Redraw where :meth:`display` showed it."""
+        if self._handle is not None:
+            self._handle.update(self)
+
+    def follow(self, events: Iterable[Any]) -> list[Any]:
+        """Live mode: consume a (sync) stream, redrawing as events arrive."""
+        seen = []
+        for event in events:
+            seen.append(event)
+            self.update()
+        return seen
+
+    def __repr__(self) -> str:
+        kinds = self.session.events.kinds()
+        return f"<Timeline {self.session.session_id!r}: {len(kinds)} events>"

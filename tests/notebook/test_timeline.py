@@ -1,0 +1,67 @@
+"""Timeline (R34): all requests, escaping, determinism under a fake clock, JSON lines."""
+
+from __future__ import annotations
+
+import json
+
+from intermission import (
+    HITL,
+    FakeClock,
+    HITLDecision,
+    HITLInterceptor,
+    InMemoryAgentSession,
+    ReActAgent,
+    ScriptedModel,
+    SequentialIds,
+    ToolCall,
+    tool,
+)
+from intermission.notebook import Timeline
+
+
+@tool
+def send(to: str, body: str) -> str:
+    """Send a message."""
+    return f"sent <b>{body}</b> to {to}"
+
+
+def run_session() -> InMemoryAgentSession:
+    model = ScriptedModel(
+        [[ToolCall("send", {"to": "<script>alert(1)</script>", "body": "hi"})], "Done <i>ok</i>"],
+        ids=SequentialIds(),
+    )
+    agent = (
+        ReActAgent.of(model).name("mailer").tools(send)
+        .interceptor(HITLInterceptor().on_tool("send", lambda t, a: "check <script>x</script>"))
+        .clock(FakeClock(start_ms=0, step_ms=1.5)).ids(SequentialIds()).build()
+    )  # fmt: skip
+    s = InMemoryAgentSession.of("t")
+    agent.prompt("mail <script>evil()</script>").session(s).call()
+    HITL.submit(s, "call-1", HITLDecision.approve().comment("<b>fine</b>").reviewer("lead"))
+    agent.prompt().session(s).call()
+    s.once("mail/receipt", lambda: "ok")
+    return s
+
+
+def test_timeline_shows_every_request_and_escapes_everything() -> None:
+    html = Timeline(run_session()).html()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<b>fine</b>" not in html and "&lt;b&gt;fine&lt;/b&gt;" in html
+    assert html.count("class='im-req-head'>Request") == 2
+    assert "new prompt" in html and "resume" in html
+    assert "by lead" in html and "awaiting human" in html
+    assert "mail/receipt" in html and "completed" in html
+
+
+def test_timeline_is_byte_identical_under_a_fake_clock() -> None:
+    assert Timeline(run_session()).html() == Timeline(run_session()).html()
+
+
+def test_jsonl_export_round_trips_every_event() -> None:
+    from intermission.events import event_adapter
+
+    s = run_session()
+    lines = Timeline(s).to_jsonl().splitlines()
+    assert len(lines) == len(s.events)
+    assert [event_adapter.validate_json(x).kind for x in lines] == s.events.kinds()
+    assert json.loads(lines[0])["kind"] == "run_start"

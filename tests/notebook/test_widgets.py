@@ -1,0 +1,193 @@
+"""Headless widgets (R35–R37a): buttons drive the same path as the code twins."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from tests._helpers import linear
+
+from intermission import HITL, InMemoryAgentSession, ReActAgent, ScriptedModel, ToolCall, tool
+from intermission.examples import build_change_graph, build_ops_agent
+from intermission.notebook import ApprovalWidget, HITLPanel, Inbox, Stepper
+from intermission.stores import MemoryStore
+
+
+def paused(effect_log: list[str] | None = None):  # type: ignore[no-untyped-def]
+    log = effect_log if effect_log is not None else []
+
+    def effect(change_id: str) -> str:
+        log.append(change_id)
+        return f"applied {change_id}"
+
+    team = build_change_graph(effect)
+    s = InMemoryAgentSession.of("change-001")
+    team.prompt("Upgrade").session(s).call()
+    return team, s, log
+
+
+def test_approve_button_and_code_twin_take_the_same_path() -> None:
+    team, s, log = paused()
+    w = ApprovalWidget(team, s)
+    assert "Change plan awaits human review" in w.request.value
+    w.operator.value = "alice"
+    w.comment.value = "ship it"
+    w.approve_button.click()
+    w.wait()
+    assert log == ["change-001"] and s.context["approval.operator"] == "alice"
+    assert s.context["approval.comment"] == "ship it"
+    assert "Change executed" in w.runner.result.value
+    assert w.approve_button.disabled and w.reject_button.disabled
+    assert "executor_agent · visited" in w.runner.graph.value
+    team2, s2, log2 = paused()
+    resp = ApprovalWidget(team2, s2).approve(reviewer="alice", comment="ship it")
+    assert log2 == ["change-001"] and resp.content == "Change executed: applied change-001"
+
+
+def test_reject_button_and_twin() -> None:
+    team, s, log = paused()
+    w = ApprovalWidget(team, s, reviewer="bob")
+    w.comment.value = "no window"
+    w.reject_button.click()
+    assert w.wait().content == "Change rejected: no window" and log == []
+    team2, s2, _ = paused()
+    assert ApprovalWidget(team2, s2).reject("no window").content == "Change rejected: no window"
+
+
+def test_double_click_resumes_once() -> None:
+    gate = threading.Event()
+    calls: list[str] = []
+
+    def slow(change_id: str) -> str:
+        calls.append(change_id)
+        gate.wait(5)
+        return "ok"
+
+    team, s, _ = paused()
+    team = build_change_graph(slow)
+    w = ApprovalWidget(team, s, reviewer="alice")
+    w.approve_button.click()
+    w.approve_button.click()  # ignored: disabled and busy
+    w.runner.run_in_background(lambda sess: None)  # also ignored while busy
+    gate.set()
+    w.wait()
+    assert calls == ["change-001"]
+
+
+def test_failing_resume_shows_the_error_and_re_enables_buttons() -> None:
+    team, s, _ = paused()
+    w = ApprovalWidget(team, s, approvers={"lead"})
+    w.operator.value = "intern"
+    w.approve_button.click()
+    w.wait()
+    assert "ReviewerNotAllowedError" in w.runner.status.value
+    assert not w.approve_button.disabled and s.is_pending
+    with pytest.raises(Exception, match="intern"):
+        w.approve(reviewer="intern")
+    assert w.approve(reviewer="lead").content.startswith("Change executed")
+
+
+def test_html_in_reason_and_request_is_escaped() -> None:
+    team, s, _ = paused()
+    s.pending(True, "<script>alert('x')</script>")
+    s.context.put("approval.request", "<img src=x onerror=alert(1)>")
+    w = ApprovalWidget(team, s)
+    assert "<script>" not in w.request.value and "&lt;script&gt;" in w.request.value
+    assert "<img" not in w.request.value
+
+
+def _two_call_agent() -> tuple[ReActAgent, list[tuple[str, int]]]:
+    ran: list[tuple[str, int]] = []
+
+    @tool
+    def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        ran.append((to, amount))
+        return f"paid {amount} to {to}"
+
+    from intermission import HITLInterceptor
+
+    model = ScriptedModel(
+        [[ToolCall("pay", {"to": "a", "amount": 1}, id="c1"),
+          ToolCall("pay", {"to": "<b>b</b>", "amount": 2}, id="c2")], "done"]
+    )  # fmt: skip
+    agent = (
+        ReActAgent.of(model)
+        .name("payer")
+        .tools(pay)
+        .interceptor(HITLInterceptor().on_tool("pay"))
+        .build()
+    )
+    return agent, ran
+
+
+def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
+    agent, ran = _two_call_agent()
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("pay both").session(s).call()
+    panel = HITLPanel(agent, s, reviewer="lead")
+    assert set(panel.rows) == {"c1", "c2"}
+    assert '"<b>b</b>"' in panel.rows["c2"].args.value  # a Textarea shows text, not HTML
+    timeline = panel.runner.timeline.value
+    assert "&lt;b&gt;b&lt;/b&gt;" in timeline and "<b>b</b>" not in timeline
+    panel.rows["c1"].args.value = '{"to": "a", "amount": 5}'
+    panel.rows["c1"].buttons["approve"].click()
+    assert ran == [] and panel.rows["c1"].buttons["reject"].disabled
+    panel.rows["c2"].buttons["skip"].click()
+    assert panel.wait().content == "done" and ran == [("a", 5)]
+    agent2, ran2 = _two_call_agent()
+    s2 = InMemoryAgentSession.of("p2")
+    agent2.prompt("pay both").session(s2).call()
+    resp = HITLPanel(agent2, s2).decide_all({"c1": "approve", "c2": "reject"})
+    assert resp.content == "done" and ran2 == [("a", 1)]
+
+
+def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
+    agent, _ran = _two_call_agent()
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("pay both").session(s).call()
+    before = s.to_json()
+    panel = HITLPanel(agent, s)
+    panel.rows["c1"].args.value = "{not json"
+    panel.rows["c1"].buttons["approve"].click()
+    assert "not JSON" in panel.runner.status.value and s.to_json() == before
+    panel.rows["c1"].args.value = '{"to": "a", "amount": "lots"}'
+    panel.rows["c1"].buttons["approve"].click()
+    assert "amount" in panel.runner.status.value and HITL.get_decision(s, "c1") is None
+
+
+def test_inbox_opens_decides_and_saves() -> None:
+    store = MemoryStore()
+    team, s, log = paused()
+    store.save(s)
+    ops = InMemoryAgentSession.of("ops-1")
+    build_ops_agent().prompt("delete user 1001").session(ops).call()
+    store.save(ops)
+    inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
+    assert set(inbox.picker.options) == {"change-001", "ops-1"}
+    widget = inbox.open_session("change-001")
+    assert isinstance(widget, ApprovalWidget)
+    widget.approve(reviewer="alice")
+    assert log == ["change-001"] and store.load("change-001").status == "done"
+    panel = inbox.open_session("ops-1")
+    assert isinstance(panel, HITLPanel)
+    panel.decide_all("approve")
+    assert store.load("ops-1").status == "done"
+    assert inbox.refresh() == []
+
+
+def test_stepper_advances_n_nodes_and_resets() -> None:
+    spec = linear(4)
+    stepper = Stepper(spec)
+    assert stepper.step(2) == "budget" and stepper.session.context["count"] == 1
+    assert "next: n1" in stepper.status.value
+    stepper.step_button.click()
+    assert stepper.session.context["count"] == 2
+    assert stepper.run() == "done" and stepper.session.context["count"] == 4
+    stepper.reset()
+    assert "count" not in stepper.session.context
+    team_stepper = Stepper(build_change_graph(), prompt="Upgrade")
+    team_stepper.step(2)
+    assert team_stepper.session.context.trace.positions("change") == ["approval"]
+    team_stepper.step(1)
+    assert team_stepper.session.is_pending
