@@ -47,27 +47,25 @@ def node_label(node: NodeIR) -> str:
 
 
 def _legend() -> list[str]:
-    lines = [
-        "  subgraph cluster_legend {",
-        '    label="legend"; fontname="Helvetica"; fontsize=10; color="#cccccc";',
+    # one plaintext node holding an HTML-like table: compact, and it never joins the layout
+    cells = "".join(
+        f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="1">{state.replace("_", " ")}</TD>'
+        for state, (fill, border, _) in STYLE.items()
+    )
+    return [
+        f'  legend [shape=plaintext, fontsize=9, label=<<TABLE BORDER="0" CELLSPACING="3">'
+        f"<TR>{cells}</TR></TABLE>>];"
     ]
-    previous = None
-    for state, (fill, border, width) in STYLE.items():
-        key = f"legend_{state}"
-        lines.append(
-            f'    {key} [label="{state.replace("_", " ")}", shape=box, style="filled,rounded", '
-            f'fillcolor="{fill}", color="{border}", penwidth={width}, fontsize=9];'
-        )
-        if previous:
-            lines.append(f"    {previous} -> {key} [style=invis];")
-        previous = key
-    lines.append("  }")
-    return lines
 
 
 def to_dot(ir: GraphIR, legend: bool = True) -> str:
     """DOT source; node ids are the safe keys, names only appear in quoted labels."""
-    lines = [f"digraph {_q(ir.id)} {{", "  rankdir=LR;", '  node [fontname="Helvetica"];']
+    lines = [
+        f"digraph {_q(ir.id)} {{",
+        "  rankdir=LR;",
+        '  node [fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=10];',
+    ]
     if legend:
         lines += _legend()
     for n in ir.nodes:

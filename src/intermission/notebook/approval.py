@@ -108,3 +108,8 @@ class ApprovalWidget(w.VBox):
     def wait(self, timeout: float | None = 30.0) -> Any:
         """Wait for a button-started resume; returns the response."""
         return self.runner.wait(timeout)
+
+    def __repr__(self) -> str:
+        s = self.runner.session
+        state = f"waiting: {s.pending_reason}" if s.is_pending else s.status
+        return f"<ApprovalWidget {s.session_id}: {state}>"

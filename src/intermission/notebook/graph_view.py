@@ -29,7 +29,9 @@ def svg_of(dot: str) -> str | None:
         return None
     # drop the XML prolog, doctype and comments before <svg> (the graphviz version among them)
     start = svg.find("<svg")
-    return _PROLOG.sub("", svg[start:] if start >= 0 else svg)
+    svg = _PROLOG.sub("", svg[start:] if start >= 0 else svg)
+    # scale down to the output's width instead of overflowing it
+    return svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
 
 class GraphView:

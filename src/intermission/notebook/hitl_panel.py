@@ -163,3 +163,7 @@ class HITLPanel(w.VBox):
     def wait(self, timeout: float | None = 30.0) -> Any:
         """Wait for a button-started resume; returns the response."""
         return self.runner.wait(timeout)
+
+    def __repr__(self) -> str:
+        s = self.runner.session
+        return f"<HITLPanel {s.session_id}: {len(self.rows)} pending call(s)>"

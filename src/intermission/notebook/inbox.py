@@ -76,3 +76,6 @@ class Inbox(w.VBox):
         self.detail.children = [graph, widget]
         self.current = widget
         return widget
+
+    def __repr__(self) -> str:
+        return f"<Inbox {len(self.picker.options)} pending session(s)>"

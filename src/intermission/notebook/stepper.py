@@ -78,3 +78,7 @@ class Stepper(w.VBox):
         self.session.traces.clear()
         self._started = False
         self._draw("reset")
+
+    def __repr__(self) -> str:
+        positions = ", ".join(self.session.context.trace.positions()) or "-"
+        return f"<Stepper {self.session.session_id}: next {positions}>"

@@ -87,6 +87,8 @@ def render_timeline(
     open_table = False
     teams_open = 0  # a member's RunStart belongs to the team request around it
     for e in shown:
+        if e.kind == "reason_delta" and not e.final:
+            continue  # streamed chunks: their text is in the ReasonEnd row
         starts = e.kind in ("team_start", "run_start") and teams_open == 0
         if e.kind == "team_start":
             teams_open += 1
