@@ -1,95 +1,211 @@
 """intermission: agent sessions that pause for a human and resume later.
 
-The public surface is flat: ``from intermission import ReActAgent, GraphSpec, ...``.
-Optional layers (``intermission.notebook``, ``intermission.stores.postgres``) are imported
-on their own because they need extras.
+The public surface is flat: ``from intermission import ReActAgent, GraphSpec, ...``. Names
+load on first use (PEP 562), so ``import intermission`` stays cheap and a script pays only
+for the parts it touches. Optional layers (``intermission.notebook``,
+``intermission.stores.postgres``) are imported on their own because they need extras.
 """
 
-from ._clock import Clock, FakeClock, SystemClock
-from ._ids import IdFactory, RandomIds, SequentialIds
+from __future__ import annotations
+
+import importlib as _importlib
+from typing import TYPE_CHECKING
+from typing import Any as _Any
+
 from ._version import __version__
-from .agents import (
-    AgentRequest,
-    AgentResponse,
-    ChatModel,
-    EventStream,
-    ModelChunk,
-    OpenAIChatModel,
-    ReActAgent,
-    ReActInterceptor,
-    ScriptedModel,
-    TeamAgent,
-    Tool,
-    ToolExchange,
-    tool,
-)
-from .core import (
-    END,
-    START,
-    AgentSession,
-    EventLog,
-    FlowContext,
-    FlowEngine,
-    FlowInterceptor,
-    FlowResult,
-    FlowTrace,
-    Graph,
-    GraphSpec,
-    InMemoryAgentSession,
-    LedgerEntry,
-    Node,
-    NodeSpec,
-    Registry,
-    SessionSnapshot,
-    SessionStatus,
-)
-from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
-from .errors import (
-    AmbiguousTaskError,
-    ConflictError,
-    EffectOutcomeUnknownError,
-    FlowRuntimeError,
-    GraphDefinitionError,
-    IntermissionError,
-    InvalidDecisionError,
-    MissingDependencyError,
-    ModelError,
-    NothingToResumeError,
-    NotSerializableError,
-    ReviewerNotAllowedError,
-    RunCancelledError,
-    ScriptExhaustedError,
-    SessionBusyError,
-    SessionNotFoundError,
-    SessionStateError,
-    SnapshotError,
-    SnapshotSchemaError,
-    StoreError,
-    ToolDefinitionError,
-    UnknownTaskError,
-)
-from .events import (
-    ActionEndEvent,
-    ActionStartEvent,
-    Event,
-    HITLDecidedEvent,
-    HITLExpiredEvent,
-    HITLPendingEvent,
-    NodeEndEvent,
-    NodeStartEvent,
-    ReasonDeltaEvent,
-    ReasonEndEvent,
-    ReasonStartEvent,
-    RunEndEvent,
-    RunStartEvent,
-    TeamEndEvent,
-    TeamStartEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
-from .hitl import HITL, ApprovalKeys, HITLInterceptor, decide_graph
-from .messages import ChatMessage, ToolCall
-from .traces import ReActTrace, TeamRecord, TeamTrace
+
+if TYPE_CHECKING:
+    from ._clock import Clock, FakeClock, SystemClock
+    from ._ids import IdFactory, RandomIds, SequentialIds
+    from .agents import (
+        AgentRequest,
+        AgentResponse,
+        ChatModel,
+        EventStream,
+        ModelChunk,
+        OpenAIChatModel,
+        ReActAgent,
+        ReActInterceptor,
+        ScriptedModel,
+        TeamAgent,
+        Tool,
+        ToolExchange,
+        tool,
+    )
+    from .core import (
+        END,
+        START,
+        AgentSession,
+        EventLog,
+        FlowContext,
+        FlowEngine,
+        FlowInterceptor,
+        FlowResult,
+        FlowTrace,
+        Graph,
+        GraphSpec,
+        InMemoryAgentSession,
+        LedgerEntry,
+        Node,
+        NodeSpec,
+        Registry,
+        SessionSnapshot,
+        SessionStatus,
+    )
+    from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
+    from .errors import (
+        AmbiguousTaskError,
+        ConflictError,
+        EffectOutcomeUnknownError,
+        FlowRuntimeError,
+        GraphDefinitionError,
+        IntermissionError,
+        InvalidDecisionError,
+        MissingDependencyError,
+        ModelError,
+        NothingToResumeError,
+        NotSerializableError,
+        ReviewerNotAllowedError,
+        RunCancelledError,
+        ScriptExhaustedError,
+        SessionBusyError,
+        SessionNotFoundError,
+        SessionStateError,
+        SnapshotError,
+        SnapshotSchemaError,
+        StoreError,
+        ToolDefinitionError,
+        UnknownTaskError,
+    )
+    from .events import (
+        ActionEndEvent,
+        ActionStartEvent,
+        Event,
+        HITLDecidedEvent,
+        HITLExpiredEvent,
+        HITLPendingEvent,
+        NodeEndEvent,
+        NodeStartEvent,
+        ReasonDeltaEvent,
+        ReasonEndEvent,
+        ReasonStartEvent,
+        RunEndEvent,
+        RunStartEvent,
+        TeamEndEvent,
+        TeamStartEvent,
+        ToolCallEndEvent,
+        ToolCallStartEvent,
+    )
+    from .hitl import HITL, ApprovalKeys, HITLInterceptor, decide_graph
+    from .messages import ChatMessage, ToolCall
+    from .traces import ReActTrace, TeamRecord, TeamTrace
+
+_WHERE: dict[str, str] = {
+    "ActionEndEvent": ".events",
+    "ActionStartEvent": ".events",
+    "AgentRequest": ".agents",
+    "AgentResponse": ".agents",
+    "AgentSession": ".core",
+    "AmbiguousTaskError": ".errors",
+    "ApprovalKeys": ".hitl",
+    "ChatMessage": ".messages",
+    "ChatModel": ".agents",
+    "Clock": "._clock",
+    "ConflictError": ".errors",
+    "DecisionRecord": ".decisions",
+    "END": ".core",
+    "EffectOutcomeUnknownError": ".errors",
+    "Event": ".events",
+    "EventLog": ".core",
+    "EventStream": ".agents",
+    "FakeClock": "._clock",
+    "FlowContext": ".core",
+    "FlowEngine": ".core",
+    "FlowInterceptor": ".core",
+    "FlowResult": ".core",
+    "FlowRuntimeError": ".errors",
+    "FlowTrace": ".core",
+    "Graph": ".core",
+    "GraphDefinitionError": ".errors",
+    "GraphSpec": ".core",
+    "HITL": ".hitl",
+    "HITLDecidedEvent": ".events",
+    "HITLDecision": ".decisions",
+    "HITLExpiredEvent": ".events",
+    "HITLInterceptor": ".hitl",
+    "HITLPendingEvent": ".events",
+    "HITLState": ".decisions",
+    "HITLTask": ".decisions",
+    "IdFactory": "._ids",
+    "InMemoryAgentSession": ".core",
+    "IntermissionError": ".errors",
+    "InvalidDecisionError": ".errors",
+    "LedgerEntry": ".core",
+    "MissingDependencyError": ".errors",
+    "ModelChunk": ".agents",
+    "ModelError": ".errors",
+    "Node": ".core",
+    "NodeEndEvent": ".events",
+    "NodeSpec": ".core",
+    "NodeStartEvent": ".events",
+    "NotSerializableError": ".errors",
+    "NothingToResumeError": ".errors",
+    "OpenAIChatModel": ".agents",
+    "RandomIds": "._ids",
+    "ReActAgent": ".agents",
+    "ReActInterceptor": ".agents",
+    "ReActTrace": ".traces",
+    "ReasonDeltaEvent": ".events",
+    "ReasonEndEvent": ".events",
+    "ReasonStartEvent": ".events",
+    "Registry": ".core",
+    "ReviewerNotAllowedError": ".errors",
+    "RunCancelledError": ".errors",
+    "RunEndEvent": ".events",
+    "RunStartEvent": ".events",
+    "START": ".core",
+    "ScriptExhaustedError": ".errors",
+    "ScriptedModel": ".agents",
+    "SequentialIds": "._ids",
+    "SessionBusyError": ".errors",
+    "SessionNotFoundError": ".errors",
+    "SessionSnapshot": ".core",
+    "SessionStateError": ".errors",
+    "SessionStatus": ".core",
+    "SnapshotError": ".errors",
+    "SnapshotSchemaError": ".errors",
+    "StoreError": ".errors",
+    "SystemClock": "._clock",
+    "TeamAgent": ".agents",
+    "TeamEndEvent": ".events",
+    "TeamRecord": ".traces",
+    "TeamStartEvent": ".events",
+    "TeamTrace": ".traces",
+    "Tool": ".agents",
+    "ToolCall": ".messages",
+    "ToolCallEndEvent": ".events",
+    "ToolCallStartEvent": ".events",
+    "ToolDefinitionError": ".errors",
+    "ToolExchange": ".agents",
+    "UnknownTaskError": ".errors",
+    "__version__": "._version",
+    "decide_graph": ".hitl",
+    "tool": ".agents",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'intermission' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "END",

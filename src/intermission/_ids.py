@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import uuid
 from typing import Protocol
 
 __all__ = ["IdFactory", "RandomIds", "SequentialIds"]
@@ -22,6 +21,8 @@ class RandomIds:
 
     def __call__(self, kind: str) -> str:
         """Return a random uuid4 string."""
+        import uuid  # lazy: keeps `import intermission` lean
+
         return str(uuid.uuid4())
 
     def __repr__(self) -> str:

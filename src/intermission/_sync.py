@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
+    import concurrent.futures
 
 __all__ = ["run_sync"]
 
@@ -20,6 +22,8 @@ _worker_lock = threading.Lock()
 def _thread_loop() -> asyncio.AbstractEventLoop:
     # One long-lived loop per long-lived thread: asyncio.run() would build and tear down
     # a loop per call, which costs more than a whole 100-node graph run.
+    import asyncio
+
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
@@ -35,6 +39,8 @@ def _keeps_loop() -> bool:
 
 
 def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
+    import asyncio
+
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)
@@ -44,6 +50,8 @@ def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _run_on_worker(coro: Coroutine[Any, Any, T]) -> T:
+    import concurrent.futures
+
     global _worker
     with _worker_lock:
         if _worker is None:
@@ -61,6 +69,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     ``loop.run_until_complete`` cannot nest, and ``nest_asyncio``-style patching would
     change the user's loop behind their back.
     """
+    import asyncio  # lazy: `import intermission` should not pay for asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

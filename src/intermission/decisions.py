@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,13 +16,15 @@ Verdict = Literal["approve", "reject", "skip"]
 
 def fingerprint(args: dict[str, Any]) -> str:
     """A short stable hash of tool arguments: what the reviewer saw (R23a)."""
+    import hashlib  # lazy: keeps `import intermission` lean
+
     return hashlib.sha256(canonical_dumps(args).encode()).hexdigest()[:16]
 
 
 class HITLTask(BaseModel):
     """A tool call waiting for a human, keyed by its call UUID (R19)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
     call_uuid: str
     tool_name: str
@@ -44,7 +45,7 @@ class HITLTask(BaseModel):
 class DecisionRecord(BaseModel):
     """A decision as stored in the session and shown in timelines (R23a)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     call_uuid: str
     tool_name: str
@@ -61,7 +62,7 @@ class DecisionRecord(BaseModel):
 class HITLState(BaseModel):
     """The suspended batch of a session: its tasks and the decisions taken so far."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     agent: str | None = None
     tasks: list[HITLTask] = Field(default_factory=list)

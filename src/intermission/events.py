@@ -45,7 +45,7 @@ __all__ = [
 class EventBase(BaseModel):
     """Fields every event has."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
     run_id: str
     agent: str
@@ -216,5 +216,5 @@ Event = Annotated[
 ]
 """Any event; validate JSON with :data:`event_adapter`."""
 
-event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 """Validates and dumps any event by its ``kind``."""

@@ -18,7 +18,7 @@ class ToolCall(BaseModel):
     otherwise the model that emits it assigns one.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
@@ -45,7 +45,7 @@ class ToolCall(BaseModel):
 class ChatMessage(BaseModel):
     """One message of a conversation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Role
     content: str = ""

@@ -19,7 +19,7 @@ Route = Literal["reason", "action", "end"]
 class ReActTrace(BaseModel):
     """Where a ReAct agent stands in a session: prompt, memory, counters, route, answer."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", defer_build=True, validate_assignment=False)
 
     kind: Literal["react"] = "react"
     agent_name: str
@@ -75,7 +75,7 @@ class ReActTrace(BaseModel):
 class TeamRecord(BaseModel):
     """One member step of a team run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     agent: str
     content: str
@@ -86,7 +86,7 @@ class TeamRecord(BaseModel):
 class TeamTrace(BaseModel):
     """Where a team stands: its records, route and final answer (R16)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: Literal["team"] = "team"
     agent_name: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,14 @@ def test_pending_first_page_uses_the_index_at_100k_sessions(tmp_path: Path) -> N
             rows,
         )
     assert store.count() == 100_000
-    for agent, index in ((None, "im_sessions_status"), ("ops", "im_sessions_status_agent")):
+    for agent, index in ((None, "im_sessions_pending"), ("ops", "im_sessions_pending_agent")):
         plan = " | ".join(store.explain_pending(50, agent))
         assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
-        assert "SCAN im_sessions" not in plan and "TEMP B-TREE" not in plan, plan
+        # a scan of the partial index in its own order (LIMIT stops it early) is fine; a scan
+        # of the table, or a sort, is not
+        assert not re.search(r"SCAN im_sessions(?! USING)", plan) and "TEMP B-TREE" not in plan, (
+            plan
+        )
     page = store.pending(limit=50)
     assert [p.session_id for p in page[:2]] == ["s099999", "s099996"] and len(page) == 50
     store.close()

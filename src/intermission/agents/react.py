@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -187,11 +186,12 @@ class ReActAgent:
                     await self._action(session, trace, scope)
                 else:
                     break
-        except asyncio.CancelledError:
-            session.status = "pending" if session.is_pending else "paused"
-            raise
-        except BaseException:
-            session.status = "failed"
+        except BaseException as exc:
+            # cancellation (not an Exception) leaves the session resumable (R26)
+            if isinstance(exc, Exception):
+                session.status = "failed"
+            else:
+                session.status = "pending" if session.is_pending else "paused"
             raise
         content = trace.final_answer or ""
         if trace.route == "end" and self.output_key and not trace.abnormal:
@@ -235,12 +235,12 @@ class ReActAgent:
                     texts.append(chunk.text)
                     scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
                 calls.extend(chunk.tool_calls)
-        except asyncio.CancelledError:
-            trace.turn -= 1  # the interrupted call will be asked again on resume
-            raise
         except Exception as exc:  # model errors become an abnormal final answer (R13)
             trace.set_final_answer(f"Model error: {type(exc).__name__}: {exc}", abnormal=True)
             return
+        except BaseException:
+            trace.turn -= 1  # cancelled mid-call: the model is asked again on resume
+            raise
         calls = [c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
         message = ChatMessage.assistant("".join(texts), calls)
         duration = scope.clock.now_ms() - started
@@ -317,7 +317,7 @@ class ReActAgent:
             return observation_text(await t.invoke(ex.args, session)), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
-        except (asyncio.CancelledError, EffectOutcomeUnknownError):
+        except EffectOutcomeUnknownError:
             raise  # not a tool failure: the run stops so a human can check the effect
         except Exception as exc:
             return f"Execution error in tool {ex.tool_name}: {type(exc).__name__}: {exc}", "error"

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..core.session import AgentSession, InMemoryAgentSession
 from ..events import Event
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AgentRequest", "AgentResponse", "EventStream", "Runner"]
 
@@ -92,6 +93,8 @@ class EventStream:
         return self._aiter()
 
     async def _aiter(self) -> AsyncIterator[Event]:
+        import asyncio
+
         q: asyncio.Queue[Any] = asyncio.Queue()
         self._queue = q
 
@@ -131,6 +134,9 @@ class EventStream:
 
     # -- sync -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Event]:
+        import asyncio
+        import queue
+
         q: queue.Queue[Any] = queue.Queue()
         ready = threading.Event()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -64,14 +63,14 @@ class ScriptedModel:
         if isinstance(reply, str):
             for i in range(0, max(len(reply), 1), self.chunk_size):
                 if self.chunk_delay:
-                    await asyncio.sleep(self.chunk_delay)
+                    await _sleep(self.chunk_delay)
                 yield ModelChunk(text=reply[i : i + self.chunk_size])
             return
         calls = list(reply)
         if not calls or not all(isinstance(c, ToolCall) for c in calls):
             raise ModelError(f"turn {self.turn}: a reply is a str or a non-empty list of ToolCall")
         if self.chunk_delay:
-            await asyncio.sleep(self.chunk_delay)
+            await _sleep(self.chunk_delay)
         yield ModelChunk(
             tool_calls=[c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
         )
@@ -79,3 +78,9 @@ class ScriptedModel:
     def __repr__(self) -> str:
         size = "fn" if self._fn else f"{len(self._replies)} replies"
         return f"ScriptedModel({size}, turn={self.turn})"
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio  # lazy: only scripts with a delay need the event loop's timer
+
+    await asyncio.sleep(seconds)

@@ -11,7 +11,7 @@ inclusive branches is exact (R9) — the Java original keeps one cursor per grap
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Awaitable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -60,6 +60,9 @@ class FlowInterceptor(Protocol):
         """Called after a node's task finished."""
 
 
+_COMPOSITE = frozenset({"agent", "subgraph"})
+
+
 class _Budget:
     __slots__ = ("left", "used")
 
@@ -88,8 +91,25 @@ class FlowEngine:
     def eval(
         self, graph: GraphSpec | Graph, ctx: FlowContext, steps: int | None = None
     ) -> FlowResult:
-        """Run (or resume) ``graph`` on ``ctx``; ``steps`` limits how many nodes to enter."""
-        return run_sync(self.eval_async(graph, ctx, steps))
+        """Run (or resume) ``graph`` on ``ctx``; ``steps`` limits how many nodes to enter.
+
+        Sync tasks run without any event loop; a task that returns an awaitable is awaited
+        on this thread's loop (or a worker thread inside a running loop, e.g. a notebook).
+        """
+        steps_gen = self._steps(graph, ctx, steps, None)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                awaitable = steps_gen.throw(error) if error is not None else steps_gen.send(value)
+            except StopIteration as stop:
+                result: FlowResult = stop.value
+                return result
+            error = None
+            try:
+                value = run_sync(_await(awaitable))
+            except BaseException as exc:  # handed back to the task that awaited it
+                value, error = None, exc
 
     async def eval_async(
         self,
@@ -100,6 +120,26 @@ class FlowEngine:
         scope: RunScope | None = None,
     ) -> FlowResult:
         """Async :meth:`eval`. ``scope`` (set by agents) stamps node events."""
+        steps_gen = self._steps(graph, ctx, steps, scope)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                awaitable = steps_gen.throw(error) if error is not None else steps_gen.send(value)
+            except StopIteration as stop:
+                result: FlowResult = stop.value
+                return result
+            error = None
+            try:
+                value = await awaitable
+            except BaseException as exc:
+                value, error = None, exc
+
+    def _steps(
+        self, graph: GraphSpec | Graph, ctx: FlowContext, steps: int | None, scope: RunScope | None
+    ) -> Generator[Any, Any, FlowResult]:
+        """The run as a generator that yields only what must be awaited (one core for the
+        sync and the async entry points)."""
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
         if scope is None and session is not None:
@@ -116,7 +156,7 @@ class FlowEngine:
         run = ctx.trace.run_for(g.id)
         budget = _Budget(steps)
         try:
-            status = await self._run(g, run, ctx, budget, scope)
+            status = yield from self._run(g, run, ctx, budget, scope)
         except BaseException:
             if session is not None:
                 session.status = "failed"
@@ -127,9 +167,9 @@ class FlowEngine:
             )
         return FlowResult(status, budget.used, tuple(run.tokens))
 
-    async def _run(
+    def _run(
         self, g: Graph, run: GraphRun, ctx: FlowContext, budget: _Budget, scope: RunScope | None
-    ) -> FlowStatus:
+    ) -> Generator[Any, Any, FlowStatus]:
         if not run.started:
             run.started = True
             run.ended = False
@@ -161,8 +201,7 @@ class FlowEngine:
                 continue
             started = 0.0
             if scope is not None:
-                started = scope.clock.now_ms()
-                scope.emit(NodeStartEvent, graph_id=g.id, node_id=nid, node_kind=node.kind)
+                started = scope.node_event(NodeStartEvent, g.id, nid, node.kind)
             for ic in interceptors:
                 hook = getattr(ic, "on_node_start", None)
                 if hook is not None:
@@ -170,8 +209,16 @@ class FlowEngine:
             if ctx._stopped:
                 status = "stopped"
                 break
+            child_status: FlowStatus | None = None
             try:
-                child_status = await self._execute(node, run, ctx, budget, scope)
+                task = node.task
+                if node.kind in _COMPOSITE:
+                    child_status = yield from self._execute(node, run, ctx, budget, scope)
+                elif task is not None and (node.when is None or node.when(ctx)):
+                    # the common case inline: a coroutine per node would cost more than the step
+                    result: Any = task(ctx, node)
+                    if result is not None and inspect.isawaitable(result):
+                        yield result
             except BaseException:
                 run.failed = nid
                 raise
@@ -198,19 +245,15 @@ class FlowEngine:
             if ctx._stopped:
                 status = "stopped"
                 break
-            try:
-                targets = self._route(node, run, ctx)
-            except BaseException:
-                run.failed = nid
-                raise
+            route = node.fixed_route
+            if route is None:
+                try:
+                    route = tuple((t, nid + ">" + t) for t in self._route(node, run, ctx))
+                except BaseException:
+                    run.failed = nid
+                    raise
             if scope is not None:
-                scope.emit(
-                    NodeEndEvent,
-                    graph_id=g.id,
-                    node_id=nid,
-                    node_kind=node.kind,
-                    duration_ms=scope.clock.now_ms() - started,
-                )
+                scope.node_event(NodeEndEvent, g.id, nid, node.kind, started)
             stack.pop()
             if run.failed == nid:
                 run.failed = None
@@ -219,9 +262,8 @@ class FlowEngine:
             elif node.is_join:
                 run.joins.pop(nid, None)
             taken = run.taken
-            for target in reversed(targets):
+            for target, key in reversed(route):
                 stack.append(target)
-                key = nid + ">" + target
                 taken[key] = taken.get(key, 0) + 1
         if status is None:
             status = "parked" if parked else "done"
@@ -249,24 +291,24 @@ class FlowEngine:
             run.inclusive.pop()
         return True
 
-    async def _execute(
+    def _execute(
         self, node: Node, run: GraphRun, ctx: FlowContext, budget: _Budget, scope: RunScope | None
-    ) -> FlowStatus | None:
+    ) -> Generator[Any, Any, FlowStatus | None]:
         """Run the node's work; returns a child status only when a subgraph did not finish."""
         task = node.task
         if task is not None and (node.when is None or node.when(ctx)):
             result: Any = task(ctx, node)
             if result is not None and inspect.isawaitable(result):
-                await result
+                yield result
             if ctx._stopped or ctx._interrupted:
                 return None
         if node.kind == "agent" and node.agent is not None:
-            await node.agent.run_as_member(ctx, node)
+            yield node.agent.run_as_member(ctx, node)
         elif node.kind == "subgraph" and node.subgraph is not None:
             child = run.children.get(node.id)
             if child is None:
                 child = run.children[node.id] = GraphRun()
-            status = await self._run(node.subgraph, child, ctx, budget, scope)
+            status = yield from self._run(node.subgraph, child, ctx, budget, scope)
             if status != "done":
                 return status
             del run.children[node.id]
@@ -315,3 +357,7 @@ class FlowEngine:
             if len(node.links) > 1:
                 run.inclusive.append(len(targets))
         return targets
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable

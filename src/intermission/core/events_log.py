@@ -16,45 +16,106 @@ __all__ = ["EventLog", "RunScope"]
 
 E = TypeVar("E", bound=EventBase)
 
+_PLANS: dict[type[Any], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _plan(cls: type[EventBase]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Static defaults and default factories of an event class (computed once)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        static: dict[str, Any] = {}
+        factories: dict[str, Any] = {}
+        for name, info in cls.model_fields.items():
+            if info.default_factory is not None:
+                factories[name] = info.default_factory
+            elif not info.is_required():
+                static[name] = info.default
+        plan = _PLANS[cls] = (static, factories)
+    return plan
+
+
+def build_event(cls: type[E], fields: dict[str, Any]) -> E:
+    """``cls.model_construct(**fields)`` without its per-call introspection.
+
+    Events are built from our own, already-typed values on every graph step, so validation
+    (and model_construct's field walk) would dominate a node's cost; this sets the same
+    attributes model_construct sets.
+    """
+    static, factories = _plan(cls)
+    values = dict(static)
+    for name, factory in factories.items():
+        if name not in fields:
+            values[name] = factory()
+    values.update(fields)
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", values)
+    object.__setattr__(event, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
 
 class EventLog(Sequence[Event]):
-    """Every event of a session across requests, oldest first, bounded by ``max_events``."""
+    """Every event of a session across requests, oldest first, bounded by ``max_events``.
+
+    Graph steps record node events as ``(class, fields)`` pairs and the pydantic objects are
+    built the first time anyone reads the log: a run nobody looks at pays a tuple per node,
+    not a model.
+    """
 
     def __init__(self, max_events: int = 1000) -> None:
         self.max_events = max_events
-        self._items: deque[Event] = deque(maxlen=max_events)
+        self._items: deque[Any] = deque(maxlen=max_events)
+        self._lazy = False
         self.next_seq = 1
 
     def append(self, event: Event) -> None:
         """Add an event (the oldest is dropped when full)."""
         self._items.append(event)
 
+    def append_lazy(self, cls: type[EventBase], fields: dict[str, Any]) -> None:
+        """Add an event to be built when the log is read."""
+        self._items.append((cls, fields))
+        self._lazy = True
+
+    def _events(self) -> deque[Any]:
+        if self._lazy:
+            self._items = deque(
+                (build_event(*item) if type(item) is tuple else item for item in self._items),
+                maxlen=self.max_events,
+            )
+            self._lazy = False
+        return self._items
+
     @overload
     def __getitem__(self, index: int) -> Event: ...
     @overload
     def __getitem__(self, index: slice) -> list[Event]: ...
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        items = self._events()
         if isinstance(index, slice):
-            return list(self._items)[index]
-        return self._items[index]
+            return list(items)[index]
+        event: Event = items[index]
+        return event
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._items)
+        return iter(self._events())
 
     def kinds(self) -> list[str]:
         """The ``kind`` of every event, in order (handy in tests and notebooks)."""
-        return [e.kind for e in self._items]
+        return [e.kind for e in self._events()]
 
     def to_jsonl(self) -> str:
         """Export as JSON lines (one event per line)."""
-        return "".join(e.model_dump_json() + "\n" for e in self._items)
+        return "".join(e.model_dump_json() + "\n" for e in self._events())
 
     def clear(self) -> None:
         """Drop all events (sequence numbers keep counting)."""
         self._items.clear()
+        self._lazy = False
 
     def __repr__(self) -> str:
         return f"<EventLog {len(self)} events>"
@@ -92,21 +153,40 @@ class RunScope:
         scope.sink = self.sink
         return scope
 
+    def node_event(
+        self, cls: type[EventBase], graph_id: str, node_id: str, kind: str, started: float = -1.0
+    ) -> float:
+        """Record a NodeStart (``started`` < 0) or NodeEnd event without building it now
+        (a stream still gets it built); returns the event's time."""
+        ts = self.clock.now_ms()
+        log = self.log
+        seq = log.next_seq
+        log.next_seq = seq + 1
+        fields = {
+            "run_id": self.run_id, "agent": self.agent, "session_id": self.session_id,
+            "seq": seq, "ts": ts, "graph_id": graph_id, "node_id": node_id, "node_kind": kind,
+        }  # fmt: skip
+        if started >= 0:
+            fields["duration_ms"] = ts - started
+        if self.sink is not None:
+            event = build_event(cls, fields)
+            log.append(event)  # type: ignore[arg-type]
+            self.sink(event)  # type: ignore[arg-type]
+        else:
+            log.append_lazy(cls, fields)
+        return ts
+
     def emit(self, cls: type[E], **fields: Any) -> E:
         """Build an event of ``cls``, record it and forward it to the sink."""
         log = self.log
         seq = log.next_seq
         log.next_seq = seq + 1
-        # model_construct: the fields come from our own code, and validation per event
-        # would dominate the per-node cost of a graph step.
-        event = cls.model_construct(
-            run_id=self.run_id,
-            agent=self.agent,
-            session_id=self.session_id,
-            seq=seq,
-            ts=self.clock.now_ms(),
-            **fields,
-        )
+        fields["run_id"] = self.run_id
+        fields["agent"] = self.agent
+        fields["session_id"] = self.session_id
+        fields["seq"] = seq
+        fields["ts"] = self.clock.now_ms()
+        event = build_event(cls, fields)
         log.append(event)  # type: ignore[arg-type]
         if self.sink is not None:
             self.sink(event)  # type: ignore[arg-type]

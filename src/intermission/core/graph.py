@@ -45,11 +45,11 @@ class Node:
     loop_item: str = "item"
     loop_body: str | None = None
     prompt_fn: Callable[[FlowContext], str] | None = None
-
-    @property
-    def is_join(self) -> bool:
-        """A parallel/inclusive gateway with several incoming links waits for arrivals."""
-        return self.kind in ("parallel", "inclusive") and self.incoming > 1
+    is_join: bool = False
+    """A parallel/inclusive gateway with several incoming links waits for arrivals."""
+    fixed_route: tuple[tuple[str, str], ...] | None = None
+    """(target, taken-link key) pairs when the route never depends on the context (an
+    activity or start whose links are all unconditional): the engine skips routing."""
 
     @property
     def label(self) -> str:
@@ -209,6 +209,13 @@ def compile_graph(spec: GraphSpec) -> Graph:
         agent = ns.agent
         if isinstance(agent, str):
             agent = _resolve(spec, ns, "agent", agent)
+        is_join = ns.kind in ("parallel", "inclusive") and incoming[ns.id] > 1
+        fixed = (
+            tuple((x.target, f"{ns.id}>{x.target}") for x in links)
+            if ns.kind in ("start", "activity", "agent", "subgraph", "parallel")
+            and all(x.when is None for x in links)
+            else None
+        )
         nodes[ns.id] = Node(
             id=ns.id,
             kind=ns.kind,
@@ -224,5 +231,7 @@ def compile_graph(spec: GraphSpec) -> Graph:
             loop_item=ns.loop_item,
             loop_body=ns.loop_body,
             prompt_fn=ns.prompt_fn,
+            is_join=is_join,
+            fixed_route=fixed,
         )
     return Graph(spec.id, spec.title, start, nodes)

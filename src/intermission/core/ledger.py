@@ -15,7 +15,7 @@ class LedgerEntry(BaseModel):
     An entry left at ``started`` means the process died mid-effect: its outcome is unknown.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
     status: Literal["started", "completed", "failed"]
     result: Any = None

@@ -24,11 +24,18 @@ if TYPE_CHECKING:
 
 from .session_status import SessionStatus
 
-__all__ = ["SCHEMA_VERSION", "GraphRunModel", "SessionSnapshot", "parse_snapshot"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "GraphRunModel",
+    "SessionSnapshot",
+    "canonical",
+    "parse_snapshot",
+    "session_data",
+]
 
 SCHEMA_VERSION = 1
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", defer_build=True)
 
 
 class GraphRunModel(BaseModel):
@@ -84,18 +91,39 @@ class SessionSnapshot(BaseModel):
     next_seq: int = 1
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, compact): equal snapshots give equal text."""
-        return canonical_dumps(self.model_dump(mode="json"))
+        """Canonical JSON (sorted keys, compact, defaults left out): equal snapshots give
+        equal text."""
+        return canonical_dumps(canonical(self.model_dump(mode="json")))
 
 
-def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
-    """Snapshot ``session``; a non-JSON context value raises NotSerializableError."""
+_UNSET: Any = object()
+_DEFAULTS: dict[str, Any] = {
+    "status": "new", "agent": None, "pending": False, "pending_reason": None, "context": {},
+    "traces": {}, "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
+    "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
+    "next_seq": 1, "flow": {"root": None, "graphs": {}},
+}  # fmt: skip
+
+
+def _events_data(session: InMemoryAgentSession) -> list[dict[str, Any]]:
+    out = []
+    for item in session.events._items:
+        if type(item) is tuple:  # a node event recorded lazily: its fields are plain JSON
+            cls, fields = item
+            out.append({"kind": cls.model_fields["kind"].default, **fields})
+        else:
+            out.append(item.model_dump(mode="json"))
+    return out
+
+
+def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
+    """Everything in a session as JSON-ready data (no validation; see take_snapshot)."""
     ctx = session.context
     for key, value in ctx.data.items():
         check_json(key, value)
     for key, entry in session.ledger.items():
         check_json(f"ledger[{key}]", entry.result)
-    data = {
+    return {
         "schema_version": 1,
         "session_id": session.session_id,
         "status": session.status,
@@ -107,23 +135,59 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
             "root": ctx.trace.root,
             "graphs": {k: v.to_data() for k, v in ctx.trace.graphs.items()},
         },
-        "traces": {k: v.model_dump() for k, v in session.traces.items()},
-        "hitl": session.hitl.model_dump(),
-        "ledger": {k: v.model_dump() for k, v in session.ledger.items()},
-        "messages": [m.model_dump() for m in session.messages],
+        "traces": {k: v.model_dump(mode="json") for k, v in session.traces.items()},
+        "hitl": session.hitl.model_dump(mode="json"),
+        "ledger": {k: v.model_dump(mode="json") for k, v in session.ledger.items()},
+        "messages": [m.model_dump(mode="json") for m in session.messages],
         "max_messages": session.max_messages,
-        "events": [e.model_dump() for e in session.events],
+        "events": _events_data(session),
         "max_events": session.events.max_events,
         "next_seq": session.events.next_seq,
     }
-    # Validating here (not only on restore) makes a snapshot that could not be read back
-    # fail at save time, where the cause is still in view.
-    return SessionSnapshot.model_validate(data)
+
+
+_KEEP = {"schema_version", "session_id"}
+_RUN_KEEP = {"tokens", "started"}
+
+
+def _compact_run(run: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in run.items() if k in _RUN_KEEP or v not in (None, False, {}, [])}
+    if "children" in out:
+        out["children"] = {k: _compact_run(v) for k, v in out["children"].items()}
+    return out
+
+
+def canonical(data: dict[str, Any]) -> dict[str, Any]:
+    """The stored form: defaults left out, events without their session id and None fields.
+
+    Snapshots of idle sessions are mostly defaults and every event repeats the session id;
+    leaving them out keeps a paused session small. Applied to model dumps and to
+    :func:`session_data` alike, so both give the same text.
+    """
+    out = {k: v for k, v in data.items() if k in _KEEP or _DEFAULTS.get(k, _UNSET) != v}
+    flow = out.get("flow")
+    if flow is not None:
+        out["flow"] = {
+            "root": flow.get("root"),
+            "graphs": {k: _compact_run(v) for k, v in flow.get("graphs", {}).items()},
+        }
+    if "events" in out:
+        out["events"] = [
+            {k: v for k, v in e.items() if v is not None and k != "session_id"}
+            for e in out["events"]
+        ]
+    return out
+
+
+def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
+    """A validated snapshot of ``session``; a non-JSON context value raises
+    NotSerializableError naming the key."""
+    return SessionSnapshot.model_validate(session_data(session))
 
 
 def snapshot_json(session: InMemoryAgentSession) -> str:
-    """Canonical JSON text of a session's snapshot."""
-    return take_snapshot(session).to_json()
+    """Canonical JSON text of a session's snapshot (the fast path stores use)."""
+    return canonical_dumps(canonical(session_data(session)))
 
 
 def _path(err: ValidationError) -> str:
@@ -143,6 +207,12 @@ def parse_snapshot(data: Any) -> SessionSnapshot:
     if not isinstance(data, dict):
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")
     version = data.get("schema_version")
+    events = data.get("events")
+    if isinstance(events, list):  # stored events leave out the session id (see canonical)
+        sid = data.get("session_id")
+        data = {**data, "events": [
+            {"session_id": sid, **e} if isinstance(e, dict) else e for e in events
+        ]}  # fmt: skip
     if version != SCHEMA_VERSION:
         raise SnapshotSchemaError(
             f"schema_version {version!r} is not supported (this intermission reads "

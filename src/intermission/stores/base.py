@@ -14,12 +14,12 @@ import os
 import socket
 import uuid
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import SessionSnapshot, parse_snapshot
+from ..core.snapshot import parse_snapshot
 from ..decisions import HITLTask
 
 __all__ = [
@@ -35,18 +35,60 @@ DEFAULT_LEASE_MS = 5 * 60 * 1000.0
 """How long a claim holds when its owner dies without releasing it (SIGKILL, power loss)."""
 
 
-@dataclass(frozen=True, slots=True)
 class PendingSession:
-    """One entry of ``store.pending()``."""
+    """One entry of ``store.pending()``. Tasks and request are parsed when first read, so
+    listing a page costs what the indexed query costs."""
 
-    session_id: str
-    agent: str | None
-    reason: str | None
-    tasks: list[HITLTask] = field(default_factory=list)
-    deadline_ms: float | None = None
-    updated_ms: float = 0.0
-    request: Any = None
-    """What the human is asked to review (``approval.request`` of graph approvals)."""
+    __slots__ = ("_request", "_request_json", "_tasks", "_tasks_json", "agent", "deadline_ms",
+                 "reason", "session_id", "updated_ms")  # fmt: skip
+
+    def __init__(
+        self,
+        session_id: str,
+        agent: str | None,
+        reason: str | None,
+        tasks_json: str = "[]",
+        deadline_ms: float | None = None,
+        updated_ms: float = 0.0,
+        request_json: str = "null",
+    ) -> None:
+        self.session_id = session_id
+        self.agent = agent
+        self.reason = reason
+        self.deadline_ms = deadline_ms
+        self.updated_ms = updated_ms
+        self._tasks_json = tasks_json
+        self._request_json = request_json
+        self._tasks: list[HITLTask] | None = None
+        self._request: Any = _UNSET
+
+    @property
+    def tasks(self) -> list[HITLTask]:
+        """The undecided tool calls (empty for graph approvals)."""
+        if self._tasks is None:
+            self._tasks = [HITLTask.model_validate(t) for t in json.loads(self._tasks_json or "[]")]
+        return self._tasks
+
+    @property
+    def request(self) -> Any:
+        """What the human is asked to review (``approval.request`` of graph approvals)."""
+        if self._request is _UNSET:
+            self._request = json.loads(self._request_json) if self._request_json else None
+        return self._request
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PendingSession) and (self.session_id, self.updated_ms) == (
+            other.session_id, other.updated_ms
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.session_id, self.updated_ms))
+
+    def __repr__(self) -> str:
+        return f"PendingSession({self.session_id!r}, agent={self.agent!r}, reason={self.reason!r})"
+
+
+_UNSET: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +105,21 @@ class StoredRow:
     snapshot_json: str
 
 
-def row_of(snapshot: SessionSnapshot) -> StoredRow:
-    """Derive the indexed columns from a validated snapshot."""
-    tasks = [t for t in snapshot.hitl.tasks if t.call_uuid not in snapshot.hitl.decisions]
+def row_of(session: InMemoryAgentSession) -> StoredRow:
+    """The row of a session: its canonical snapshot text and the indexed columns."""
+    hitl = session.hitl
+    tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
     deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    request = session.context.get("approval.request")
     return StoredRow(
-        session_id=snapshot.session_id,
-        status=snapshot.status,
-        agent=snapshot.agent,
-        reason=snapshot.pending_reason,
-        tasks_json=json.dumps([t.model_dump() for t in tasks]),
+        session_id=session.session_id,
+        status=session.status,
+        agent=session.agent,
+        reason=session.pending_reason,
+        tasks_json=json.dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
         deadline_ms=min(deadlines) if deadlines else None,
-        request_json=json.dumps(snapshot.context.get("approval.request")),
-        snapshot_json=snapshot.to_json(),
+        request_json=json.dumps(request) if request is not None else "null",
+        snapshot_json=session.to_json(),
     )
 
 
@@ -93,16 +137,8 @@ def pending_of(
     updated: float,
     request_json: str,
 ) -> PendingSession:
-    """Build a PendingSession from stored columns."""
-    return PendingSession(
-        session_id=session_id,
-        agent=agent,
-        reason=reason,
-        tasks=[HITLTask.model_validate(t) for t in json.loads(tasks_json or "[]")],
-        deadline_ms=deadline,
-        updated_ms=updated,
-        request=json.loads(request_json) if request_json else None,
-    )
+    """Build a PendingSession from stored columns (nothing parsed yet)."""
+    return PendingSession(session_id, agent, reason, tasks_json, deadline, updated, request_json)
 
 
 def session_from(

@@ -55,7 +55,7 @@ class MemoryStore:
 
     def save(self, session: InMemoryAgentSession, *, _release: bool = False) -> int:
         """Insert or compare-and-set update; returns the new version."""
-        row = row_of(session.snapshot())
+        row = row_of(session)
         now = self.clock.now_ms()
         expected = session.store_version
         with self._lock:

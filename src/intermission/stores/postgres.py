@@ -3,6 +3,8 @@ kernels and workers on different machines."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .._clock import Clock
@@ -29,11 +31,15 @@ class PostgresStore(SQLStore):
         self.integrity_errors = (self._psycopg.IntegrityError,)
         super().__init__(clock=clock, lease_ms=lease_ms)
 
-    def _connect(self) -> Any:
+    def _connect(self, durable: bool = True) -> Any:
         return self._psycopg.connect(self.dsn, autocommit=True)
 
-    def _transaction(self, conn: Any) -> Any:
-        return conn.transaction()
+    @contextmanager
+    def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
+        with conn.transaction():
+            if mode == "lease":  # a claim need not wait for the WAL flush (see SQLStore.resume)
+                conn.execute("SET LOCAL synchronous_commit = off")
+            yield
 
     def _migrate(self) -> None:
         # serialise schema creation between processes starting at the same time

@@ -43,8 +43,10 @@ MIGRATIONS: list[list[str]] = [
             claimed_by TEXT,
             claim_until {real}
         )""",
-        "CREATE INDEX im_sessions_status ON im_sessions (status, updated_ms, id)",
-        "CREATE INDEX im_sessions_status_agent ON im_sessions (status, agent, updated_ms, id)",
+        # partial indexes: only pending rows are listed, so only they pay for an index entry
+        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id) WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id) "
+        "WHERE status = 'pending'",
         """CREATE TABLE im_ledger (
             session_id TEXT NOT NULL,
             key TEXT NOT NULL,
@@ -75,30 +77,34 @@ class SQLStore:
     def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
-        self._idle: list[Any] = []
+        self._idle: dict[bool, list[Any]] = {True: [], False: []}
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._migrate()
 
     # -- driver hooks ------------------------------------------------------------------
-    def _connect(self) -> Any:
+    def _connect(self, durable: bool = True) -> Any:
         raise NotImplementedError
 
-    def _transaction(self, conn: Any) -> Any:
-        """A context manager around one transaction that takes the write lock."""
+    def _transaction(self, conn: Any, mode: str) -> Any:
+        """A context manager around one transaction. ``mode``: ``write`` (takes the write
+        lock, durable), ``lease`` (a write whose loss in a power cut is harmless: a claim),
+        ``read``."""
         raise NotImplementedError
 
     integrity_errors: tuple[type[BaseException], ...] = ()
 
     # -- plumbing ----------------------------------------------------------------------
     @contextmanager
-    def _borrow(self) -> Iterator[Any]:
+    def _borrow(self, durable: bool = True) -> Iterator[Any]:
         # A small pool rather than one connection per thread: short-lived threads (a click
-        # handler, a worker) must not leave connections behind.
+        # handler, a worker) must not leave connections behind. Leases use their own
+        # connections (see _transaction).
+        idle = self._idle[durable]
         with self._conns_lock:
-            conn = self._idle.pop() if self._idle else None
+            conn = idle.pop() if idle else None
         if conn is None:
-            conn = self._connect()
+            conn = self._connect(durable)
             with self._conns_lock:
                 self._conns.append(conn)
         try:
@@ -106,14 +112,14 @@ class SQLStore:
         finally:
             with self._conns_lock:
                 if conn in self._conns:
-                    self._idle.append(conn)
+                    idle.append(conn)
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
     @contextmanager
-    def _tx(self) -> Iterator[Callable[..., Any]]:
-        with self._borrow() as conn, self._transaction(conn):
+    def _tx(self, mode: str = "write") -> Iterator[Callable[..., Any]]:
+        with self._borrow(mode != "lease") as conn, self._transaction(conn, mode):
             cur = conn.cursor()
 
             def execute(sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -146,7 +152,8 @@ class SQLStore:
             for conn in self._conns:
                 conn.close()
             self._conns.clear()
-            self._idle.clear()
+            for idle in self._idle.values():
+                idle.clear()
 
     def __enter__(self) -> SQLStore:
         return self
@@ -168,7 +175,7 @@ class SQLStore:
             raise ConflictError(sid, 0, self._version(sid)) from None
 
     def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
-        row = row_of(session.snapshot())
+        row = row_of(session)
         now = self.clock.now_ms()
         expected = session.store_version
         values = (
@@ -216,7 +223,7 @@ class SQLStore:
         return session.store_version
 
     def _version(self, session_id: str) -> int | None:
-        with self._tx() as run:
+        with self._tx("read") as run:
             row = run("SELECT version FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         return None if row is None else int(row[0])
 
@@ -248,21 +255,30 @@ class SQLStore:
 
         return hook
 
-    def load(self, session_id: str) -> InMemoryAgentSession:
-        """Load a session (its live ledger rows included)."""
-        with self._tx() as run:
-            row = run(
-                "SELECT snapshot, version FROM im_sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFoundError(session_id)
-            ledger_rows = run(
-                "SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,)
-            ).fetchall()
+    @staticmethod
+    def _rows(run: Callable[..., Any], session_id: str) -> tuple[str, int, list[Any]] | None:
+        row = run(
+            "SELECT snapshot, version FROM im_sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        ledger = run("SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,))
+        return row[0], int(row[1]), ledger.fetchall()
+
+    def _session(self, session_id: str, rows: tuple[str, int, list[Any]]) -> InMemoryAgentSession:
+        text, version, ledger_rows = rows
         ledger = {k: LedgerEntry.model_validate_json(e) for k, e in ledger_rows}
-        session = session_from(row[0], int(row[1]), ledger)
+        session = session_from(text, version, ledger)
         session.ledger_hook = self._ledger_hook(session_id)
         return session
+
+    def load(self, session_id: str) -> InMemoryAgentSession:
+        """Load a session (its live ledger rows included)."""
+        with self._tx("read") as run:
+            rows = self._rows(run, session_id)
+        if rows is None:
+            raise SessionNotFoundError(session_id)
+        return self._session(session_id, rows)
 
     def delete(self, session_id: str) -> None:
         """Remove a session and its ledger."""
@@ -290,7 +306,7 @@ class SQLStore:
     ) -> list[PendingSession]:
         """Pending sessions, newest first; page with ``before=<last item>``."""
         sql, params = self.pending_query(limit, agent, before)
-        with self._tx() as run:
+        with self._tx("query") as run:
             rows = run(sql, params).fetchall()
         return [pending_of(*r) for r in rows]
 
@@ -299,7 +315,10 @@ class SQLStore:
         """Claim, load, yield; save and release on success, release only on error."""
         token = claim_token()
         now = self.clock.now_ms()
-        with self._tx() as run:
+        # A claim is a lease: it must be atomic and visible to every other process at once,
+        # but it need not survive a power cut (nothing of the resume survives one either),
+        # so it skips the fsync that a durable commit pays.
+        with self._tx("lease") as run:
             cur = run(
                 "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
                 "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)",
@@ -308,12 +327,14 @@ class SQLStore:
             if cur.rowcount != 1:
                 exists = run("SELECT 1 FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
                 raise SessionBusyError(session_id) if exists else SessionNotFoundError(session_id)
+            rows = self._rows(run, session_id)  # claim and read in one transaction
         try:
-            session = self.load(session_id)
+            assert rows is not None
+            session = self._session(session_id, rows)
             session.claim_token = token
             yield session
         except BaseException:
-            with self._tx() as run:
+            with self._tx("lease") as run:
                 run(
                     "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
                     "WHERE id = ? AND claimed_by = ?",
@@ -332,13 +353,13 @@ class SQLStore:
 
     def raw_row(self, session_id: str) -> tuple[Any, ...] | None:
         """The stored columns of a session (for tests and debugging)."""
-        with self._tx() as run:
+        with self._tx("read") as run:
             row = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         return tuple(row) if row is not None else None
 
     def count(self) -> int:
         """How many sessions are stored."""
-        with self._tx() as run:
+        with self._tx("read") as run:
             return int(run("SELECT COUNT(*) FROM im_sessions").fetchone()[0])
 
     def _dump(self, obj: Any) -> str:

@@ -41,29 +41,37 @@ class SQLiteStore(SQLStore):
         self._memory_lock = threading.Lock()
         super().__init__(clock=clock, lease_ms=lease_ms)
 
-    def _connect(self) -> Any:
+    def _connect(self, durable: bool = True) -> Any:
         if self.path == ":memory:":
             # one shared connection: each :memory: connection would be its own database
             if self._memory_conn is None:
-                self._memory_conn = self._open()
+                self._memory_conn = self._open(True)
             return self._memory_conn
-        return self._open()
+        return self._open(durable)
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, durable: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path, isolation_level=None, timeout=60.0, check_same_thread=False
         )
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={'FULL' if self.synchronous == 'FULL' else 'NORMAL'}")
+        # Lease connections (claims) commit without fsync: in WAL mode the commit is still
+        # atomic and visible to every other connection at once; only a power cut can lose
+        # it, and a lost claim is harmless (nothing of that resume was saved either).
+        sync = self.synchronous if durable else "OFF"
+        conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'FULL' else sync}")
         return conn
 
     @contextmanager
-    def _transaction(self, conn: Any) -> Iterator[None]:
+    def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
         # IMMEDIATE takes the write lock up front, so check-then-write steps cannot
-        # interleave between processes. The shared :memory: connection also needs a lock
-        # between threads.
+        # interleave between processes; reads take no lock (WAL readers see a snapshot) and a
+        # single query needs no transaction at all. The shared :memory: connection also needs
+        # a lock between threads.
         with self._memory_lock if conn is self._memory_conn else nullcontext():
-            conn.execute("BEGIN IMMEDIATE")
+            if mode == "query":
+                yield
+                return
+            conn.execute("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
