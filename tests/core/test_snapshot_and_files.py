@@ -120,3 +120,27 @@ def test_r12_unknown_names_fail_at_load_time() -> None:  # R12
 def test_r12_unregistered_callable_cannot_be_saved() -> None:  # R12
     with pytest.raises(GraphDefinitionError, match="no registry name"):
         change_graph().to_json()
+
+
+def test_r28_fast_and_validated_snapshots_are_the_same_text() -> None:  # R28
+    from intermission import HITL
+    from intermission.examples import build_change_graph, build_ops_agent
+
+    sessions = []
+    for build, prompt in ((build_change_graph, "upgrade"), (build_ops_agent, "delete 1001")):
+        agent = build()
+        s = InMemoryAgentSession.of(prompt)
+        agent.prompt(prompt).session(s).call()
+        sessions.append(s)
+        s2 = InMemoryAgentSession.restore(s.to_json())  # restored events + new events
+        if HITL.pending_tasks(s2):
+            HITL.approve_all(s2, reviewer="lead")
+        else:
+            s2.context.put("approval.decision", "APPROVE")
+        agent.prompt().session(s2).call()
+        sessions.append(s2)
+    for s in sessions:
+        text = s.to_json()
+        assert s.snapshot().to_json() == text
+        assert InMemoryAgentSession.restore(text).to_json() == text
+        assert InMemoryAgentSession.restore(text).snapshot().to_json() == text

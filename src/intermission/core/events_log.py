@@ -55,6 +55,16 @@ def build_event(cls: type[E], fields: dict[str, Any]) -> E:
     return event
 
 
+class Restored:
+    """An event read from a snapshot, kept with its stored (JSON) form."""
+
+    __slots__ = ("event", "raw")
+
+    def __init__(self, event: Any, raw: dict[str, Any]) -> None:
+        self.event = event
+        self.raw = raw
+
+
 class EventLog(Sequence[Event]):
     """Every event of a session across requests, oldest first, bounded by ``max_events``.
 
@@ -73,6 +83,11 @@ class EventLog(Sequence[Event]):
         """Add an event (the oldest is dropped when full)."""
         self._items.append(event)
 
+    def append_restored(self, event: Event, raw: dict[str, Any]) -> None:
+        """Add an event read from a snapshot together with its stored form."""
+        self._items.append(Restored(event, raw))
+        self._lazy = True
+
     def append_lazy(self, cls: type[EventBase], fields: dict[str, Any]) -> None:
         """Add an event to be built when the log is read."""
         self._items.append((cls, fields))
@@ -81,8 +96,7 @@ class EventLog(Sequence[Event]):
     def _events(self) -> deque[Any]:
         if self._lazy:
             self._items = deque(
-                (build_event(*item) if type(item) is tuple else item for item in self._items),
-                maxlen=self.max_events,
+                (_materialize(item) for item in self._items), maxlen=self.max_events
             )
             self._lazy = False
         return self._items
@@ -119,6 +133,15 @@ class EventLog(Sequence[Event]):
 
     def __repr__(self) -> str:
         return f"<EventLog {len(self)} events>"
+
+
+def _materialize(item: Any) -> Any:
+    kind = type(item)
+    if kind is tuple:
+        return build_event(*item)
+    if kind is Restored:
+        return item.event
+    return item
 
 
 class RunScope:

@@ -15,7 +15,7 @@ from ..events import Event
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
-from .events_log import EventLog
+from .events_log import EventLog, Restored
 from .ledger import LedgerEntry
 from .state import FlowTrace, GraphRun
 
@@ -108,11 +108,17 @@ _DEFAULTS: dict[str, Any] = {
 def _events_data(session: InMemoryAgentSession) -> list[dict[str, Any]]:
     out = []
     for item in session.events._items:
-        if type(item) is tuple:  # a node event recorded lazily: its fields are plain JSON
+        kind = type(item)
+        if kind is tuple:  # a node event recorded lazily: its fields are plain JSON
             cls, fields = item
-            out.append({"kind": cls.model_fields["kind"].default, **fields})
+            data = {"kind": cls.model_fields["kind"].default, **fields}
+            del data["session_id"]
+            out.append(data)
+        elif kind is Restored:  # read from a snapshot: its stored form is at hand
+            out.append(item.raw)
         else:
-            out.append(item.model_dump(mode="json"))
+            dumped = item.model_dump(mode="json")
+            out.append({k: v for k, v in dumped.items() if v is not None and k != "session_id"})
     return out
 
 
@@ -157,7 +163,7 @@ def _compact_run(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def canonical(data: dict[str, Any]) -> dict[str, Any]:
+def canonical(data: dict[str, Any], events_ready: bool = False) -> dict[str, Any]:
     """The stored form: defaults left out, events without their session id and None fields.
 
     Snapshots of idle sessions are mostly defaults and every event repeats the session id;
@@ -171,7 +177,7 @@ def canonical(data: dict[str, Any]) -> dict[str, Any]:
             "root": flow.get("root"),
             "graphs": {k: _compact_run(v) for k, v in flow.get("graphs", {}).items()},
         }
-    if "events" in out:
+    if "events" in out and not events_ready:
         out["events"] = [
             {k: v for k, v in e.items() if v is not None and k != "session_id"}
             for e in out["events"]
@@ -182,12 +188,15 @@ def canonical(data: dict[str, Any]) -> dict[str, Any]:
 def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
     """A validated snapshot of ``session``; a non-JSON context value raises
     NotSerializableError naming the key."""
-    return SessionSnapshot.model_validate(session_data(session))
+    data = session_data(session)
+    sid = session.session_id
+    data["events"] = [{"session_id": sid, **e} for e in data["events"]]
+    return SessionSnapshot.model_validate(data)
 
 
 def snapshot_json(session: InMemoryAgentSession) -> str:
     """Canonical JSON text of a session's snapshot (the fast path stores use)."""
-    return canonical_dumps(canonical(session_data(session)))
+    return canonical_dumps(canonical(session_data(session), events_ready=True))
 
 
 def _path(err: ValidationError) -> str:
@@ -197,8 +206,13 @@ def _path(err: ValidationError) -> str:
 
 def parse_snapshot(data: Any) -> SessionSnapshot:
     """Validate a snapshot given as a model, dict or JSON text (typed errors only)."""
+    return _parse(data)[0]
+
+
+def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
+    """The validated snapshot and, when it came as data, its raw event dicts."""
     if isinstance(data, SessionSnapshot):
-        return data
+        return data, None
     if isinstance(data, (str, bytes)):
         try:
             data = json.loads(data)
@@ -208,6 +222,7 @@ def parse_snapshot(data: Any) -> SessionSnapshot:
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")
     version = data.get("schema_version")
     events = data.get("events")
+    stored_events = events
     if isinstance(events, list):  # stored events leave out the session id (see canonical)
         sid = data.get("session_id")
         data = {**data, "events": [
@@ -220,7 +235,7 @@ def parse_snapshot(data: Any) -> SessionSnapshot:
             path="schema_version",
         )
     try:
-        return SessionSnapshot.model_validate(data)
+        return SessionSnapshot.model_validate(data), stored_events
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SnapshotSchemaError(first["msg"], path=_path(exc)) from None
@@ -228,7 +243,7 @@ def parse_snapshot(data: Any) -> SessionSnapshot:
 
 def restore_session(session: InMemoryAgentSession, data: Any) -> None:
     """Fill a bare session object from snapshot data."""
-    snap = parse_snapshot(data)
+    snap, raw_events = _parse(data)
     ctx = FlowContext(snap.session_id, snap.context)
     trace = FlowTrace()
     trace.root = snap.flow.root
@@ -244,8 +259,14 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
     session.max_messages = snap.max_messages
     session.messages = list(snap.messages)
     log = EventLog(snap.max_events)
-    for event in snap.events:
-        log.append(event)
+    if raw_events is not None and len(raw_events) == len(snap.events):
+        # keep the stored form next to the model: saving again re-uses it instead of
+        # dumping every old event anew
+        for event, raw in zip(snap.events, raw_events, strict=True):
+            log.append_restored(event, raw)
+    else:
+        for event in snap.events:
+            log.append(event)
     log.next_seq = snap.next_seq
     session.events = log
     session.traces = dict(snap.traces)

@@ -19,7 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import parse_snapshot
 from ..decisions import HITLTask
 
 __all__ = [
@@ -145,7 +144,7 @@ def session_from(
     snapshot_json: str, version: int, ledger: dict[str, LedgerEntry]
 ) -> InMemoryAgentSession:
     """Rebuild a session from its row; ledger rows (written live) win over the snapshot's."""
-    session = InMemoryAgentSession.restore(parse_snapshot(snapshot_json))
+    session = InMemoryAgentSession.restore(snapshot_json)
     session.ledger.update(ledger)
     session.store_version = version
     return session
