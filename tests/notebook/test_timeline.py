@@ -65,3 +65,26 @@ def test_jsonl_export_round_trips_every_event() -> None:
     assert len(lines) == len(s.events)
     assert [event_adapter.validate_json(x).kind for x in lines] == s.events.kinds()
     assert json.loads(lines[0])["kind"] == "run_start"
+
+
+def test_live_mode_redraws_while_a_stream_runs() -> None:
+    from intermission.examples import build_change_graph
+    from intermission.notebook import GraphView
+
+    class Handle:
+        def __init__(self) -> None:
+            self.updates = 0
+
+        def update(self, obj: object) -> None:
+            self.updates += 1
+
+    team = build_change_graph()
+    s = InMemoryAgentSession.of("live")
+    view, timeline = GraphView(team, s), Timeline(s)
+    view._handle, timeline._handle = Handle(), Handle()
+    events = view.follow(team.prompt("Upgrade").session(s).stream())
+    assert events[-1].kind == "team_end" and s.is_pending
+    node_events = sum(e.kind.startswith("node_") for e in events)
+    assert view._handle.updates == node_events + 2  # node events, team end, final redraw
+    kinds = [e.kind for e in timeline.follow(iter(events))]
+    assert kinds == [e.kind for e in events] and timeline._handle.updates == len(events) + 1

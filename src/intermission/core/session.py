@@ -149,11 +149,22 @@ class InMemoryAgentSession:
             self.ledger_hook(key, entry)
         self.ledger[key] = entry
 
-    def _ledger_check(self, key: str) -> LedgerEntry | None:
+    def _ledger_start(self, key: str) -> LedgerEntry | None:
+        """The completed entry for ``key``, or None after recording ``started``."""
         entry = self.ledger.get(key)
         if entry is not None and entry.status == "started":
             raise EffectOutcomeUnknownError(key, session_id=self.session_id)
-        return entry if entry is not None and entry.status == "completed" else None
+        if entry is not None and entry.status == "completed":
+            return entry
+        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
+        return None
+
+    def _ledger_end(self, key: str, result: Any = None, error: BaseException | None = None) -> None:
+        now = self.clock.now_ms()
+        entry = self.ledger[key]
+        self._ledger_put(
+            key, entry.failed(str(error), now) if error else entry.completed(result, now)
+        )
 
     def once(self, key: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` once per ``key`` for this session and record its result.
@@ -162,32 +173,30 @@ class InMemoryAgentSession:
         effect ``started`` before it runs and ``completed`` after, so a crash in between is
         visible (``unknown``) instead of silently repeated. The result must be JSON.
         """
-        done = self._ledger_check(key)
+        done = self._ledger_start(key)
         if done is not None:
             return done.result  # type: ignore[no-any-return]
-        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
         try:
             result = fn()
         except BaseException as exc:
-            self._ledger_put(key, self.ledger[key].failed(str(exc), self.clock.now_ms()))
+            self._ledger_end(key, error=exc)
             raise
-        self._ledger_put(key, self.ledger[key].completed(result, self.clock.now_ms()))
+        self._ledger_end(key, result)
         return result
 
     async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
         """Async twin of :meth:`once` (``fn`` may be sync or async)."""
-        done = self._ledger_check(key)
+        done = self._ledger_start(key)
         if done is not None:
             return done.result  # type: ignore[no-any-return]
-        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
         try:
             result = fn()
             if inspect.isawaitable(result):
                 result = await result
         except BaseException as exc:
-            self._ledger_put(key, self.ledger[key].failed(str(exc), self.clock.now_ms()))
+            self._ledger_end(key, error=exc)
             raise
-        self._ledger_put(key, self.ledger[key].completed(result, self.clock.now_ms()))
+        self._ledger_end(key, result)
         return result
 
     def resolve_effect(self, key: str, result: Any) -> None:

@@ -10,6 +10,7 @@ from .._compat import require
 from ..core.ir import GraphIR, extract
 from ..core.render_text import to_dot, to_mermaid, to_text
 from ._html import esc
+from ._live import LiveDisplay
 
 __all__ = ["NO_DOT_HINT", "GraphView", "show_graph", "svg_of"]
 
@@ -34,7 +35,7 @@ def svg_of(dot: str) -> str | None:
     return svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
 
-class GraphView:
+class GraphView(LiveDisplay):
     """Draw a spec, graph or team, with a session's state when given.
 
     It displays itself (``_repr_mimebundle_``: SVG, mermaid, text); ``display()`` shows it
@@ -45,7 +46,6 @@ class GraphView:
         self.target = agent_or_spec
         self.session = session
         self.legend = legend
-        self._handle: Any = None
 
     @property
     def ir(self) -> GraphIR:
@@ -81,27 +81,8 @@ class GraphView:
             )
         return bundle
 
-    def display(self) -> GraphView:
-        """Show it in the notebook with a display id (so :meth:`update` redraws in place)."""
-        from IPython.display import display
-
-        self._handle = display(self, display_id=True)
-        return self
-
-    def update(self) -> None:
-        """Redraw where :meth:`display` showed it."""
-        if self._handle is not None:
-            self._handle.update(self)
-
-    def follow(self, events: Iterable[Any]) -> list[Any]:
-        """Consume a (sync) event stream, redrawing on every node event; returns the events."""
-        seen = []
-        for event in events:
-            seen.append(event)
-            if getattr(event, "kind", "").startswith(("node_", "hitl_", "run_end", "team_end")):
-                self.update()
-        self.update()
-        return seen
+    def _redraws_on(self, event: Any) -> bool:
+        return str(getattr(event, "kind", "")).startswith(("node_", "hitl_", "run_end", "team_end"))
 
     def __repr__(self) -> str:
         return to_text(self.ir)

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._html import CSS, esc, pre_json
+from ._live import LiveDisplay
 
 __all__ = ["Timeline", "render_timeline"]
 
@@ -131,13 +132,12 @@ def _ledger_state(entry: Any) -> str:
     return "unknown (started, never completed)" if entry.status == "started" else entry.status
 
 
-class Timeline:
+class Timeline(LiveDisplay):
     """The event timeline of a session (all requests): HTML, text and JSON lines."""
 
     def __init__(self, session: Any, *, max_events: int = 500) -> None:
         self.session = session
         self.max_events = max_events
-        self._handle: Any = None
 
     def html(self) -> str:
         """The timeline as HTML."""
@@ -154,26 +154,6 @@ class Timeline:
         self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
     ) -> dict[str, str]:
         return {"text/html": self.html(), "text/plain": repr(self)}
-
-    def display(self) -> Timeline:
-        """Show with a display id, so :meth:`update` and :meth:`follow` redraw in place."""
-        from IPython.display import display
-
-        self._handle = display(self, display_id=True)
-        return self
-
-    def update(self) -> None:
-        """Redraw where :meth:`display` showed it."""
-        if self._handle is not None:
-            self._handle.update(self)
-
-    def follow(self, events: Iterable[Any]) -> list[Any]:
-        """Live mode: consume a (sync) stream, redrawing as events arrive."""
-        seen = []
-        for event in events:
-            seen.append(event)
-            self.update()
-        return seen
 
     def __repr__(self) -> str:
         kinds = self.session.events.kinds()
