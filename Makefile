@@ -40,8 +40,16 @@ notebooks: setup
 	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
 	done
 
-bench: setup
-	$(PY) bench/run.py
+# Benchmarks install the peers (LangGraph, Burr) into their own environment.
+BENCH_VENV ?= .venv-bench
+$(BENCH_VENV)/.installed-stamp: pyproject.toml bench/requirements.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[notebook]' -r bench/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed-stamp
+	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

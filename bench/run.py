@@ -29,7 +29,9 @@ HERE = Path(__file__).resolve().parent
 ROWS: list[tuple[str, str, str, str]] = []  # (measurement, value, ratio, target verdict)
 
 
-def median_rounds(systems: dict[str, Callable[[], float]], rounds: int, warmup: int = 2) -> dict[str, float]:
+def median_rounds(
+    systems: dict[str, Callable[[], float]], rounds: int, warmup: int = 2
+) -> dict[str, float]:
     """Run each system's sample function once per round in a shuffled order; medians."""
     samples: dict[str, list[float]] = {name: [] for name in systems}
     names = list(systems)
@@ -139,7 +141,8 @@ def bench_node_step(rounds: int) -> None:
     mine = us["intermission"]
     row("node step: python loop floor", f"{us['python loop (floor)']:.3f} µs")
     row("node step: intermission (event log on)", f"{mine:.2f} µs",
-        f"{mine / us['python loop (floor)']:.0f}× the floor", verdict(mine <= 3.0) + " (≤ 3 µs)")  # fmt: skip
+        f"{mine / us['python loop (floor)']:.0f}× the floor",
+        verdict(mine <= 3.0) + " (≤ 3 µs)")  # fmt: skip
     for peer, need in (("langgraph", 40), ("burr", 8)):
         if peer in us:
             faster = us[peer] / mine
@@ -186,7 +189,9 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
         for sid in ids:
             state = {"a": "done", "b": None, "c": None, "x": "payload", "y": "more"}
             floor.execute("BEGIN")
-            floor.execute("INSERT INTO s VALUES (?, 'pending', 'gate', ?)", (sid, json.dumps(state)))
+            floor.execute(
+                "INSERT INTO s VALUES (?, 'pending', 'gate', ?)", (sid, json.dumps(state))
+            )
             floor.execute("COMMIT")
         took = (time.perf_counter() - t) / per
         floor_ids.extend(ids)
@@ -196,11 +201,15 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
         ids = [floor_ids.pop() for _ in range(per)]
         t = time.perf_counter()
         for sid in ids:
-            state = json.loads(floor.execute("SELECT state FROM s WHERE id = ?", (sid,)).fetchone()[0])
+            state = json.loads(
+                floor.execute("SELECT state FROM s WHERE id = ?", (sid,)).fetchone()[0]
+            )
             state["b"] = "APPROVE"
             state["c"] = "done"
             floor.execute("BEGIN")
-            floor.execute("UPDATE s SET status = 'done', state = ? WHERE id = ?", (json.dumps(state), sid))
+            floor.execute(
+                "UPDATE s SET status = 'done', state = ? WHERE id = ?", (json.dumps(state), sid)
+            )
             floor.execute("COMMIT")
         return (time.perf_counter() - t) / per
 
@@ -311,13 +320,20 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
         row("pause → parked: langgraph SqliteSaver", f"{lp * 1e3:.3f} ms",
             f"{lp / fp:.1f}× the floor; intermission {lp / ip:.1f}× faster")  # fmt: skip
     row("resume → done: floor (1 committed write)", f"{fr * 1e3:.3f} ms")
-    for key in ("intermission resume (claimed, exactly-once)", "intermission resume (compare-and-set only)"):
+    for key in (
+        "intermission resume (claimed, exactly-once)",
+        "intermission resume (compare-and-set only)",
+    ):
         v = resumes[key]
         row(f"resume → done: {key[13:]}", f"{v * 1e3:.3f} ms", f"{v / fr:.2f}× the floor",
             verdict(v / fr <= 1.3) + " (≤ 1.3×)")  # fmt: skip
     if "langgraph resume" in resumes:
         lr = resumes["langgraph resume"]
-        row("resume → done: langgraph SqliteSaver", f"{lr * 1e3:.3f} ms", f"{lr / fr:.1f}× the floor")
+        row(
+            "resume → done: langgraph SqliteSaver",
+            f"{lr * 1e3:.3f} ms",
+            f"{lr / fr:.1f}× the floor",
+        )
     store.close()
     floor.close()
 
@@ -340,7 +356,9 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
     floor = sqlite3.connect(tmp / "scale-floor.db", isolation_level=None)
     floor.execute("PRAGMA journal_mode=WAL")
     floor.execute("PRAGMA synchronous=FULL")
-    floor.execute("CREATE TABLE s (id TEXT PRIMARY KEY, status TEXT, next TEXT, state TEXT, updated REAL)")
+    floor.execute(
+        "CREATE TABLE s (id TEXT PRIMARY KEY, status TEXT, next TEXT, state TEXT, updated REAL)"
+    )
     floor.execute("CREATE INDEX s_status ON s (status, updated)")
 
     def create_im(k: int, offset: int) -> float:
@@ -356,7 +374,10 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
         for i in range(k):
             state = json.dumps({"a": "done", "b": None, "c": None, "x": "payload", "y": "more"})
             floor.execute("BEGIN")
-            floor.execute("INSERT INTO s VALUES (?, 'pending', 'gate', ?, ?)", (f"f-{offset + i}", state, time.time()))
+            floor.execute(
+                "INSERT INTO s VALUES (?, 'pending', 'gate', ?, ?)",
+                (f"f-{offset + i}", state, time.time()),
+            )
             floor.execute("COMMIT")
         return time.perf_counter() - t
 
@@ -391,14 +412,16 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
             "floor": lambda: page(lambda: floor.execute(floor_sql).fetchall()),
             "im-all": lambda: timed(lambda: store.pending(limit=count), 1),
             "floor-all": lambda: timed(
-                lambda: floor.execute("SELECT id, next FROM s WHERE status = 'pending'").fetchall(), 1
+                lambda: floor.execute("SELECT id, next FROM s WHERE status = 'pending'").fetchall(),
+                1,
             ),
         },
         rounds=7,
     )
     r = med["im"] / med["floor"]
     row(f"pending() first page at {count:,}: intermission", f"{med['im'] * 1e3:.3f} ms",
-        f"{r:.1f}× an indexed query ({med['floor'] * 1e3:.3f} ms)", verdict(r <= 2) + " (≤ 2×)")  # fmt: skip
+        f"{r:.1f}× an indexed query ({med['floor'] * 1e3:.3f} ms)",
+        verdict(r <= 2) + " (≤ 2×)")  # fmt: skip
     row(f"list all {count:,} pending: intermission", f"{med['im-all'] * 1e3:.1f} ms",
         f"floor {med['floor-all'] * 1e3:.1f} ms (LangGraph: no API; 405 ms full scan)")  # fmt: skip
     store.close()
@@ -407,7 +430,9 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
     # 1,000,000 sessions: bulk-loaded rows (small snapshots: the index is what is measured)
     big = SQLiteStore(tmp / "million.db", synchronous="NORMAL")
     bigf = sqlite3.connect(tmp / "million-floor.db", isolation_level=None)
-    bigf.execute("CREATE TABLE s (id TEXT PRIMARY KEY, status TEXT, next TEXT, state TEXT, updated REAL)")
+    bigf.execute(
+        "CREATE TABLE s (id TEXT PRIMARY KEY, status TEXT, next TEXT, state TEXT, updated REAL)"
+    )
     bigf.execute("CREATE INDEX s_status ON s (status, updated)")
     snap = InMemoryAgentSession.of("x").to_json()
     batch = 50_000
@@ -438,7 +463,8 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
     )
     r = med["im"] / med["floor"]
     row(f"pending() first page at {million:,}: intermission", f"{med['im'] * 1e3:.3f} ms",
-        f"{r:.1f}× an indexed query ({med['floor'] * 1e3:.3f} ms)", verdict(r <= 2) + " (≤ 2×)")  # fmt: skip
+        f"{r:.1f}× an indexed query ({med['floor'] * 1e3:.3f} ms)",
+        verdict(r <= 2) + " (≤ 2×)")  # fmt: skip
     big.close()
     bigf.close()
 
@@ -488,7 +514,12 @@ def bench_render() -> None:
     spec.add_end()
     view = GraphView(spec)
     t = statistics.median(timed(lambda: view._repr_mimebundle_(), 1) for _ in range(7))
-    row("render a 50-node graph (SVG via dot)", f"{t * 1e3:.0f} ms", "", verdict(t <= 0.15) + " (≤ 150 ms)")
+    row(
+        "render a 50-node graph (SVG via dot)",
+        f"{t * 1e3:.0f} ms",
+        "",
+        verdict(t <= 0.15) + " (≤ 150 ms)",
+    )
 
     s = InMemoryAgentSession("tl", max_events=10_000)
     scope = RunScope("run-1", "agent", s, FakeClock())
@@ -502,7 +533,10 @@ def bench_render() -> None:
 
 
 def write_readme() -> None:
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}"
+    )
     lines = [
         "# Benchmarks",
         "",
@@ -519,9 +553,9 @@ def write_readme() -> None:
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in ROWS]
     lines += [
         "",
-        "Notes: the SQLite figures use WAL with `synchronous=FULL` on both sides. \"claimed\" resume",
+        'Notes: the SQLite figures use WAL with `synchronous=FULL` on both sides. "claimed" resume',
         "takes the store's claim (one extra commit) so two resumers can never both run; \"compare-",
-        "and-set only\" is the same resume without the claim. The 1,000,000-session page uses bulk-",
+        'and-set only" is the same resume without the claim. The 1,000,000-session page uses bulk-',
         "loaded rows with small snapshots: what is measured is the index, not the payload.",
         "",
     ]
