@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
