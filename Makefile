@@ -40,7 +40,8 @@ test: lint unit notebooks-test
 # Re-execute every tutorial and store its outputs (what nbval compares against).
 notebooks: setup
 	for nb in $(NOTEBOOKS); do \
-	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	done
 
 # Benchmarks install the peers (LangGraph, Burr) into their own environment.

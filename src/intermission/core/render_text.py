@@ -42,7 +42,7 @@ def node_label(node: NodeIR) -> str:
     if node.visits > 1:
         label += f" (×{node.visits})"
     if node.note:
-        label += f"\n⏸ {node.note}"
+        label += f"\nwaiting: {node.note}"
     return label
 
 
