@@ -41,7 +41,8 @@ test: lint unit notebooks-test
 notebooks: setup
 	for nb in $(NOTEBOOKS); do \
 	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
+	    --ExecutePreprocessor.record_timing=False \
+	    --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; \
 	done
 
 # Benchmarks install the peers (LangGraph, Burr) into their own environment.
