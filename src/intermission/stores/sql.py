@@ -20,7 +20,7 @@ from ..errors import (
     SessionNotFoundError,
     StoreError,
 )
-from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, pending_of, row_of, session_from
+from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, row_of, session_from
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
@@ -308,7 +308,7 @@ class SQLStore:
         sql, params = self.pending_query(limit, agent, before)
         with self._tx("query") as run:
             rows = run(sql, params).fetchall()
-        return [pending_of(*r) for r in rows]
+        return [PendingSession(*r) for r in rows]
 
     @contextmanager
     def resume(self, session_id: str) -> Iterator[InMemoryAgentSession]:
