@@ -9,7 +9,6 @@ from ..errors import EffectOutcomeUnknownError, NothingToResumeError
 from ..events import (
     ActionEndEvent,
     ActionStartEvent,
-    Event,
     ReasonDeltaEvent,
     ReasonEndEvent,
     ReasonStartEvent,
@@ -20,16 +19,15 @@ from ..events import (
 )
 from ..messages import ChatMessage, ToolCall
 from ..traces import ReActTrace
+from ._base import AgentBase
 from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
 from .models import ChatModel
-from .request import AgentRequest, AgentResponse
+from .request import AgentResponse
 from .tools import TOOL_INDEX, Tool, ToolArgumentError, observation_text, tool
 
 if TYPE_CHECKING:
-    from ..core.context import FlowContext
     from ..core.events_log import RunScope
-    from ..core.graph import Node
     from ..core.session import AgentSession
 
 __all__ = ["ReActAgent", "ReActAgentBuilder"]
@@ -83,7 +81,7 @@ class ReActAgentBuilder(BuilderBase):
         return ReActAgent(self)
 
 
-class ReActAgent:
+class ReActAgent(AgentBase):
     """An agent that reasons with a model and acts with tools; it can be paused anywhere.
 
     Build with ``ReActAgent.of(model).name(...).tools(...).interceptor(...).build()``.
@@ -107,30 +105,6 @@ class ReActAgent:
     def of(model: ChatModel) -> ReActAgentBuilder:
         """Start building an agent on ``model``."""
         return ReActAgentBuilder(model)
-
-    @property
-    def name(self) -> str:
-        """The agent's name."""
-        return self._name
-
-    def prompt(self, text: str | None = None) -> AgentRequest:
-        """A new task (``text``), or — empty — continue the original prompt (R3)."""
-        return AgentRequest(self._request, text)
-
-    async def _request(
-        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
-    ) -> AgentResponse:
-        from ..core.events_log import RunScope
-
-        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
-        return await self.run(session, prompt, scope, top_level=True)
-
-    # -- team member ----------------------------------------------------------------
-    async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
-        """Run as a node of a team graph (see :class:`~intermission.TeamAgent`)."""
-        from .team_member import run_member
-
-        await run_member(self, ctx, node)
 
     # -- the loop -------------------------------------------------------------------
     async def run(

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 from ..core.engine import FlowEngine, FlowInterceptor
 from ..core.spec import END, GraphSpec
 from ..errors import GraphDefinitionError, NothingToResumeError
-from ..events import Event, TeamEndEvent, TeamStartEvent
+from ..events import TeamEndEvent, TeamStartEvent
 from ..messages import ChatMessage
 from ..traces import TeamTrace
+from ._base import AgentBase
 from ._builder import BuilderBase
 from .models import ChatModel
-from .request import AgentRequest, AgentResponse
+from .request import AgentResponse
 
 if TYPE_CHECKING:
     from ..core.context import FlowContext
@@ -54,7 +55,7 @@ class TeamAgentBuilder(BuilderBase):
         return TeamAgent(self)
 
 
-class TeamAgent:
+class TeamAgent(AgentBase):
     """Runs a team graph on a session; a member that pends pauses the whole team."""
 
     def __init__(self, builder: TeamAgentBuilder) -> None:
@@ -71,15 +72,6 @@ class TeamAgent:
         """Start building a team (the model is used by supervisor protocols)."""
         return TeamAgentBuilder(model)
 
-    @property
-    def name(self) -> str:
-        """The team's name (also its node id when nested in another team)."""
-        return self._name
-
-    def prompt(self, text: str | None = None) -> AgentRequest:
-        """A new task, or — empty — continue the original prompt (R3)."""
-        return AgentRequest(self._request, text)
-
     def step(self, session: AgentSession, steps: int, prompt: str | None = None) -> AgentResponse:
         """Advance the team graph at most ``steps`` nodes, then stop resumably (R10)."""
         from .._sync import run_sync
@@ -87,20 +79,6 @@ class TeamAgent:
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
         return run_sync(self.run(session, prompt, scope, top_level=True, steps=steps))
-
-    async def _request(
-        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
-    ) -> AgentResponse:
-        from ..core.events_log import RunScope
-
-        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
-        return await self.run(session, prompt, scope, top_level=True)
-
-    async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
-        """Run as a node of an outer team (teams nest)."""
-        from .team_member import run_member
-
-        await run_member(self, ctx, node)
 
     async def run(
         self,

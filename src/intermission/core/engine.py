@@ -100,14 +100,11 @@ class FlowEngine:
         value: Any = None
         error: BaseException | None = None
         while True:
+            done, out = _advance(steps_gen, value, error)
+            if done:
+                return out  # type: ignore[no-any-return]
             try:
-                awaitable = steps_gen.throw(error) if error is not None else steps_gen.send(value)
-            except StopIteration as stop:
-                result: FlowResult = stop.value
-                return result
-            error = None
-            try:
-                value = run_sync(_await(awaitable))
+                value, error = run_sync(_await(out)), None
             except BaseException as exc:  # handed back to the task that awaited it
                 value, error = None, exc
 
@@ -124,14 +121,11 @@ class FlowEngine:
         value: Any = None
         error: BaseException | None = None
         while True:
+            done, out = _advance(steps_gen, value, error)
+            if done:
+                return out  # type: ignore[no-any-return]
             try:
-                awaitable = steps_gen.throw(error) if error is not None else steps_gen.send(value)
-            except StopIteration as stop:
-                result: FlowResult = stop.value
-                return result
-            error = None
-            try:
-                value = await awaitable
+                value, error = await out, None
             except BaseException as exc:
                 value, error = None, exc
 
@@ -361,3 +355,13 @@ class FlowEngine:
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
+
+
+def _advance(
+    gen: Generator[Any, Any, Any], value: Any, error: BaseException | None
+) -> tuple[bool, Any]:
+    """Resume the run generator: (True, result) when it finished, else (False, awaitable)."""
+    try:
+        return False, gen.throw(error) if error is not None else gen.send(value)
+    except StopIteration as stop:
+        return True, stop.value

@@ -1,0 +1,57 @@
+"""What every agent shares: its name, requests (call / call_async / stream) and running as a
+member of a team graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .._clock import Clock
+from .._ids import IdFactory
+from .request import AgentRequest, AgentResponse
+
+if TYPE_CHECKING:
+    from ..core.context import FlowContext
+    from ..core.events_log import RunScope
+    from ..core.graph import Node
+    from ..core.session import AgentSession
+    from ..events import Event
+
+__all__ = ["AgentBase"]
+
+
+class AgentBase:
+    """Subclasses implement :meth:`run`; requests and team membership come from here."""
+
+    _name: str
+    clock: Clock | None
+    ids: IdFactory
+
+    @property
+    def name(self) -> str:
+        """The agent's name (also its node id in a team)."""
+        return self._name
+
+    def prompt(self, text: str | None = None) -> AgentRequest:
+        """A new task (``text``), or — empty — continue the original prompt (R3)."""
+        return AgentRequest(self._request, text)
+
+    async def _request(
+        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
+    ) -> AgentResponse:
+        from ..core.events_log import RunScope
+
+        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
+        return await self.run(session, prompt, scope, top_level=True)
+
+    async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
+        """Run as a node of a team graph (teams nest)."""
+        from .team_member import run_member
+
+        await run_member(self, ctx, node)
+
+    async def run(
+        self, session: AgentSession, prompt: str | None, scope: RunScope, *, top_level: bool
+    ) -> AgentResponse:
+        """One request on ``session`` (used by requests and by teams)."""
+        raise NotImplementedError
