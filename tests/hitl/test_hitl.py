@@ -197,7 +197,10 @@ def test_r23b_expired_task_is_visible_and_resolved_by_default() -> None:
     agent = ReActAgent.of(model).name("bank").tools(transfer).interceptor(hitl).clock(clock).build()
     s = InMemoryAgentSession.of("d")
     agent.prompt("pay").session(s).call()
+    (task,) = HITL.pending_tasks(s)
+    assert task.deadline_ms is not None and HITL.expired_tasks(s, now_ms=task.deadline_ms - 1) == []
     clock.advance(5000)
+    assert HITL.expired_tasks(s, now_ms=clock.now_ms()) == [task]  # visible before a resume
     resp = agent.prompt().session(s).call()
     assert "hitl_expired" in s.events.kinds() and resp.is_abnormal
     assert resp.content == "Rejected: the approval deadline passed."

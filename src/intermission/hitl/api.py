@@ -51,6 +51,17 @@ class HITL:
         return found[0] if found else None
 
     @staticmethod
+    def expired_tasks(session: AgentSession, now_ms: float | None = None) -> list[HITLTask]:
+        """Undecided tasks past their deadline (R23b): visible before anyone resumes; the
+        interceptor's ``on_expire`` decides what the next resume does with them."""
+        now = session.clock.now_ms() if now_ms is None else now_ms
+        return [
+            t
+            for t in HITL.pending_tasks(session)
+            if t.deadline_ms is not None and now >= t.deadline_ms
+        ]
+
+    @staticmethod
     def get_decision(session: AgentSession, call_uuid: str) -> DecisionRecord | None:
         """The decision recorded for ``call_uuid`` (not yet applied), or None."""
         return session.hitl.decisions.get(call_uuid)
