@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from pydantic import ValidationError
+
 from .._clock import SYSTEM_CLOCK, Clock
-from ..events import Event, EventBase
+from .._json import canonical_dumps
+from ..errors import SnapshotSchemaError
+from ..events import Event, EventBase, event_adapter
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -65,12 +70,29 @@ class Restored:
         self.raw = raw
 
 
+def stored_form(item: Any) -> dict[str, Any]:
+    """The stored (snapshot) form of a log item: no session id, no None fields."""
+    kind = type(item)
+    if kind is tuple:  # a node event recorded lazily: its fields are plain JSON
+        cls, fields = item
+        data = {"kind": cls.model_fields["kind"].default, **fields}
+        del data["session_id"]
+        return data
+    if kind is Restored:  # read from a snapshot: its stored form is at hand
+        raw: dict[str, Any] = item.raw
+        return raw
+    dumped = item.model_dump(mode="json")
+    return {k: v for k, v in dumped.items() if v is not None and k != "session_id"}
+
+
 class EventLog(Sequence[Event]):
     """Every event of a session across requests, oldest first, bounded by ``max_events``.
 
     Graph steps record node events as ``(class, fields)`` pairs and the pydantic objects are
     built the first time anyone reads the log: a run nobody looks at pays a tuple per node,
-    not a model.
+    not a model. A log loaded from a store keeps its stored JSON unparsed until it is read,
+    and saving appends only the new events to that text: a resume pays for what it adds,
+    not for the whole history.
     """
 
     def __init__(self, max_events: int = 1000) -> None:
@@ -78,28 +100,116 @@ class EventLog(Sequence[Event]):
         self._items: deque[Any] = deque(maxlen=max_events)
         self._lazy = False
         self.next_seq = 1
+        # canonical JSON of the first ``_text_n`` events (None: must be encoded again)
+        self._text: str | None = "[]"
+        self._text_n = 0
+        # events loaded as text and not parsed yet: they come before ``_items``
+        self._unparsed: str | None = None
+        self._unparsed_n = 0
+        self._session_id = ""
+
+    @classmethod
+    def from_stored(
+        cls, text: str, count: int, *, session_id: str, max_events: int, next_seq: int
+    ) -> EventLog:
+        """A log whose ``count`` events are the stored JSON array ``text`` (parsed and
+        validated when first read)."""
+        log = cls(max_events)
+        log.next_seq = next_seq
+        log._session_id = session_id
+        if count:
+            log._unparsed, log._unparsed_n = text, count
+            log._text, log._text_n = text, 0
+        return log
+
+    def _room(self) -> None:
+        # called before every append: a full log drops its oldest event, which the
+        # stored text still holds, so the text must be encoded again
+        if self._unparsed is not None:
+            if self._unparsed_n + len(self._items) < self.max_events:
+                return
+            self._parse()
+        if len(self._items) >= self.max_events:
+            self._text = None
 
     def append(self, event: Event) -> None:
         """Add an event (the oldest is dropped when full)."""
+        self._room()
         self._items.append(event)
 
     def append_restored(self, event: Event, raw: dict[str, Any]) -> None:
         """Add an event read from a snapshot together with its stored form."""
+        self._room()
         self._items.append(Restored(event, raw))
         self._lazy = True
 
     def append_lazy(self, cls: type[EventBase], fields: dict[str, Any]) -> None:
         """Add an event to be built when the log is read."""
+        self._room()
         self._items.append((cls, fields))
         self._lazy = True
 
+    def _parse(self) -> None:
+        """Validate the stored prefix and put it in front of the newer events."""
+        text, self._unparsed = self._unparsed, None
+        if text is None:
+            return
+        try:
+            raws = json.loads(text)
+        except ValueError as exc:
+            raise SnapshotSchemaError(f"not valid JSON: {exc}", path="events") from None
+        if not isinstance(raws, list):
+            raise SnapshotSchemaError("the event log is a JSON array", path="events")
+        sid = self._session_id
+        parsed = []
+        for i, raw in enumerate(raws):
+            try:
+                event = event_adapter.validate_python({"session_id": sid, **raw})
+            except (ValidationError, TypeError) as exc:
+                detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                raise SnapshotSchemaError(detail, path=f"events.{i}") from None
+            parsed.append(Restored(event, raw))
+        total = len(parsed) + len(self._items)
+        self._items = deque([*parsed, *self._items], maxlen=self.max_events)
+        self._lazy = True
+        self._unparsed_n = 0
+        if total > self.max_events:
+            self._text = None
+        else:
+            self._text_n += len(parsed)
+
     def _events(self) -> deque[Any]:
+        if self._unparsed is not None:
+            self._parse()
         if self._lazy:
             self._items = deque(
                 (_materialize(item) for item in self._items), maxlen=self.max_events
             )
             self._lazy = False
         return self._items
+
+    def stored_forms(self) -> list[dict[str, Any]]:
+        """Every event in its stored form (see :func:`stored_form`)."""
+        if self._unparsed is not None:
+            self._parse()
+        return [stored_form(item) for item in self._items]
+
+    def stored_json(self) -> str:
+        """The canonical JSON array of the log; only events added since the last call are
+        encoded (the rest of the text is kept from the last call or from the store)."""
+        text = self._text
+        if text is None:
+            text = canonical_dumps(self.stored_forms())
+            self._text, self._text_n = text, len(self._items)
+            return text
+        new = len(self._items) - self._text_n
+        if new <= 0:
+            return text
+        items = self._items
+        added = canonical_dumps([stored_form(items[i]) for i in range(self._text_n, len(items))])
+        text = added if text == "[]" else f"{text[:-1]},{added[1:]}"
+        self._text, self._text_n = text, len(items)
+        return text
 
     @overload
     def __getitem__(self, index: int) -> Event: ...
@@ -113,7 +223,7 @@ class EventLog(Sequence[Event]):
         return event
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._unparsed_n + len(self._items)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events())
@@ -130,6 +240,8 @@ class EventLog(Sequence[Event]):
         """Drop all events (sequence numbers keep counting)."""
         self._items.clear()
         self._lazy = False
+        self._unparsed, self._unparsed_n = None, 0
+        self._text, self._text_n = "[]", 0
 
     def __repr__(self) -> str:
         return f"<EventLog {len(self)} events>"

@@ -15,7 +15,7 @@ from ..events import Event
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
-from .events_log import EventLog, Restored
+from .events_log import EventLog
 from .ledger import LedgerEntry
 from .state import FlowTrace, GraphRun
 
@@ -105,25 +105,9 @@ _DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def _events_data(session: InMemoryAgentSession) -> list[dict[str, Any]]:
-    out = []
-    for item in session.events._items:
-        kind = type(item)
-        if kind is tuple:  # a node event recorded lazily: its fields are plain JSON
-            cls, fields = item
-            data = {"kind": cls.model_fields["kind"].default, **fields}
-            del data["session_id"]
-            out.append(data)
-        elif kind is Restored:  # read from a snapshot: its stored form is at hand
-            out.append(item.raw)
-        else:
-            dumped = item.model_dump(mode="json")
-            out.append({k: v for k, v in dumped.items() if v is not None and k != "session_id"})
-    return out
-
-
-def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
-    """Everything in a session as JSON-ready data (no validation; see take_snapshot)."""
+def session_data(session: InMemoryAgentSession, events: bool = True) -> dict[str, Any]:
+    """Everything in a session as JSON-ready data (no validation; see take_snapshot).
+    ``events=False`` leaves the event log out (stores keep it in a column of its own)."""
     ctx = session.context
     for key, value in ctx.data.items():
         check_json(key, value)
@@ -146,7 +130,7 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "ledger": {k: v.model_dump(mode="json") for k, v in session.ledger.items()},
         "messages": [m.model_dump(mode="json") for m in session.messages],
         "max_messages": session.max_messages,
-        "events": _events_data(session),
+        "events": session.events.stored_forms() if events else [],
         "max_events": session.events.max_events,
         "next_seq": session.events.next_seq,
     }
@@ -194,9 +178,36 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
     return SessionSnapshot.model_validate(data)
 
 
+def _split(data: dict[str, Any]) -> tuple[str, str]:
+    """The canonical text of the keys before and after ``events``, without braces."""
+    head = {}
+    tail = {}
+    for k, v in data.items():
+        if k < "events":
+            head[k] = v
+        elif k > "events":
+            tail[k] = v
+    return canonical_dumps(head)[1:-1], canonical_dumps(tail)[1:-1]
+
+
+def _join(*parts: str) -> str:
+    return "{" + ",".join(p for p in parts if p) + "}"
+
+
+def snapshot_parts(session: InMemoryAgentSession) -> tuple[str, str, int]:
+    """What a store writes: the canonical snapshot without its event log, the log as a
+    canonical JSON array (only events added since the last save are encoded) and its
+    length."""
+    head, tail = _split(canonical(session_data(session, events=False), events_ready=True))
+    log = session.events
+    return _join(head, tail), log.stored_json(), len(log)
+
+
 def snapshot_json(session: InMemoryAgentSession) -> str:
-    """Canonical JSON text of a session's snapshot (the fast path stores use)."""
-    return canonical_dumps(canonical(session_data(session), events_ready=True))
+    """Canonical JSON text of a session's snapshot, event log included."""
+    head, tail = _split(canonical(session_data(session, events=False), events_ready=True))
+    events = session.events.stored_json()
+    return _join(head, "" if events == "[]" else f'"events":{events}', tail)
 
 
 def _path(err: ValidationError) -> str:
@@ -244,20 +255,6 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
 def restore_session(session: InMemoryAgentSession, data: Any) -> None:
     """Fill a bare session object from snapshot data."""
     snap, raw_events = _parse(data)
-    ctx = FlowContext(snap.session_id, snap.context)
-    trace = FlowTrace()
-    trace.root = snap.flow.root
-    trace.graphs = {
-        k: GraphRun.from_data(v.model_dump(exclude_defaults=True))
-        for k, v in snap.flow.graphs.items()
-    }
-    ctx.trace = trace
-    ctx.session = session
-    ctx._stopped = snap.pending
-    session.session_id = snap.session_id
-    session.context = ctx
-    session.max_messages = snap.max_messages
-    session.messages = list(snap.messages)
     log = EventLog(snap.max_events)
     if raw_events is not None and len(raw_events) == len(snap.events):
         # keep the stored form next to the model: saving again re-uses it instead of
@@ -268,6 +265,60 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         for event in snap.events:
             log.append(event)
     log.next_seq = snap.next_seq
+    _fill(session, snap, log)
+
+
+def restore_stored(
+    session: InMemoryAgentSession, state: str, events: str | None, count: int
+) -> None:
+    """Fill a bare session from a store row: the snapshot without its log (validated now)
+    and the log's JSON array (validated when first read). ``events`` None: a row written
+    before the log had a column of its own, whose snapshot still holds it."""
+    if events is None:
+        restore_session(session, state)
+        return
+    try:
+        snap = SessionSnapshot.model_validate_json(state)
+    except ValidationError:
+        snap = _parse(state)[0]  # the same failure, reported as a typed error
+    if snap.events:
+        raise SnapshotSchemaError("a stored row keeps its events in a column", path="events")
+    log = EventLog.from_stored(
+        events, count, session_id=snap.session_id, max_events=snap.max_events,
+        next_seq=snap.next_seq,
+    )  # fmt: skip
+    _fill(session, snap, log)
+
+
+def _run_of(model: GraphRunModel) -> GraphRun:
+    """The engine's GraphRun from its validated model (fields copied, nothing re-checked)."""
+    run = GraphRun()
+    run.tokens = list(model.tokens)
+    run.started = model.started
+    run.ended = model.ended
+    run.last = model.last
+    run.joins = dict(model.joins)
+    run.inclusive = list(model.inclusive)
+    run.loops = dict(model.loops)
+    run.children = {k: _run_of(v) for k, v in model.children.items()}
+    run.visited = dict(model.visited)
+    run.taken = dict(model.taken)
+    run.failed = model.failed
+    return run
+
+
+def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -> None:
+    ctx = FlowContext(snap.session_id, snap.context)
+    trace = FlowTrace()
+    trace.root = snap.flow.root
+    trace.graphs = {k: _run_of(v) for k, v in snap.flow.graphs.items()}
+    ctx.trace = trace
+    ctx.session = session
+    ctx._stopped = snap.pending
+    session.session_id = snap.session_id
+    session.context = ctx
+    session.max_messages = snap.max_messages
+    session.messages = list(snap.messages)
     session.events = log
     session.traces = dict(snap.traces)
     session.hitl = snap.hitl

@@ -1,6 +1,7 @@
 """The store contract every backend implements, and the pieces they share (R29–R31).
 
-A store keeps one row per session: the canonical snapshot JSON, a version for
+A store keeps one row per session: the canonical snapshot JSON (its event log in a column
+of its own, appended to on each save and parsed only when read), a version for
 compare-and-set, the status (indexed, so listing pending sessions is one indexed query),
 a claim (who is resuming it, until when) and the idempotency ledger, whose entries are
 written the moment they change so a crash between ``started`` and ``completed`` stays
@@ -12,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import uuid
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
+from ..core.snapshot import restore_stored, snapshot_parts
 from ..decisions import HITLTask
 
 __all__ = [
@@ -101,7 +102,11 @@ class StoredRow:
     tasks_json: str
     deadline_ms: float | None
     request_json: str
-    snapshot_json: str
+    state_json: str
+    """The canonical snapshot without its event log."""
+    events_json: str
+    """The event log as a canonical JSON array."""
+    events_n: int
 
 
 def row_of(session: InMemoryAgentSession) -> StoredRow:
@@ -110,6 +115,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
     deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
     request = session.context.get("approval.request")
+    state, events, count = snapshot_parts(session)
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
@@ -118,13 +124,22 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         tasks_json=json.dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=json.dumps(request) if request is not None else "null",
-        snapshot_json=session.to_json(),
+        state_json=state,
+        events_json=events,
+        events_n=count,
     )
+
+
+_CLAIMANT: tuple[int, str] | None = None
 
 
 def claim_token() -> str:
     """Who claims: host, process and a random part (distinct per claim)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    global _CLAIMANT
+    pid = os.getpid()
+    if _CLAIMANT is None or _CLAIMANT[0] != pid:  # computed once per process (and fork)
+        _CLAIMANT = (pid, f"{socket.gethostname()}:{pid}:")
+    return _CLAIMANT[1] + os.urandom(4).hex()
 
 
 def pending_of(
@@ -141,10 +156,16 @@ def pending_of(
 
 
 def session_from(
-    snapshot_json: str, version: int, ledger: dict[str, LedgerEntry]
+    state: str,
+    events: str | None,
+    count: int,
+    version: int,
+    ledger: dict[str, LedgerEntry],
 ) -> InMemoryAgentSession:
-    """Rebuild a session from its row; ledger rows (written live) win over the snapshot's."""
-    session = InMemoryAgentSession.restore(snapshot_json)
+    """Rebuild a session from its row; ledger rows (written live) win over the snapshot's.
+    ``events`` None: a row from before the log had its own column (see restore_stored)."""
+    session = InMemoryAgentSession.__new__(InMemoryAgentSession)
+    restore_stored(session, state, events, count)
     session.ledger.update(ledger)
     session.store_version = version
     return session

@@ -97,8 +97,8 @@ class MemoryStore:
             entry = self._rows.get(session_id)
             if entry is None:
                 raise SessionNotFoundError(session_id)
-            text, version, ledger = entry.row.snapshot_json, entry.version, dict(entry.ledger)
-        session = session_from(text, version, ledger)
+            row, version, ledger = entry.row, entry.version, dict(entry.ledger)
+        session = session_from(row.state_json, row.events_json, row.events_n, version, ledger)
         session.ledger_hook = self._ledger_hook(session_id)
         return session
 

@@ -31,7 +31,7 @@ class PostgresStore(SQLStore):
         self.integrity_errors = (self._psycopg.IntegrityError,)
         super().__init__(clock=clock, lease_ms=lease_ms)
 
-    def _connect(self, durable: bool = True) -> Any:
+    def _connect(self) -> Any:
         return self._psycopg.connect(self.dsn, autocommit=True)
 
     @contextmanager

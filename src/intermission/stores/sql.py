@@ -24,7 +24,7 @@ from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, row_of, session
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types.
 MIGRATIONS: list[list[str]] = [
@@ -55,7 +55,17 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (session_id, key)
         )""",
     ],
+    [
+        # the event log moves to a column of its own: a save appends to the stored text
+        # and a load leaves it unparsed until someone reads it (rows of version 1 keep
+        # their log inside the snapshot until their next save)
+        "ALTER TABLE im_sessions ADD COLUMN events TEXT",
+        "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
+    ],
 ]
+
+_ROW = "snapshot, events, events_n, version"
+"""The columns a session is rebuilt from (see SQLStore._session)."""
 
 _PENDING = (
     "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
@@ -67,23 +77,65 @@ class _Duplicate(Exception):
     """An insert met an existing id (turned into ConflictError outside the transaction)."""
 
 
+class _Tx:
+    """One transaction on a pooled connection. A class rather than nested generator
+    context managers: every save and resume passes through here, and the generator
+    machinery cost more than the SQL of a small commit."""
+
+    __slots__ = ("conn", "cur", "inner", "mode", "store")
+
+    def __init__(self, store: SQLStore, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+
+    def __enter__(self) -> Callable[..., Any]:
+        store = self.store
+        conn = self.conn = store._borrow()
+        try:
+            self.inner = store._transaction(conn, self.mode)
+            self.inner.__enter__()
+        except BaseException:
+            store._give_back(conn)
+            raise
+        self.cur = conn.cursor()
+        return self.run if store.placeholder == "?" else self.run_translated
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.cur
+        cur.execute(sql, params)
+        return cur
+
+    def run_translated(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.cur
+        cur.execute(self.store._sql(sql), params)
+        return cur
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.inner.__exit__(kind, exc, tb)
+        finally:
+            self.store._give_back(self.conn)
+
+
 class SQLStore:
     """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver)."""
 
     placeholder = "?"
+    returning = True
+    """The driver's SQL has ``UPDATE … RETURNING`` (SQLite 3.35+, PostgreSQL)."""
     int_type = "INTEGER"
     real_type = "REAL"
 
     def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
-        self._idle: dict[bool, list[Any]] = {True: [], False: []}
+        self._idle: list[Any] = []
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._migrate()
 
     # -- driver hooks ------------------------------------------------------------------
-    def _connect(self, durable: bool = True) -> Any:
+    def _connect(self) -> Any:
         raise NotImplementedError
 
     def _transaction(self, conn: Any, mode: str) -> Any:
@@ -95,38 +147,32 @@ class SQLStore:
     integrity_errors: tuple[type[BaseException], ...] = ()
 
     # -- plumbing ----------------------------------------------------------------------
-    @contextmanager
-    def _borrow(self, durable: bool = True) -> Iterator[Any]:
+    def _borrow(self) -> Any:
         # A small pool rather than one connection per thread: short-lived threads (a click
-        # handler, a worker) must not leave connections behind. Leases use their own
-        # connections (see _transaction).
-        idle = self._idle[durable]
+        # handler, a worker) must not leave connections behind. Claims use the same
+        # connections as saves: SQLite drops a connection's page cache whenever another
+        # connection wrote, so a claim and its save on one connection read less.
+        idle = self._idle
         with self._conns_lock:
-            conn = idle.pop() if idle else None
-        if conn is None:
-            conn = self._connect(durable)
-            with self._conns_lock:
-                self._conns.append(conn)
-        try:
-            yield conn
-        finally:
-            with self._conns_lock:
-                if conn in self._conns:
-                    idle.append(conn)
+            if idle:
+                return idle.pop()
+        conn = self._connect()
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _give_back(self, conn: Any) -> None:
+        with self._conns_lock:
+            if conn in self._conns:
+                self._idle.append(conn)
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
-    @contextmanager
-    def _tx(self, mode: str = "write") -> Iterator[Callable[..., Any]]:
-        with self._borrow(mode != "lease") as conn, self._transaction(conn, mode):
-            cur = conn.cursor()
-
-            def execute(sql: str, params: tuple[Any, ...] = ()) -> Any:
-                cur.execute(self._sql(sql), params)
-                return cur
-
-            yield execute
+    def _tx(self, mode: str = "write") -> _Tx:
+        """``with store._tx(mode) as run: run(sql, params)`` — one transaction on a pooled
+        connection (modes as in :meth:`_transaction`)."""
+        return _Tx(self, mode)
 
     def _migrate(self) -> None:
         with self._tx() as run:
@@ -152,8 +198,7 @@ class SQLStore:
             for conn in self._conns:
                 conn.close()
             self._conns.clear()
-            for idle in self._idle.values():
-                idle.clear()
+            self._idle.clear()
 
     def __enter__(self) -> SQLStore:
         return self
@@ -180,15 +225,15 @@ class SQLStore:
         expected = session.store_version
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
-            row.request_json, row.snapshot_json, now,
+            row.request_json, row.state_json, row.events_json, row.events_n, now,
         )  # fmt: skip
         with self._tx() as run:
             if expected == 0:
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, updated_ms, id, version) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                        "request, snapshot, events, events_n, updated_ms, id, version) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
                         (*values, row.session_id),
                     )
                 except self.integrity_errors:
@@ -201,7 +246,8 @@ class SQLStore:
                 )
                 cur = run(
                     "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-                    "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+                    "deadline_ms = ?, request = ?, snapshot = ?, events = ?, events_n = ?, "
+                    "updated_ms = ?, "
                     f"version = version + 1, {claim_sql} "
                     "WHERE id = ? AND version = ? AND "
                     "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)",
@@ -256,19 +302,22 @@ class SQLStore:
         return hook
 
     @staticmethod
-    def _rows(run: Callable[..., Any], session_id: str) -> tuple[str, int, list[Any]] | None:
-        row = run(
-            "SELECT snapshot, version FROM im_sessions WHERE id = ?", (session_id,)
-        ).fetchone()
+    def _rows(run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None:
+        row = run(f"SELECT {_ROW} FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
-        ledger = run("SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,))
-        return row[0], int(row[1]), ledger.fetchall()
+        return (*row, SQLStore._ledger_rows(run, session_id))
 
-    def _session(self, session_id: str, rows: tuple[str, int, list[Any]]) -> InMemoryAgentSession:
-        text, version, ledger_rows = rows
+    @staticmethod
+    def _ledger_rows(run: Callable[..., Any], session_id: str) -> list[Any]:
+        return run(  # type: ignore[no-any-return]
+            "SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,)
+        ).fetchall()
+
+    def _session(self, session_id: str, rows: tuple[Any, ...]) -> InMemoryAgentSession:
+        state, events, count, version, ledger_rows = rows
         ledger = {k: LedgerEntry.model_validate_json(e) for k, e in ledger_rows}
-        session = session_from(text, version, ledger)
+        session = session_from(state, events, count or 0, int(version), ledger)
         session.ledger_hook = self._ledger_hook(session_id)
         return session
 
@@ -318,18 +367,23 @@ class SQLStore:
         # A claim is a lease: it must be atomic and visible to every other process at once,
         # but it need not survive a power cut (nothing of the resume survives one either),
         # so it skips the fsync that a durable commit pays.
+        claim = (
+            "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
+            "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)"
+        )
+        params = (token, now + self.lease_ms, session_id, now)
         with self._tx("lease") as run:
-            cur = run(
-                "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
-                "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)",
-                (token, now + self.lease_ms, session_id, now),
-            )
-            if cur.rowcount != 1:
+            # claim and read in one transaction (one statement where RETURNING exists)
+            if self.returning:
+                row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
+                rows = None if row is None else (*row, self._ledger_rows(run, session_id))
+            else:
+                claimed = run(claim, params).rowcount == 1
+                rows = self._rows(run, session_id) if claimed else None
+            if rows is None:
                 exists = run("SELECT 1 FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
                 raise SessionBusyError(session_id) if exists else SessionNotFoundError(session_id)
-            rows = self._rows(run, session_id)  # claim and read in one transaction
         try:
-            assert rows is not None
             session = self._session(session_id, rows)
             session.claim_token = token
             yield session

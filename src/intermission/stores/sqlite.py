@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +24,7 @@ class SQLiteStore(SQLStore):
     """
 
     integrity_errors = (sqlite3.IntegrityError,)
+    returning = sqlite3.sqlite_version_info >= (3, 35)
 
     def __init__(
         self,
@@ -41,43 +40,25 @@ class SQLiteStore(SQLStore):
         self._memory_lock = threading.Lock()
         super().__init__(clock=clock, lease_ms=lease_ms)
 
-    def _connect(self, durable: bool = True) -> Any:
+    def _connect(self) -> Any:
         if self.path == ":memory:":
             # one shared connection: each :memory: connection would be its own database
             if self._memory_conn is None:
-                self._memory_conn = self._open(True)
+                self._memory_conn = self._open()
             return self._memory_conn
-        return self._open(durable)
+        return self._open()
 
-    def _open(self, durable: bool) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path, isolation_level=None, timeout=60.0, check_same_thread=False
         )
         conn.execute("PRAGMA journal_mode=WAL")
-        # Lease connections (claims) commit without fsync: in WAL mode the commit is still
-        # atomic and visible to every other connection at once; only a power cut can lose
-        # it, and a lost claim is harmless (nothing of that resume was saved either).
-        sync = self.synchronous if durable else "OFF"
-        conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'FULL' else sync}")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
-    @contextmanager
-    def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
-        # IMMEDIATE takes the write lock up front, so check-then-write steps cannot
-        # interleave between processes; reads take no lock (WAL readers see a snapshot) and a
-        # single query needs no transaction at all. The shared :memory: connection also needs
-        # a lock between threads.
-        with self._memory_lock if conn is self._memory_conn else nullcontext():
-            if mode == "query":
-                yield
-                return
-            conn.execute("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+    def _transaction(self, conn: Any, mode: str) -> _SQLiteTransaction:
+        lock = self._memory_lock if conn is self._memory_conn else None
+        return _SQLiteTransaction(conn, mode, lock, self.synchronous)
 
     def explain_pending(self, limit: int = 50, agent: str | None = None) -> list[str]:
         """``EXPLAIN QUERY PLAN`` of :meth:`pending` (details only)."""
@@ -87,3 +68,60 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+class _SQLiteTransaction:
+    """IMMEDIATE takes the write lock up front, so check-then-write steps cannot interleave
+    between processes; reads take no lock (WAL readers see a snapshot) and a single query
+    needs no transaction at all. The shared :memory: connection also needs a lock between
+    threads."""
+
+    __slots__ = ("conn", "lock", "mode", "synchronous")
+
+    def __init__(self, conn: sqlite3.Connection, mode: str, lock: Any, synchronous: str) -> None:
+        self.conn = conn
+        self.mode = mode
+        self.lock = lock
+        self.synchronous = synchronous
+
+    def __enter__(self) -> None:
+        if self.lock is not None:
+            self.lock.acquire()
+        mode = self.mode
+        if mode == "query":
+            return
+        try:
+            if mode == "lease":
+                # A claim commits without fsync: in WAL mode the commit is still atomic and
+                # visible to every other connection at once; only a power cut can lose it,
+                # and a lost claim is harmless (nothing of that resume was saved either).
+                self.conn.execute("PRAGMA synchronous=OFF")
+            self.conn.execute("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
+        except BaseException:
+            self._finish()
+            raise
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self.mode == "query":
+                return
+            if kind is not None:
+                self.conn.execute("ROLLBACK")
+                return
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                # never hand an open transaction back to the pool
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        try:
+            if self.mode == "lease":
+                self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        finally:
+            if self.lock is not None:
+                self.lock.release()

@@ -1,0 +1,125 @@
+"""The event log's stored text: incremental, lazy, and always the canonical encoding."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from intermission import (
+    END,
+    FlowEngine,
+    GraphSpec,
+    InMemoryAgentSession,
+    SnapshotSchemaError,
+)
+from intermission._json import canonical_dumps
+from intermission.core.events_log import EventLog
+from intermission.stores.base import row_of, session_from
+
+
+def _graph(n: int) -> Any:
+    spec = GraphSpec(f"line{n}")
+    spec.add_start().link_add("n0")
+    for i in range(n):
+        spec.add_activity(f"n{i}").task(
+            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
+        ).link_add(f"n{i + 1}" if i + 1 < n else END)
+    spec.add_end()
+    return spec.build()
+
+
+def _full_encoding(session: InMemoryAgentSession) -> str:
+    """What encoding the whole log from scratch gives."""
+    return canonical_dumps(session.events.stored_forms())
+
+
+def _reload(session: InMemoryAgentSession) -> InMemoryAgentSession:
+    row = row_of(session)
+    return session_from(row.state_json, row.events_json, row.events_n, 1, {})
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_canonical_dumps_is_json_dumps_with_sorted_keys(value: Any) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_dumps(value) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    runs=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=5),
+    max_events=st.integers(min_value=1, max_value=40),
+    reads=st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_stored_log_equals_a_full_encoding_across_saves_loads_and_trims(
+    runs: list[int], max_events: int, reads: list[bool]
+) -> None:
+    """Every save appends to the stored text; whatever the trims, reloads and reads in
+    between, the text equals encoding the whole log anew, and reloading keeps every event."""
+    engine = FlowEngine()
+    session = InMemoryAgentSession("p", max_events=max_events)
+    for i, n in enumerate(runs):
+        session.context.trace.clear()
+        engine.eval(_graph(n), session.context)
+        before = [(e.seq, e.kind, e.node_id) for e in session.events]  # type: ignore[union-attr]
+        if reads[i]:  # reading parses a lazily loaded log first
+            assert len(list(session.events)) == len(before)
+        text = session.events.stored_json()
+        assert text == _full_encoding(session)
+        assert len(session.events) == min(len(before), max_events)
+        session = _reload(session)
+        after = [(e.seq, e.kind, e.node_id) for e in session.events]  # type: ignore[union-attr]
+        assert after == before
+    assert session.to_json() == InMemoryAgentSession.restore(session.to_json()).to_json()
+
+
+def test_a_loaded_log_is_parsed_only_when_read_and_bad_text_is_a_typed_error() -> None:
+    session = InMemoryAgentSession.of("lazy")
+    FlowEngine().eval(_graph(2), session.context)
+    row = row_of(session)
+    broken = session_from(row.state_json, row.events_json.replace("node_start", "nope"), 8, 1, {})
+    assert len(broken.events) == 8  # the count is known without parsing
+    assert broken.is_pending is False and broken.context["count"] == 2
+    with pytest.raises(SnapshotSchemaError) as info:
+        list(broken.events)
+    assert info.value.path.startswith("events.")
+    garbage = session_from(row.state_json, "[{", 1, 1, {})
+    with pytest.raises(SnapshotSchemaError):
+        garbage.events.kinds()
+
+
+def test_appending_to_a_loaded_log_does_not_parse_it() -> None:
+    session = InMemoryAgentSession.of("append")
+    engine = FlowEngine()
+    graph = _graph(1)
+    engine.eval(graph, session.context)
+    loaded = _reload(session)
+    loaded.context.trace.clear()
+    engine.eval(graph, loaded.context)
+    # the stored prefix stays text: a resume pays for the events it adds
+    assert loaded.events._unparsed is not None
+    text = loaded.events.stored_json()
+    assert loaded.events._unparsed is not None
+    assert text == _full_encoding(loaded)
+    assert [e.seq for e in loaded.events] == list(range(1, 13))  # type: ignore[union-attr]
+
+
+def test_clear_and_trim_reset_the_stored_text() -> None:
+    log = EventLog(max_events=2)
+    session = InMemoryAgentSession("t", max_events=2)
+    FlowEngine().eval(_graph(1), session.context)
+    assert len(session.events) == 2
+    assert session.events.stored_json() == _full_encoding(session)
+    session.events.clear()
+    assert session.events.stored_json() == "[]" and log.stored_json() == "[]"
