@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.ledger import LedgerEntry
@@ -35,15 +37,16 @@ DEFAULT_LEASE_MS = 5 * 60 * 1000.0
 """How long a claim holds when its owner dies without releasing it (SIGKILL, power loss)."""
 
 
-class PendingSession:
+_Row = tuple[str, str | None, str | None, str, float | None, float, str]
+
+
+class PendingSession(_Row):
     """One entry of ``store.pending()``. Tasks and request are parsed when first read, so
-    listing a page costs what the indexed query costs."""
+    listing a page costs what the indexed query costs. A tuple of the stored columns
+    underneath: a page of rows becomes a page of entries without a call per field."""
 
-    __slots__ = ("_request", "_request_json", "_tasks", "_tasks_json", "agent", "deadline_ms",
-                 "reason", "session_id", "updated_ms")  # fmt: skip
-
-    def __init__(
-        self,
+    def __new__(
+        cls,
         session_id: str,
         agent: str | None,
         reason: str | None,
@@ -51,41 +54,71 @@ class PendingSession:
         deadline_ms: float | None = None,
         updated_ms: float = 0.0,
         request_json: str = "null",
-    ) -> None:
-        self.session_id = session_id
-        self.agent = agent
-        self.reason = reason
-        self.deadline_ms = deadline_ms
-        self.updated_ms = updated_ms
-        self._tasks_json = tasks_json
-        self._request_json = request_json
-        self._tasks: list[HITLTask] | None = None
-        self._request: Any = _UNSET
+    ) -> PendingSession:
+        """An entry from its columns (stores build them with :meth:`from_rows`)."""
+        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json)
+        return tuple.__new__(cls, row)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
+        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request)``."""
+        return list(map(partial(tuple.__new__, cls), rows))
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self[0]
+
+    @property
+    def agent(self) -> str | None:
+        """The agent (or graph) the session belongs to."""
+        return self[1]
+
+    @property
+    def reason(self) -> str | None:
+        """Why it waits (the reason given to ``pending``)."""
+        return self[2]
+
+    @property
+    def deadline_ms(self) -> float | None:
+        """The earliest task deadline, if any."""
+        return self[4]
+
+    @property
+    def updated_ms(self) -> float:
+        """When it was last saved."""
+        return self[5]
 
     @property
     def tasks(self) -> list[HITLTask]:
         """The undecided tool calls (empty for graph approvals)."""
-        if self._tasks is None:
-            self._tasks = [HITLTask.model_validate(t) for t in json.loads(self._tasks_json or "[]")]
-        return self._tasks
+        cache = self.__dict__
+        tasks: list[HITLTask] | None = cache.get("tasks")
+        if tasks is None:
+            tasks = cache["tasks"] = [
+                HITLTask.model_validate(t) for t in json.loads(self[3] or "[]")
+            ]
+        return tasks
 
     @property
     def request(self) -> Any:
         """What the human is asked to review (``approval.request`` of graph approvals)."""
-        if self._request is _UNSET:
-            self._request = json.loads(self._request_json) if self._request_json else None
-        return self._request
+        cache = self.__dict__
+        if "request" not in cache:
+            cache["request"] = json.loads(self[6]) if self[6] else None
+        return cache["request"]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PendingSession) and (self.session_id, self.updated_ms) == (
-            other.session_id, other.updated_ms
-        )  # fmt: skip
+        return isinstance(other, PendingSession) and (self[0], self[5]) == (other[0], other[5])
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
 
     def __hash__(self) -> int:
-        return hash((self.session_id, self.updated_ms))
+        return hash((self[0], self[5]))
 
     def __repr__(self) -> str:
-        return f"PendingSession({self.session_id!r}, agent={self.agent!r}, reason={self.reason!r})"
+        return f"PendingSession({self[0]!r}, agent={self[1]!r}, reason={self[2]!r})"
 
 
 _UNSET: Any = object()

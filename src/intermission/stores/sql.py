@@ -26,7 +26,8 @@ __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
 SCHEMA_VERSION = 2
 
-# Each migration is a list of statements; {real} and {int} are the dialect's column types.
+# Each migration is a list of statements; {real} and {int} are the dialect's column types,
+# {cover} the columns the dialect adds to the pending indexes.
 MIGRATIONS: list[list[str]] = [
     [
         """CREATE TABLE im_sessions (
@@ -61,6 +62,14 @@ MIGRATIONS: list[list[str]] = [
         # their log inside the snapshot until their next save)
         "ALTER TABLE im_sessions ADD COLUMN events TEXT",
         "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
+        # covering indexes where the dialect allows (SQLite): a page of pending() then
+        # reads only index pages, not one table page per (snapshot-sized) row
+        "DROP INDEX im_sessions_pending",
+        "DROP INDEX im_sessions_pending_agent",
+        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id{cover}) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
+        "WHERE status = 'pending'",
     ],
 ]
 
@@ -125,6 +134,8 @@ class SQLStore:
     """The driver's SQL has ``UPDATE … RETURNING`` (SQLite 3.35+, PostgreSQL)."""
     int_type = "INTEGER"
     real_type = "REAL"
+    cover = ""
+    """Extra key columns that make the pending indexes covering (see MIGRATIONS)."""
 
     def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
         self.clock = clock or SYSTEM_CLOCK
@@ -189,7 +200,7 @@ class SQLStore:
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version - 1]:
-                run(statement.format(int=self.int_type, real=self.real_type))
+                run(statement.format(int=self.int_type, real=self.real_type, cover=self.cover))
             run("INSERT INTO im_schema (version) VALUES (?)", (version,))
 
     def close(self) -> None:
@@ -357,7 +368,7 @@ class SQLStore:
         sql, params = self.pending_query(limit, agent, before)
         with self._tx("query") as run:
             rows = run(sql, params).fetchall()
-        return [PendingSession(*r) for r in rows]
+        return PendingSession.from_rows(rows)
 
     @contextmanager
     def resume(self, session_id: str) -> Iterator[InMemoryAgentSession]:
