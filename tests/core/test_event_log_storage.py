@@ -18,6 +18,7 @@ from intermission import (
 )
 from intermission._json import canonical_dumps
 from intermission.core.events_log import EventLog
+from intermission.stores import SQLiteStore
 from intermission.stores.base import row_of, session_from
 
 
@@ -38,8 +39,10 @@ def _full_encoding(session: InMemoryAgentSession) -> str:
 
 
 def _reload(session: InMemoryAgentSession) -> InMemoryAgentSession:
+    """Through one chunk, as the memory store keeps it."""
     row = row_of(session)
-    return session_from(row.state_json, row.events_json, row.events_n, 1, {})
+    log = session.events
+    return session_from(row.state_json, [(len(log), log.stored_json())], 1, {})
 
 
 JSON = st.recursive(
@@ -56,45 +59,58 @@ def test_canonical_dumps_is_json_dumps_with_sorted_keys(value: Any) -> None:
     assert canonical_dumps(value) == expected
 
 
+def _seen(session: InMemoryAgentSession) -> list[tuple[Any, ...]]:
+    return [(e.seq, e.kind, e.node_id) for e in session.events]  # type: ignore[union-attr]
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    runs=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=5),
+    runs=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=6),
     max_events=st.integers(min_value=1, max_value=40),
-    reads=st.lists(st.booleans(), min_size=5, max_size=5),
+    reads=st.lists(st.booleans(), min_size=6, max_size=6),
+    reloads=st.lists(st.booleans(), min_size=6, max_size=6),
 )
 def test_stored_log_equals_a_full_encoding_across_saves_loads_and_trims(
-    runs: list[int], max_events: int, reads: list[bool]
+    runs: list[int], max_events: int, reads: list[bool], reloads: list[bool]
 ) -> None:
-    """Every save appends to the stored text; whatever the trims, reloads and reads in
-    between, the text equals encoding the whole log anew, and reloading keeps every event."""
+    """Saves append chunks and keep the text incremental; whatever the trims, reloads,
+    reads and re-saves of one object in between, the text equals encoding the whole log
+    anew and loading (from one chunk or from the store's chunks) keeps every event."""
     engine = FlowEngine()
+    store = SQLiteStore(":memory:")
     session = InMemoryAgentSession("p", max_events=max_events)
-    for i, n in enumerate(runs):
-        session.context.trace.clear()
-        engine.eval(_graph(n), session.context)
-        before = [(e.seq, e.kind, e.node_id) for e in session.events]  # type: ignore[union-attr]
-        if reads[i]:  # reading parses a lazily loaded log first
-            assert len(list(session.events)) == len(before)
-        text = session.events.stored_json()
-        assert text == _full_encoding(session)
-        assert len(session.events) == min(len(before), max_events)
-        session = _reload(session)
-        after = [(e.seq, e.kind, e.node_id) for e in session.events]  # type: ignore[union-attr]
-        assert after == before
-    assert session.to_json() == InMemoryAgentSession.restore(session.to_json()).to_json()
+    try:
+        for i, n in enumerate(runs):
+            session.context.trace.clear()
+            engine.eval(_graph(n), session.context)
+            if reads[i]:  # reading parses a lazily loaded log first
+                assert len(list(session.events)) == len(session.events)
+            before = _seen(session)
+            assert session.events.stored_json() == _full_encoding(session)
+            assert len(before) == min(len(before), max_events)
+            assert _seen(_reload(session)) == before
+            store.save(session)
+            if reloads[i]:
+                session = store.load("p")
+                assert _seen(session) == before
+        assert _seen(store.load("p")) == _seen(session)
+        assert session.to_json() == InMemoryAgentSession.restore(session.to_json()).to_json()
+    finally:
+        store.close()
 
 
 def test_a_loaded_log_is_parsed_only_when_read_and_bad_text_is_a_typed_error() -> None:
     session = InMemoryAgentSession.of("lazy")
     FlowEngine().eval(_graph(2), session.context)
     row = row_of(session)
-    broken = session_from(row.state_json, row.events_json.replace("node_start", "nope"), 8, 1, {})
+    text = session.events.stored_json()
+    broken = session_from(row.state_json, [(8, text.replace("node_start", "nope"))], 1, {})
     assert len(broken.events) == 8  # the count is known without parsing
     assert broken.is_pending is False and broken.context["count"] == 2
     with pytest.raises(SnapshotSchemaError) as info:
         list(broken.events)
     assert info.value.path.startswith("events.")
-    garbage = session_from(row.state_json, "[{", 1, 1, {})
+    garbage = session_from(row.state_json, [(1, "[{")], 1, {})
     with pytest.raises(SnapshotSchemaError):
         garbage.events.kinds()
 

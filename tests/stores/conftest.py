@@ -31,6 +31,7 @@ def fresh_pg(**kw: Any) -> Any:
     store = PostgresStore(pg_dsn(), **kw)
     with store._tx() as run:
         run("DELETE FROM im_ledger")
+        run("DELETE FROM im_events")
         run("DELETE FROM im_sessions")
     return store
 

@@ -1,11 +1,13 @@
 """A database written by schema version 1 (event log inside the snapshot) opens, loads and
-resumes under version 2, and the next save moves the log to its own column."""
+resumes under version 2, and the next save moves the log to the events table."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+from intermission import NodeStartEvent
+from intermission.core.events_log import RunScope
 from intermission.stores import SQLiteStore
 from intermission.stores.sql import MIGRATIONS, SCHEMA_VERSION
 from intermission.testing.conformance import paused_ops
@@ -34,16 +36,26 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(tmp_path: Path) -> None
     try:
         with store._tx("read") as run:
             assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 2
-            assert run("SELECT events FROM im_sessions WHERE id = 'old'").fetchone()[0] is None
+            assert run("SELECT COUNT(*) FROM im_events").fetchone()[0] == 0
         loaded = store.load("old")
         assert loaded.store_version == 3
         assert loaded.to_json() == full  # nothing lost in the upgrade
         assert [p.session_id for p in store.pending()] == ["old"]
         store.save(loaded)
         row = store.raw_row("old")
-        assert row is not None
-        snapshot, events, count = row[8], row[12], row[13]  # columns added by version 2 last
-        assert '"events"' not in snapshot and count == len(original.events) > 0
-        assert events.startswith("[{") and store.load("old").to_json() == full
+        assert row is not None and '"events"' not in row[8]  # the snapshot column
+        events, count = row[12], row[13]  # the log's first chunk, added by version 2
+        assert count == len(original.events) > 0 and events.startswith("[{")
+        assert store.load("old").to_json() == full
+        # a later save appends only the events it adds, as a chunk of im_events
+        loaded = store.load("old")
+        RunScope("r2", "ops", loaded).emit(NodeStartEvent, graph_id="g", node_id="n", node_kind="x")
+        store.save(loaded)
+        with store._tx("read") as run:
+            parts = run("SELECT part, n FROM im_events WHERE session_id = 'old'").fetchall()
+        assert parts == [(1, 1)]
+        again = store.load("old")
+        assert [e.seq for e in again.events] == [e.seq for e in loaded.events]
+        assert len(again.events) == len(original.events) + 1
     finally:
         store.close()

@@ -107,20 +107,58 @@ class EventLog(Sequence[Event]):
         self._unparsed: str | None = None
         self._unparsed_n = 0
         self._session_id = ""
+        # how many events (from the oldest) a store holds in ``_parts`` chunks; -1: unknown
+        # (never saved there, trimmed or cleared since), so the next save rewrites them all
+        self._saved_n = -1
+        self._parts = 0
 
     @classmethod
     def from_stored(
-        cls, text: str, count: int, *, session_id: str, max_events: int, next_seq: int
+        cls,
+        text: str,
+        count: int,
+        *,
+        session_id: str,
+        max_events: int,
+        next_seq: int,
+        parts: int = 0,
     ) -> EventLog:
         """A log whose ``count`` events are the stored JSON array ``text`` (parsed and
-        validated when first read)."""
+        validated when first read), held by a store in ``parts`` chunks."""
         log = cls(max_events)
         log.next_seq = next_seq
         log._session_id = session_id
         if count:
             log._unparsed, log._unparsed_n = text, count
             log._text, log._text_n = text, 0
+        log._saved_n, log._parts = count, parts
         return log
+
+    def unsaved_chunk(self, max_parts: int = 64) -> tuple[bool, str, int]:
+        """What a store that keeps the log in chunks must write: ``(replace, text, n)``.
+        ``replace``: drop the stored chunks and store ``text`` (the whole log, ``n``
+        events) as the first and only one; otherwise append ``text`` (the ``n`` events
+        added since the last save; ``n`` 0: nothing to write). Call :meth:`mark_saved`
+        once the write committed."""
+        total = len(self)
+        saved = self._saved_n
+        if saved < 0 or self._parts == 0 or self._parts >= max_parts:
+            return True, self.stored_json(), total
+        new = total - saved
+        if new <= 0:
+            return False, "", 0
+        items = self._items  # events added since a load are never in the unparsed prefix
+        start = len(items) - new
+        added = [stored_form(items[i]) for i in range(start, len(items))]
+        return False, canonical_dumps(added), new
+
+    def mark_saved(self, replaced: bool, wrote: bool) -> None:
+        """Record that a store now holds every event (see :meth:`unsaved_chunk`)."""
+        self._saved_n = len(self)
+        if replaced:
+            self._parts = 1
+        elif wrote:
+            self._parts += 1
 
     def _room(self) -> None:
         # called before every append: a full log drops its oldest event, which the
@@ -131,6 +169,7 @@ class EventLog(Sequence[Event]):
             self._parse()
         if len(self._items) >= self.max_events:
             self._text = None
+            self._saved_n = -1
 
     def append(self, event: Event) -> None:
         """Add an event (the oldest is dropped when full)."""
@@ -175,6 +214,7 @@ class EventLog(Sequence[Event]):
         self._unparsed_n = 0
         if total > self.max_events:
             self._text = None
+            self._saved_n = -1
         else:
             self._text_n += len(parsed)
 
@@ -242,6 +282,7 @@ class EventLog(Sequence[Event]):
         self._lazy = False
         self._unparsed, self._unparsed_n = None, 0
         self._text, self._text_n = "[]", 0
+        self._saved_n = -1
 
     def __repr__(self) -> str:
         return f"<EventLog {len(self)} events>"

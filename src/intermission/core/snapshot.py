@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -194,13 +195,11 @@ def _join(*parts: str) -> str:
     return "{" + ",".join(p for p in parts if p) + "}"
 
 
-def snapshot_parts(session: InMemoryAgentSession) -> tuple[str, str, int]:
-    """What a store writes: the canonical snapshot without its event log, the log as a
-    canonical JSON array (only events added since the last save are encoded) and its
-    length."""
+def state_json(session: InMemoryAgentSession) -> str:
+    """The canonical snapshot without its event log (stores keep the log apart, see
+    :meth:`~intermission.core.events_log.EventLog.unsaved_chunk`)."""
     head, tail = _split(canonical(session_data(session, events=False), events_ready=True))
-    log = session.events
-    return _join(head, tail), log.stored_json(), len(log)
+    return _join(head, tail)
 
 
 def snapshot_json(session: InMemoryAgentSession) -> str:
@@ -269,23 +268,30 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
 
 
 def restore_stored(
-    session: InMemoryAgentSession, state: str, events: str | None, count: int
+    session: InMemoryAgentSession, state: str, chunks: Sequence[tuple[int, str]]
 ) -> None:
-    """Fill a bare session from a store row: the snapshot without its log (validated now)
-    and the log's JSON array (validated when first read). ``events`` None: a row written
-    before the log had a column of its own, whose snapshot still holds it."""
-    if events is None:
+    """Fill a bare session from a store: the snapshot without its log (validated now) and
+    the log as ``(count, JSON array)`` chunks, oldest first (validated when first read).
+    No chunks: a row written before the log was kept apart (its snapshot holds it), or an
+    empty log."""
+    if not chunks:
         restore_session(session, state)
+        session.events._saved_n = 0  # the store holds none of these events apart
         return
     try:
         snap = SessionSnapshot.model_validate_json(state)
     except ValidationError:
         snap = _parse(state)[0]  # the same failure, reported as a typed error
     if snap.events:
-        raise SnapshotSchemaError("a stored row keeps its events in a column", path="events")
+        raise SnapshotSchemaError("a stored row keeps its events apart", path="events")
+    if len(chunks) == 1:
+        count, text = chunks[0]
+    else:
+        count = sum(n for n, _ in chunks)
+        text = "[" + ",".join(t[1:-1] for _, t in chunks if t != "[]") + "]"
     log = EventLog.from_stored(
-        events, count, session_id=snap.session_id, max_events=snap.max_events,
-        next_seq=snap.next_seq,
+        text, count, session_id=snap.session_id, max_events=snap.max_events,
+        next_seq=snap.next_seq, parts=len(chunks),
     )  # fmt: skip
     _fill(session, snap, log)
 

@@ -1,7 +1,7 @@
 """The store contract every backend implements, and the pieces they share (R29–R31).
 
-A store keeps one row per session: the canonical snapshot JSON (its event log in a column
-of its own, appended to on each save and parsed only when read), a version for
+A store keeps one row per session: the canonical snapshot JSON (its event log apart, in
+chunks a save appends to and a load leaves unparsed until read), a version for
 compare-and-set, the status (indexed, so listing pending sessions is one indexed query),
 a claim (who is resuming it, until when) and the idempotency ledger, whose entries are
 written the moment they change so a crash between ``started`` and ``completed`` stays
@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import restore_stored, snapshot_parts
+from ..core.snapshot import restore_stored, state_json
 from ..decisions import HITLTask
 
 __all__ = [
@@ -136,10 +136,7 @@ class StoredRow:
     deadline_ms: float | None
     request_json: str
     state_json: str
-    """The canonical snapshot without its event log."""
-    events_json: str
-    """The event log as a canonical JSON array."""
-    events_n: int
+    """The canonical snapshot without its event log (stores keep the log apart)."""
 
 
 def row_of(session: InMemoryAgentSession) -> StoredRow:
@@ -148,7 +145,6 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
     deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
     request = session.context.get("approval.request")
-    state, events, count = snapshot_parts(session)
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
@@ -157,9 +153,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         tasks_json=json.dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=json.dumps(request) if request is not None else "null",
-        state_json=state,
-        events_json=events,
-        events_n=count,
+        state_json=state_json(session),
     )
 
 
@@ -190,15 +184,14 @@ def pending_of(
 
 def session_from(
     state: str,
-    events: str | None,
-    count: int,
+    chunks: Sequence[tuple[int, str]],
     version: int,
     ledger: dict[str, LedgerEntry],
 ) -> InMemoryAgentSession:
-    """Rebuild a session from its row; ledger rows (written live) win over the snapshot's.
-    ``events`` None: a row from before the log had its own column (see restore_stored)."""
+    """Rebuild a session from its row and its event chunks (see restore_stored); ledger
+    rows (written live) win over the snapshot's."""
     session = InMemoryAgentSession.__new__(InMemoryAgentSession)
-    restore_stored(session, state, events, count)
+    restore_stored(session, state, chunks)
     session.ledger.update(ledger)
     session.store_version = version
     return session

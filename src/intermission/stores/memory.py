@@ -39,6 +39,8 @@ class _Entry:
     claimed_by: str | None = None
     claim_until: float = 0.0
     ledger: dict[str, LedgerEntry] = field(default_factory=dict)
+    events: list[tuple[int, str]] = field(default_factory=list)
+    """The event log as one (count, JSON array) chunk; empty for an empty log."""
 
 
 class MemoryStore:
@@ -56,6 +58,8 @@ class MemoryStore:
     def save(self, session: InMemoryAgentSession, *, _release: bool = False) -> int:
         """Insert or compare-and-set update; returns the new version."""
         row = row_of(session)
+        log = session.events
+        events = [(len(log), log.stored_json())] if len(log) else []
         now = self.clock.now_ms()
         expected = session.store_version
         with self._lock:
@@ -63,7 +67,7 @@ class MemoryStore:
             if expected == 0:
                 if entry is not None:
                     raise ConflictError(row.session_id, 0, entry.version)
-                entry = self._rows[row.session_id] = _Entry(row, 1, now)
+                entry = self._rows[row.session_id] = _Entry(row, 1, now, events=events)
             else:
                 if entry is None:
                     raise ConflictError(row.session_id, expected, None)
@@ -72,6 +76,7 @@ class MemoryStore:
                 if not self._free(entry, session.claim_token, now):
                     raise SessionBusyError(row.session_id)
                 entry.row, entry.version, entry.updated_ms = row, expected + 1, now
+                entry.events = events
                 if _release:
                     entry.claimed_by, entry.claim_until = None, 0.0
             entry.ledger.update(session.ledger)
@@ -98,7 +103,8 @@ class MemoryStore:
             if entry is None:
                 raise SessionNotFoundError(session_id)
             row, version, ledger = entry.row, entry.version, dict(entry.ledger)
-        session = session_from(row.state_json, row.events_json, row.events_n, version, ledger)
+            chunks = entry.events
+        session = session_from(row.state_json, chunks, version, ledger)
         session.ledger_hook = self._ledger_hook(session_id)
         return session
 

@@ -57,11 +57,20 @@ MIGRATIONS: list[list[str]] = [
         )""",
     ],
     [
-        # the event log moves to a column of its own: a save appends to the stored text
-        # and a load leaves it unparsed until someone reads it (rows of version 1 keep
-        # their log inside the snapshot until their next save)
+        # The event log leaves the snapshot: its first chunk lives in the row (a pause
+        # writes one row), later chunks in im_events (a resume appends the events it
+        # added instead of rewriting, and growing, the row). A load leaves them unparsed
+        # until someone reads them. Rows of version 1 keep their log inside the snapshot
+        # until their next save.
         "ALTER TABLE im_sessions ADD COLUMN events TEXT",
         "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
+        """CREATE TABLE im_events (
+            session_id TEXT NOT NULL,
+            part {int} NOT NULL,
+            n {int} NOT NULL,
+            events TEXT NOT NULL,
+            PRIMARY KEY (session_id, part)
+        )""",
         # covering indexes where the dialect allows (SQLite): a page of pending() then
         # reads only index pages, not one table page per (snapshot-sized) row
         "DROP INDEX im_sessions_pending",
@@ -73,7 +82,7 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 
-_ROW = "snapshot, events, events_n, version"
+_ROW = "snapshot, version, events, events_n"
 """The columns a session is rebuilt from (see SQLStore._session)."""
 
 _PENDING = (
@@ -236,16 +245,19 @@ class SQLStore:
         expected = session.store_version
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
-            row.request_json, row.state_json, row.events_json, row.events_n, now,
+            row.request_json, row.state_json, now,
         )  # fmt: skip
+        log = session.events
+        replace, chunk, count = log.unsaved_chunk()
+        sid = row.session_id
         with self._tx() as run:
             if expected == 0:
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, events, events_n, updated_ms, id, version) "
+                        "request, snapshot, updated_ms, events, events_n, id, version) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                        (*values, row.session_id),
+                        (*values, chunk if replace else "[]", count if replace else 0, sid),
                     )
                 except self.integrity_errors:
                     raise _Duplicate from None
@@ -255,27 +267,37 @@ class SQLStore:
                     if release
                     else "claimed_by = claimed_by, claim_until = claim_until"
                 )
+                inline = "events = ?, events_n = ?, " if replace else ""
+                inline_values = (chunk, count) if replace else ()
                 cur = run(
                     "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-                    "deadline_ms = ?, request = ?, snapshot = ?, events = ?, events_n = ?, "
-                    "updated_ms = ?, "
-                    f"version = version + 1, {claim_sql} "
+                    "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+                    f"{inline}version = version + 1, {claim_sql} "
                     "WHERE id = ? AND version = ? AND "
                     "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)",
-                    (*values, row.session_id, expected, now, session.claim_token or ""),
+                    (*values, *inline_values, sid, expected, now, session.claim_token or ""),
                 )
                 if cur.rowcount != 1:
                     found = run(
                         "SELECT version, claimed_by, claim_until FROM im_sessions WHERE id = ?",
-                        (row.session_id,),
+                        (sid,),
                     ).fetchone()
                     if found is None:
-                        raise ConflictError(row.session_id, expected, None)
+                        raise ConflictError(sid, expected, None)
                     if found[0] == expected:
-                        raise SessionBusyError(row.session_id)
-                    raise ConflictError(row.session_id, expected, found[0])
+                        raise SessionBusyError(sid)
+                    raise ConflictError(sid, expected, found[0])
+            if replace:
+                # the whole log went into the row: older chunks go
+                run("DELETE FROM im_events WHERE session_id = ?", (sid,))
+            elif count:
+                run(
+                    "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
+                    (sid, log._parts, count, chunk),
+                )
             for key, entry in session.ledger.items():
-                self._put_ledger(run, row.session_id, key, entry)
+                self._put_ledger(run, sid, key, entry)
+        log.mark_saved(replace, replace or count > 0)
         session.store_version = expected + 1
         return session.store_version
 
@@ -317,18 +339,25 @@ class SQLStore:
         row = run(f"SELECT {_ROW} FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
-        return (*row, SQLStore._ledger_rows(run, session_id))
+        return (*row, *SQLStore._side_rows(run, session_id))
 
     @staticmethod
-    def _ledger_rows(run: Callable[..., Any], session_id: str) -> list[Any]:
-        return run(  # type: ignore[no-any-return]
+    def _side_rows(run: Callable[..., Any], session_id: str) -> tuple[list[Any], list[Any]]:
+        """A session's event chunks (oldest first) and ledger rows."""
+        chunks = run(
+            "SELECT n, events FROM im_events WHERE session_id = ? ORDER BY part", (session_id,)
+        ).fetchall()
+        ledger = run(
             "SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,)
         ).fetchall()
+        return chunks, ledger
 
     def _session(self, session_id: str, rows: tuple[Any, ...]) -> InMemoryAgentSession:
-        state, events, count, version, ledger_rows = rows
+        state, version, first, first_n, chunks, ledger_rows = rows
+        if first is not None:  # None: a version-1 row, its log still in the snapshot
+            chunks = [(first_n, first), *chunks]
         ledger = {k: LedgerEntry.model_validate_json(e) for k, e in ledger_rows}
-        session = session_from(state, events, count or 0, int(version), ledger)
+        session = session_from(state, chunks, int(version), ledger)
         session.ledger_hook = self._ledger_hook(session_id)
         return session
 
@@ -344,6 +373,7 @@ class SQLStore:
         """Remove a session and its ledger."""
         with self._tx() as run:
             run("DELETE FROM im_ledger WHERE session_id = ?", (session_id,))
+            run("DELETE FROM im_events WHERE session_id = ?", (session_id,))
             run("DELETE FROM im_sessions WHERE id = ?", (session_id,))
 
     def pending_query(
@@ -387,7 +417,7 @@ class SQLStore:
             # claim and read in one transaction (one statement where RETURNING exists)
             if self.returning:
                 row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
-                rows = None if row is None else (*row, self._ledger_rows(run, session_id))
+                rows = None if row is None else (*row, *self._side_rows(run, session_id))
             else:
                 claimed = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed else None
