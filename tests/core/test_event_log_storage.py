@@ -139,3 +139,41 @@ def test_clear_and_trim_reset_the_stored_text() -> None:
     assert session.events.stored_json() == _full_encoding(session)
     session.events.clear()
     assert session.events.stored_json() == "[]" and log.stored_json() == "[]"
+
+
+def _rich_sessions() -> list[InMemoryAgentSession]:
+    from intermission import HITL, HITLDecision
+    from intermission.examples import build_change_graph, build_ops_agent
+    from intermission.hitl.graph import decide_graph
+    from intermission.testing.conformance import paused_change, paused_ops
+
+    out = [InMemoryAgentSession.of("empty"), paused_ops("ops"), paused_change("change")]
+    for sid, resume in (("ops-decided", False), ("ops-approved", True)):
+        decided = paused_ops(sid)
+        for task in HITL.pending_tasks(decided):
+            HITL.submit(decided, task, HITLDecision.approve().comment("fine"))
+        if resume:  # to the end: tool results in the history
+            build_ops_agent().prompt().session(decided).call()
+        out.append(decided)
+    approved = paused_change("change-approved")
+    decide_graph(approved, "APPROVE", reviewer="ana")
+    build_change_graph().prompt().session(approved).call()  # the ledger holds the effect
+    out.append(approved)
+    bounded = InMemoryAgentSession("bounded", max_events=7, max_messages=3)
+    FlowEngine().eval(_graph(5), bounded.context)
+    bounded.pending(True, "why")
+    out.append(bounded)
+    return out
+
+
+def test_the_one_pass_encoding_equals_the_model_snapshot() -> None:
+    """Saves encode the session in one pass; it gives the text of the validated model."""
+    from intermission.core.snapshot import canonical, session_data
+
+    sessions = _rich_sessions()
+    assert sessions[5].ledger and sessions[3].hitl.decisions and sessions[1].traces
+    for session in sessions:
+        text = session.to_json()
+        assert text == canonical_dumps(canonical(session_data(session)))
+        assert text == session.snapshot().to_json()
+        assert InMemoryAgentSession.restore(text).to_json() == text

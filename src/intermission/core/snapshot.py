@@ -179,15 +179,51 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
     return SessionSnapshot.model_validate(data)
 
 
-def _split(data: dict[str, Any]) -> tuple[str, str]:
-    """The canonical text of the keys before and after ``events``, without braces."""
-    head = {}
-    tail = {}
-    for k, v in data.items():
-        if k < "events":
-            head[k] = v
-        elif k > "events":
-            tail[k] = v
+def _split(session: InMemoryAgentSession) -> tuple[str, str]:
+    """The canonical text of the snapshot's keys before and after ``events``, without
+    braces: ``canonical(session_data(session))`` built in one pass (saves run it every
+    time; a test holds the two equal)."""
+    ctx = session.context
+    data = ctx.data
+    for key, value in data.items():
+        check_json(key, value)
+    ledger = session.ledger
+    for key, entry in ledger.items():
+        check_json(f"ledger[{key}]", entry.result)
+    head: dict[str, Any] = {}
+    if session.agent is not None:
+        head["agent"] = session.agent
+    if data:
+        head["context"] = data
+    tail: dict[str, Any] = {"schema_version": 1, "session_id": session.session_id}
+    trace = ctx.trace
+    if trace.root is not None or trace.graphs:
+        tail["flow"] = {
+            "root": trace.root,
+            "graphs": {k: v.to_data() for k, v in trace.graphs.items()},
+        }
+    if session.traces:
+        tail["traces"] = {k: v.model_dump(mode="json") for k, v in session.traces.items()}
+    hitl = session.hitl
+    if hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired:
+        tail["hitl"] = hitl.model_dump(mode="json")
+    if ledger:
+        tail["ledger"] = {k: v.model_dump(mode="json") for k, v in ledger.items()}
+    if session.messages:
+        tail["messages"] = [m.model_dump(mode="json") for m in session.messages]
+    if session.max_messages != 50:
+        tail["max_messages"] = session.max_messages
+    log = session.events
+    if log.max_events != 1000:
+        tail["max_events"] = log.max_events
+    if log.next_seq != 1:
+        tail["next_seq"] = log.next_seq
+    if ctx._stopped:
+        tail["pending"] = True
+    if session._reason is not None:
+        tail["pending_reason"] = session._reason
+    if session.status != "new":
+        tail["status"] = session.status
     return canonical_dumps(head)[1:-1], canonical_dumps(tail)[1:-1]
 
 
@@ -198,13 +234,13 @@ def _join(*parts: str) -> str:
 def state_json(session: InMemoryAgentSession) -> str:
     """The canonical snapshot without its event log (stores keep the log apart, see
     :meth:`~intermission.core.events_log.EventLog.unsaved_chunk`)."""
-    head, tail = _split(canonical(session_data(session, events=False), events_ready=True))
+    head, tail = _split(session)
     return _join(head, tail)
 
 
 def snapshot_json(session: InMemoryAgentSession) -> str:
     """Canonical JSON text of a session's snapshot, event log included."""
-    head, tail = _split(canonical(session_data(session, events=False), events_ready=True))
+    head, tail = _split(session)
     events = session.events.stored_json()
     return _join(head, "" if events == "[]" else f'"events":{events}', tail)
 
