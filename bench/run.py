@@ -334,8 +334,55 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
             f"{lr * 1e3:.3f} ms",
             f"{lr / fr:.1f}× the floor",
         )
+    bench_long_log(rounds, tmp, store_factory=SQLiteStore)
     store.close()
     floor.close()
+
+
+def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
+    """Resume cost against the length of the session's event log: saves append only the
+    events they add and loads leave the old ones unparsed, so a long history costs little."""
+    from intermission import FlowEngine, InMemoryAgentSession, NodeStartEvent
+    from intermission.core.events_log import RunScope
+
+    graph = approval_spec()
+    engine = FlowEngine()
+    store = store_factory(tmp / "long.db")
+    counter = iter(range(10**9))
+    per = 20
+    queues: dict[int, list[str]] = {0: [], 1000: []}
+
+    def make(history: int) -> None:
+        for _ in range(per):
+            sid = f"h{history}-{next(counter)}"
+            s = InMemoryAgentSession(sid, max_events=5000)
+            scope = RunScope("earlier", "approve3", s)
+            for i in range(history):  # earlier requests' events
+                scope.emit(NodeStartEvent, graph_id="g", node_id=f"n{i % 50}", node_kind="activity")
+            engine.eval(graph, s.context)
+            store.save(s)
+            queues[history].append(sid)
+
+    def resume(history: int) -> Callable[[], float]:
+        def run() -> float:
+            ids = [queues[history].pop() for _ in range(per)]
+            t = time.perf_counter()
+            for sid in ids:
+                with store.resume(sid) as s:
+                    s.context.put("decision", "APPROVE")
+                    engine.eval(graph, s.context)
+            return (time.perf_counter() - t) / per
+
+        return run
+
+    for _ in range(rounds + 2):
+        make(0)
+        make(1000)
+    med = median_rounds({"short": resume(0), "long": resume(1000)}, rounds, warmup=0)
+    ratio = med["long"] / med["short"]
+    row("resume → done with 1,000 earlier events in the log", f"{med['long'] * 1e3:.3f} ms",
+        f"{ratio:.2f}× the same resume with none ({med['short'] * 1e3:.3f} ms)")  # fmt: skip
+    store.close()
 
 
 # -- 3. storage at scale --------------------------------------------------------------------

@@ -152,13 +152,11 @@ class EventLog(Sequence[Event]):
         added = [stored_form(items[i]) for i in range(start, len(items))]
         return False, canonical_dumps(added), new
 
-    def mark_saved(self, replaced: bool, wrote: bool) -> None:
-        """Record that a store now holds every event (see :meth:`unsaved_chunk`)."""
+    def mark_saved(self, replaced: bool, wrote_parts: int) -> None:
+        """Record that a store now holds every event in ``wrote_parts`` more chunks (all
+        of them when ``replaced``; see :meth:`unsaved_chunk`)."""
         self._saved_n = len(self)
-        if replaced:
-            self._parts = 1
-        elif wrote:
-            self._parts += 1
+        self._parts = wrote_parts if replaced else self._parts + wrote_parts
 
     def _room(self) -> None:
         # called before every append: a full log drops its oldest event, which the

@@ -83,6 +83,8 @@ MIGRATIONS: list[list[str]] = [
 ]
 
 _ROW = "snapshot, version, events, events_n"
+_INLINE_MAX = 2048
+"""The longest event log text kept in the session row itself."""
 """The columns a session is rebuilt from (see SQLStore._session)."""
 
 _PENDING = (
@@ -250,6 +252,10 @@ class SQLStore:
         log = session.events
         replace, chunk, count = log.unsaved_chunk()
         sid = row.session_id
+        # a whole log goes into the row while it is small; a big one into im_events, so
+        # that updating the row does not rewrite it (chunk numbers: the row's is 0)
+        inline = replace and len(chunk) <= _INLINE_MAX
+        inline_chunk = (chunk, count) if inline else ("[]", 0)
         with self._tx() as run:
             if expected == 0:
                 try:
@@ -257,7 +263,7 @@ class SQLStore:
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
                         "request, snapshot, updated_ms, events, events_n, id, version) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                        (*values, chunk if replace else "[]", count if replace else 0, sid),
+                        (*values, *inline_chunk, sid),
                     )
                 except self.integrity_errors:
                     raise _Duplicate from None
@@ -267,12 +273,12 @@ class SQLStore:
                     if release
                     else "claimed_by = claimed_by, claim_until = claim_until"
                 )
-                inline = "events = ?, events_n = ?, " if replace else ""
-                inline_values = (chunk, count) if replace else ()
+                inline_sql = "events = ?, events_n = ?, " if replace else ""
+                inline_values = inline_chunk if replace else ()
                 cur = run(
                     "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
                     "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
-                    f"{inline}version = version + 1, {claim_sql} "
+                    f"{inline_sql}version = version + 1, {claim_sql} "
                     "WHERE id = ? AND version = ? AND "
                     "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)",
                     (*values, *inline_values, sid, expected, now, session.claim_token or ""),
@@ -287,17 +293,16 @@ class SQLStore:
                     if found[0] == expected:
                         raise SessionBusyError(sid)
                     raise ConflictError(sid, expected, found[0])
-            if replace:
-                # the whole log went into the row: older chunks go
+            if replace:  # the whole log is written anew: older chunks go
                 run("DELETE FROM im_events WHERE session_id = ?", (sid,))
-            elif count:
+            if count and not inline:
                 run(
                     "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
-                    (sid, log._parts, count, chunk),
+                    (sid, 1 if replace else log._parts, count, chunk),
                 )
             for key, entry in session.ledger.items():
                 self._put_ledger(run, sid, key, entry)
-        log.mark_saved(replace, replace or count > 0)
+        log.mark_saved(replace, wrote_parts=(1 if inline else 2) if replace else int(count > 0))
         session.store_version = expected + 1
         return session.store_version
 
