@@ -4,7 +4,11 @@ resumes under version 2, and the next save moves the log to the events table."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from intermission import NodeStartEvent
 from intermission.core.events_log import RunScope
@@ -12,27 +16,44 @@ from intermission.stores import SQLiteStore
 from intermission.stores.sql import MIGRATIONS, SCHEMA_VERSION
 from intermission.testing.conformance import paused_ops
 
+from .conftest import pg_dsn
 
-def _version_1_database(path: Path, snapshot: str) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE im_schema (version INTEGER NOT NULL)")
+
+def _version_1_schema(execute: Callable[..., Any], snapshot: str, int_type: str, real: str) -> None:
+    execute("CREATE TABLE im_schema (version INTEGER NOT NULL)")
     for statement in MIGRATIONS[0]:
-        conn.execute(statement.format(int="INTEGER", real="REAL"))
-    conn.execute("INSERT INTO im_schema (version) VALUES (1)")
-    conn.execute(
+        execute(statement.format(int=int_type, real=real))
+    execute("INSERT INTO im_schema (version) VALUES (1)")
+    execute(
         "INSERT INTO im_sessions (id, version, status, agent, reason, tasks, deadline_ms, "
         "request, snapshot, updated_ms) VALUES ('old', 3, 'pending', 'ops', 'needs approval', "
-        "'[]', NULL, 'null', ?, 1.0)",
+        "'[]', NULL, 'null', ?, 1.0)".replace("?", "%s" if int_type == "BIGINT" else "?"),
         (snapshot,),
     )
-    conn.close()
 
 
-def test_a_version_1_row_loads_resumes_and_moves_its_log(tmp_path: Path) -> None:
+def _version_1_store(kind: str, tmp_path: Path, snapshot: str) -> Any:
+    if kind == "sqlite":
+        conn = sqlite3.connect(tmp_path / "v1.db", isolation_level=None)
+        _version_1_schema(conn.execute, snapshot, "INTEGER", "REAL")
+        conn.close()
+        return SQLiteStore(tmp_path / "v1.db")
+    import psycopg
+
+    from intermission.stores.postgres import PostgresStore
+
+    dsn = pg_dsn()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS im_sessions, im_ledger, im_events, im_schema")
+        _version_1_schema(conn.execute, snapshot, "BIGINT", "DOUBLE PRECISION")
+    return PostgresStore(dsn)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_version_1_row_loads_resumes_and_moves_its_log(kind: str, tmp_path: Path) -> None:
     original = paused_ops("old")
     full = original.to_json()
-    _version_1_database(tmp_path / "v1.db", full)
-    store = SQLiteStore(tmp_path / "v1.db")
+    store = _version_1_store(kind, tmp_path, full)
     try:
         with store._tx("read") as run:
             assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 2
@@ -44,7 +65,7 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(tmp_path: Path) -> None
         store.save(loaded)
         row = store.raw_row("old")
         assert row is not None and '"events"' not in row[8]  # the snapshot column
-        events, count = row[12], row[13]  # the log's first chunk, added by version 2
+        events, count = row[-2], row[-1]  # the log's first chunk, added by version 2
         assert count == len(original.events) > 0 and events.startswith("[{")
         assert store.load("old").to_json() == full
         # a later save appends only the events it adds, as a chunk of im_events
