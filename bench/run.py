@@ -368,11 +368,11 @@ def _sql_alone(
 
     paused = InMemoryAgentSession.of("probe")
     engine.eval(graph, paused.context)
-    p, (_, p_events, p_n) = row_of(paused), paused.events.unsaved_chunk()
+    p, (_, p_events, p_n, _) = row_of(paused), paused.events.unsaved_chunk()
     paused.context.put("decision", "APPROVE")
-    paused.events.mark_saved(True, 1)
+    paused.events.mark_stored(len(paused.events), 1)
     engine.eval(graph, paused.context)
-    r, (_, r_events, r_n) = row_of(paused), paused.events.unsaved_chunk()
+    r, (_, r_events, r_n, _) = row_of(paused), paused.events.unsaved_chunk()
     ids: list[str] = []
 
     def pause() -> float:

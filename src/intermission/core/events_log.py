@@ -131,32 +131,32 @@ class EventLog(Sequence[Event]):
         if count:
             log._unparsed, log._unparsed_n = text, count
             log._text, log._text_n = text, 0
-        log._saved_n, log._parts = count, parts
+        log.mark_stored(count, parts)
         return log
 
-    def unsaved_chunk(self, max_parts: int = 64) -> tuple[bool, str, int]:
-        """What a store that keeps the log in chunks must write: ``(replace, text, n)``.
-        ``replace``: drop the stored chunks and store ``text`` (the whole log, ``n``
-        events) as the first and only one; otherwise append ``text`` (the ``n`` events
-        added since the last save; ``n`` 0: nothing to write). Call :meth:`mark_saved`
-        once the write committed."""
+    def unsaved_chunk(self, max_parts: int = 64) -> tuple[bool, str, int, int]:
+        """What a store that keeps the log in numbered chunks must write:
+        ``(replace, text, n, part)``. ``replace``: drop the stored chunks and store
+        ``text`` (the whole log, ``n`` events) anew; otherwise append ``text`` (the ``n``
+        events added since the last save; ``n`` 0: nothing to write) as chunk ``part``.
+        Call :meth:`mark_stored` once the write committed."""
         total = len(self)
         saved = self._saved_n
         if saved < 0 or self._parts == 0 or self._parts >= max_parts:
-            return True, self.stored_json(), total
+            return True, self.stored_json(), total, 0
         new = total - saved
         if new <= 0:
-            return False, "", 0
+            return False, "", 0, self._parts
         items = self._items  # events added since a load are never in the unparsed prefix
         start = len(items) - new
         added = [stored_form(items[i]) for i in range(start, len(items))]
-        return False, canonical_dumps(added), new
+        return False, canonical_dumps(added), new, self._parts
 
-    def mark_saved(self, replaced: bool, wrote_parts: int) -> None:
-        """Record that a store now holds every event in ``wrote_parts`` more chunks (all
-        of them when ``replaced``; see :meth:`unsaved_chunk`)."""
-        self._saved_n = len(self)
-        self._parts = wrote_parts if replaced else self._parts + wrote_parts
+    def mark_stored(self, count: int, parts: int) -> None:
+        """Record that a store holds the first ``count`` events in ``parts`` chunks
+        (``count`` -1: unknown, the next save rewrites them all)."""
+        self._saved_n = count
+        self._parts = parts
 
     def _room(self) -> None:
         # called before every append: a full log drops its oldest event, which the

@@ -312,7 +312,7 @@ def restore_stored(
     empty log."""
     if not chunks:
         restore_session(session, state)
-        session.events._saved_n = 0  # the store holds none of these events apart
+        session.events.mark_stored(0, 0)  # the store holds none of these events apart
         return
     try:
         snap = SessionSnapshot.model_validate_json(state)

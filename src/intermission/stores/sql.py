@@ -250,7 +250,7 @@ class SQLStore:
             row.request_json, row.state_json, now,
         )  # fmt: skip
         log = session.events
-        replace, chunk, count = log.unsaved_chunk()
+        replace, chunk, count, part = log.unsaved_chunk()
         sid = row.session_id
         # a whole log goes into the row while it is small; a big one into im_events, so
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
@@ -298,11 +298,13 @@ class SQLStore:
             if count and not inline:
                 run(
                     "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
-                    (sid, 1 if replace else log._parts, count, chunk),
+                    (sid, 1 if replace else part, count, chunk),
                 )
             for key, entry in session.ledger.items():
                 self._put_ledger(run, sid, key, entry)
-        log.mark_saved(replace, wrote_parts=(1 if inline else 2) if replace else int(count > 0))
+        # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
+        parts = (1 if inline else 2) if replace else part + (1 if count else 0)
+        log.mark_stored(len(log), parts)
         session.store_version = expected + 1
         return session.store_version
 
