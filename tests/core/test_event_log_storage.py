@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests._helpers import linear
 
 from intermission import (
-    END,
     FlowEngine,
-    GraphSpec,
     InMemoryAgentSession,
     SnapshotSchemaError,
 )
@@ -23,14 +22,7 @@ from intermission.stores.base import row_of, session_from
 
 
 def _graph(n: int) -> Any:
-    spec = GraphSpec(f"line{n}")
-    spec.add_start().link_add("n0")
-    for i in range(n):
-        spec.add_activity(f"n{i}").task(
-            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
-        ).link_add(f"n{i + 1}" if i + 1 < n else END)
-    spec.add_end()
-    return spec.build()
+    return linear(n, f"line{n}").build()
 
 
 def _full_encoding(session: InMemoryAgentSession) -> str:

@@ -148,7 +148,7 @@ def _compact_run(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def canonical(data: dict[str, Any], events_ready: bool = False) -> dict[str, Any]:
+def canonical(data: dict[str, Any]) -> dict[str, Any]:
     """The stored form: defaults left out, events without their session id and None fields.
 
     Snapshots of idle sessions are mostly defaults and every event repeats the session id;
@@ -162,7 +162,7 @@ def canonical(data: dict[str, Any], events_ready: bool = False) -> dict[str, Any
             "root": flow.get("root"),
             "graphs": {k: _compact_run(v) for k, v in flow.get("graphs", {}).items()},
         }
-    if "events" in out and not events_ready:
+    if "events" in out:
         out["events"] = [
             {k: v for k, v in e.items() if v is not None and k != "session_id"}
             for e in out["events"]

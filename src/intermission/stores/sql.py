@@ -3,7 +3,6 @@ value, one transaction per save, compare-and-set versions and leased claims (R29
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -463,6 +462,3 @@ class SQLStore:
         """How many sessions are stored."""
         with self._tx("read") as run:
             return int(run("SELECT COUNT(*) FROM im_sessions").fetchone()[0])
-
-    def _dump(self, obj: Any) -> str:
-        return json.dumps(obj)
