@@ -106,9 +106,8 @@ _DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def session_data(session: InMemoryAgentSession, events: bool = True) -> dict[str, Any]:
-    """Everything in a session as JSON-ready data (no validation; see take_snapshot).
-    ``events=False`` leaves the event log out (stores keep it in a column of its own)."""
+def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
+    """Everything in a session as JSON-ready data (no validation; see take_snapshot)."""
     ctx = session.context
     for key, value in ctx.data.items():
         check_json(key, value)
@@ -131,7 +130,7 @@ def session_data(session: InMemoryAgentSession, events: bool = True) -> dict[str
         "ledger": {k: v.model_dump(mode="json") for k, v in session.ledger.items()},
         "messages": [m.model_dump(mode="json") for m in session.messages],
         "max_messages": session.max_messages,
-        "events": session.events.stored_forms() if events else [],
+        "events": session.events.stored_forms(),
         "max_events": session.events.max_events,
         "next_seq": session.events.next_seq,
     }
