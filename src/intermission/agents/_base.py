@@ -4,7 +4,7 @@ member of a team graph."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .._clock import Clock
 from .._ids import IdFactory
@@ -16,8 +16,11 @@ if TYPE_CHECKING:
     from ..core.graph import Node
     from ..core.session import AgentSession
     from ..events import Event
+    from ..traces import ReActTrace, TeamTrace
 
 __all__ = ["AgentBase"]
+
+T = TypeVar("T", "ReActTrace", "TeamTrace")
 
 
 class AgentBase:
@@ -55,3 +58,18 @@ class AgentBase:
     ) -> AgentResponse:
         """One request on ``session`` (used by requests and by teams)."""
         raise NotImplementedError
+
+    def _open(
+        self, session: AgentSession, trace: T | None, new: Callable[[], T], *, top_level: bool
+    ) -> T:
+        """Start a request: clear pending (R3; a pending() racing with this from another
+        thread is cleared too, R5), own a top-level session, and get this agent's trace
+        (``new()`` makes it on the first request)."""
+        session.pending(False, None)
+        if top_level:
+            session.agent = self._name
+        if trace is None:
+            trace = new()
+            session.traces[self._name] = trace
+        trace._session = session
+        return trace

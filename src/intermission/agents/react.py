@@ -120,16 +120,10 @@ class ReActAgent(AgentBase):
                     f"{session.session_id!r}: the run already ended; send a new prompt",
                     session_id=session.session_id,
                 )
-        # Every request clears pending at its start (R3); a pending() racing with this
-        # line from another thread is cleared too (R5, documented).
-        session.pending(False, None)
+        trace = self._open(
+            session, trace, lambda: ReActTrace(agent_name=self._name), top_level=top_level
+        )
         session.status = "running"
-        if top_level:
-            session.agent = self._name
-        if trace is None:
-            trace = ReActTrace(agent_name=self._name)
-            session.traces[self._name] = trace
-        trace._session = session
         trace._scope = scope
         trace._agent = self
         trace.run_id = scope.run_id

@@ -100,13 +100,9 @@ class TeamAgent(AgentBase):
                 "the run already ended; send a new prompt",
                 session_id=session.session_id,
             )
-        session.pending(False, None)
-        if top_level:
-            session.agent = self._name
-        if trace is None:
-            trace = TeamTrace(agent_name=self._name)
-            session.traces[self._name] = trace
-        trace._session = session
+        trace = self._open(
+            session, trace, lambda: TeamTrace(agent_name=self._name), top_level=top_level
+        )
         if prompt:
             trace.reset(prompt, scope.run_id)
             ctx.trace.clear(graph.id)  # a new prompt resets the position (R16)
