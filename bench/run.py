@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,38 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
     for _ in range(repeat):
         fn()
     return (time.perf_counter() - t) / repeat
+
+
+def per_op(ids: list[str], op: Callable[[str], Any]) -> float:
+    """Seconds per call of ``op`` over ``ids``."""
+    t = time.perf_counter()
+    for sid in ids:
+        op(sid)
+    return (time.perf_counter() - t) / len(ids)
+
+
+class Pool:
+    """One system's paused sessions: its pause batches add ids, its resume batches consume
+    them; each batch returns the time per session."""
+
+    def __init__(self, prefix: str, counter: Iterator[int], per: int) -> None:
+        self.prefix, self.counter, self.per = prefix, counter, per
+        self.ids: list[str] = []
+
+    def pause(self, op: Callable[[str], Any]) -> Callable[[], float]:
+        def batch() -> float:
+            ids = [f"{self.prefix}{next(self.counter)}" for _ in range(self.per)]
+            took = per_op(ids, op)
+            self.ids.extend(ids)
+            return took
+
+        return batch
+
+    def resume(self, op: Callable[[str], Any]) -> Callable[[], float]:
+        def batch() -> float:
+            return per_op([self.ids.pop() for _ in range(self.per)], op)
+
+        return batch
 
 
 def row(what: str, value: str, ratio: str = "", verdict: str = "") -> None:
@@ -183,75 +215,51 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
     counter = iter(range(10**9))
     per = 40
 
-    def floor_pause() -> float:
-        ids = [f"f{next(counter)}" for _ in range(per)]
-        t = time.perf_counter()
-        for sid in ids:
-            state = {"a": "done", "b": None, "c": None, "x": "payload", "y": "more"}
-            floor.execute("BEGIN")
-            floor.execute(
-                "INSERT INTO s VALUES (?, 'pending', 'gate', ?)", (sid, json.dumps(state))
-            )
-            floor.execute("COMMIT")
-        took = (time.perf_counter() - t) / per
-        floor_ids.extend(ids)
-        return took
+    floors, mine = Pool("f", counter, per), Pool("i", counter, per)
 
-    def floor_resume() -> float:
-        ids = [floor_ids.pop() for _ in range(per)]
-        t = time.perf_counter()
-        for sid in ids:
-            state = json.loads(
-                floor.execute("SELECT state FROM s WHERE id = ?", (sid,)).fetchone()[0]
-            )
-            state["b"] = "APPROVE"
-            state["c"] = "done"
-            floor.execute("BEGIN")
-            floor.execute(
-                "UPDATE s SET status = 'done', state = ? WHERE id = ?", (json.dumps(state), sid)
-            )
-            floor.execute("COMMIT")
-        return (time.perf_counter() - t) / per
+    def floor_pause_one(sid: str) -> None:
+        state = {"a": "done", "b": None, "c": None, "x": "payload", "y": "more"}
+        floor.execute("BEGIN")
+        floor.execute("INSERT INTO s VALUES (?, 'pending', 'gate', ?)", (sid, json.dumps(state)))
+        floor.execute("COMMIT")
 
-    def im_pause() -> float:
-        ids = [f"i{next(counter)}" for _ in range(per)]
-        t = time.perf_counter()
-        for sid in ids:
-            s = InMemoryAgentSession.of(sid)
-            engine.eval(graph, s.context)
-            store.save(s)
-        took = (time.perf_counter() - t) / per
-        im_ids.extend(ids)
-        return took
+    def floor_resume_one(sid: str) -> None:
+        found = floor.execute("SELECT state FROM s WHERE id = ?", (sid,)).fetchone()
+        state = json.loads(found[0])
+        state["b"] = "APPROVE"
+        state["c"] = "done"
+        floor.execute("BEGIN")
+        floor.execute(
+            "UPDATE s SET status = 'done', state = ? WHERE id = ?", (json.dumps(state), sid)
+        )
+        floor.execute("COMMIT")
 
-    def im_resume_claimed() -> float:
-        ids = [im_ids.pop() for _ in range(per)]
-        t = time.perf_counter()
-        for sid in ids:
-            with store.resume(sid) as s:
-                s.context.put("decision", "APPROVE")
-                engine.eval(graph, s.context)
-        return (time.perf_counter() - t) / per
+    def im_pause_one(sid: str) -> None:
+        s = InMemoryAgentSession.of(sid)
+        engine.eval(graph, s.context)
+        store.save(s)
 
-    def im_resume_cas() -> float:
-        ids = [im_ids.pop() for _ in range(per)]
-        t = time.perf_counter()
-        for sid in ids:
-            s = store.load(sid)
+    def im_resume_claimed_one(sid: str) -> None:
+        with store.resume(sid) as s:
             s.context.put("decision", "APPROVE")
             engine.eval(graph, s.context)
-            store.save(s)
-        return (time.perf_counter() - t) / per
 
-    floor_ids: list[str] = []
-    im_ids: list[str] = []
-    sql_pause, sql_resume = _sql_alone(store, engine, graph, counter, per)
+    def im_resume_cas_one(sid: str) -> None:
+        s = store.load(sid)
+        s.context.put("decision", "APPROVE")
+        engine.eval(graph, s.context)
+        store.save(s)
+
+    floor_pause, floor_resume = floors.pause(floor_pause_one), floors.resume(floor_resume_one)
+    im_pause = mine.pause(im_pause_one)
+    im_resume_claimed = mine.resume(im_resume_claimed_one)
+    im_resume_cas = mine.resume(im_resume_cas_one)
+    sql_pause, sql_resume = _sql_alone(store, engine, graph, Pool("q", counter, per))
     systems: dict[str, Callable[[], float]] = {
         "floor pause": floor_pause,
         "intermission pause": im_pause,
         "sql pause": sql_pause,
     }
-    lg_ids: list[str] = []
     try:
         from typing import TypedDict
 
@@ -278,22 +286,11 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
         saver = SqliteSaver(conn)
         lg = g.compile(checkpointer=saver)
 
-        def lg_pause() -> float:
-            ids = [f"l{next(counter)}" for _ in range(per)]
-            t = time.perf_counter()
-            for sid in ids:
-                lg.invoke({}, {"configurable": {"thread_id": sid}})
-            took = (time.perf_counter() - t) / per
-            lg_ids.extend(ids)
-            return took
-
-        def lg_resume() -> float:
-            ids = [lg_ids.pop() for _ in range(per)]
-            t = time.perf_counter()
-            for sid in ids:
-                lg.invoke(Command(resume="APPROVE"), {"configurable": {"thread_id": sid}})
-            return (time.perf_counter() - t) / per
-
+        peers_pool = Pool("l", counter, per)
+        lg_pause = peers_pool.pause(lambda sid: lg.invoke({}, {"configurable": {"thread_id": sid}}))
+        lg_resume = peers_pool.resume(
+            lambda sid: lg.invoke(Command(resume="APPROVE"), {"configurable": {"thread_id": sid}})
+        )
         peer_pause: Callable[[], float] | None = lg_pause
     except ImportError as exc:
         print("   langgraph sqlite not installed:", exc)
@@ -359,7 +356,7 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
 
 
 def _sql_alone(
-    store: Any, engine: Any, graph: Any, counter: Any, per: int
+    store: Any, engine: Any, graph: Any, pool: Pool
 ) -> tuple[Callable[[], float], Callable[[], float]]:
     """The store's own statements for a pause and a claimed resume, with every row encoded
     beforehand: what the SQL costs against the floor, without the Python around it."""
@@ -373,52 +370,41 @@ def _sql_alone(
     paused.events.mark_stored(len(paused.events), 1)
     engine.eval(graph, paused.context)
     r, (_, r_events, r_n, _) = row_of(paused), paused.events.unsaved_chunk()
-    ids: list[str] = []
 
-    def pause() -> float:
-        batch = [f"q{next(counter)}" for _ in range(per)]
-        t = time.perf_counter()
-        for sid in batch:
-            with store._tx() as run:
-                run(
-                    "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, request, "
-                    "snapshot, updated_ms, events, events_n, id, version) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                    (p.status, p.agent, p.reason, p.tasks_json, p.deadline_ms, p.request_json,
-                     p.state_json, time.time() * 1e3, p_events, p_n, sid),
-                )  # fmt: skip
-        took = (time.perf_counter() - t) / per
-        ids.extend(batch)
-        return took
+    def pause(sid: str) -> None:
+        with store._tx() as run:
+            run(
+                "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, request, "
+                "snapshot, updated_ms, events, events_n, id, version) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (p.status, p.agent, p.reason, p.tasks_json, p.deadline_ms, p.request_json,
+                 p.state_json, time.time() * 1e3, p_events, p_n, sid),
+            )  # fmt: skip
 
-    def resume() -> float:
-        batch = [ids.pop() for _ in range(per)]
-        t = time.perf_counter()
-        for sid in batch:
-            with store._tx("lease") as run:
-                run(
-                    "UPDATE im_sessions SET claimed_by = 'x', claim_until = ? WHERE id = ? "
-                    "AND claimed_by IS NULL RETURNING snapshot, version, events, events_n",
-                    (time.time() * 1e3 + 6e4, sid),
-                ).fetchone()
-                run("SELECT n, events FROM im_events WHERE session_id = ?", (sid,)).fetchall()
-                run("SELECT key, entry FROM im_ledger WHERE session_id = ?", (sid,)).fetchall()
-            with store._tx() as run:
-                run(
-                    "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-                    "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
-                    "version = version + 1, claimed_by = NULL, claim_until = NULL "
-                    "WHERE id = ? AND version = 1 AND claimed_by = 'x'",
-                    (r.status, r.agent, r.reason, r.tasks_json, r.deadline_ms, r.request_json,
-                     r.state_json, time.time() * 1e3, sid),
-                )  # fmt: skip
-                run(
-                    "INSERT INTO im_events (session_id, part, n, events) VALUES (?, 1, ?, ?)",
-                    (sid, r_n, r_events),
-                )
-        return (time.perf_counter() - t) / per
+    def resume(sid: str) -> None:
+        with store._tx("lease") as run:
+            run(
+                "UPDATE im_sessions SET claimed_by = 'x', claim_until = ? WHERE id = ? "
+                "AND claimed_by IS NULL RETURNING snapshot, version, events, events_n",
+                (time.time() * 1e3 + 6e4, sid),
+            ).fetchone()
+            run("SELECT n, events FROM im_events WHERE session_id = ?", (sid,)).fetchall()
+            run("SELECT key, entry FROM im_ledger WHERE session_id = ?", (sid,)).fetchall()
+        with store._tx() as run:
+            run(
+                "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
+                "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+                "version = version + 1, claimed_by = NULL, claim_until = NULL "
+                "WHERE id = ? AND version = 1 AND claimed_by = 'x'",
+                (r.status, r.agent, r.reason, r.tasks_json, r.deadline_ms, r.request_json,
+                 r.state_json, time.time() * 1e3, sid),
+            )  # fmt: skip
+            run(
+                "INSERT INTO im_events (session_id, part, n, events) VALUES (?, 1, ?, ?)",
+                (sid, r_n, r_events),
+            )
 
-    return pause, resume
+    return pool.pause(pause), pool.resume(resume)
 
 
 def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
@@ -431,36 +417,30 @@ def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
     engine = FlowEngine()
     store = store_factory(tmp / "long.db")
     counter = iter(range(10**9))
-    per = 20
-    queues: dict[int, list[str]] = {0: [], 1000: []}
+    pools = {n: Pool(f"h{n}-", counter, 20) for n in (0, 1000)}
 
-    def make(history: int) -> None:
-        for _ in range(per):
-            sid = f"h{history}-{next(counter)}"
+    def paused_with(history: int) -> Callable[[str], None]:
+        def pause(sid: str) -> None:
             s = InMemoryAgentSession(sid, max_events=5000)
             scope = RunScope("earlier", "approve3", s)
             for i in range(history):  # earlier requests' events
                 scope.emit(NodeStartEvent, graph_id="g", node_id=f"n{i % 50}", node_kind="activity")
             engine.eval(graph, s.context)
             store.save(s)
-            queues[history].append(sid)
 
-    def resume(history: int) -> Callable[[], float]:
-        def run() -> float:
-            ids = [queues[history].pop() for _ in range(per)]
-            t = time.perf_counter()
-            for sid in ids:
-                with store.resume(sid) as s:
-                    s.context.put("decision", "APPROVE")
-                    engine.eval(graph, s.context)
-            return (time.perf_counter() - t) / per
+        return pause
 
-        return run
+    def resume(sid: str) -> None:
+        with store.resume(sid) as s:
+            s.context.put("decision", "APPROVE")
+            engine.eval(graph, s.context)
 
+    makers = {n: pool.pause(paused_with(n)) for n, pool in pools.items()}
     for _ in range(rounds + 2):
-        make(0)
-        make(1000)
-    med = median_rounds({"short": resume(0), "long": resume(1000)}, rounds, warmup=0)
+        makers[0]()
+        makers[1000]()
+    resumes = {"short": pools[0].resume(resume), "long": pools[1000].resume(resume)}
+    med = median_rounds(resumes, rounds, warmup=0)
     ratio = med["long"] / med["short"]
     row("resume → done with 1,000 earlier events in the log", f"{med['long'] * 1e3:.3f} ms",
         f"{ratio:.2f}× the same resume with none ({med['short'] * 1e3:.3f} ms)")  # fmt: skip
