@@ -28,6 +28,9 @@ class ReActTrace(BaseModel):
     working_memory: list[ChatMessage] = Field(default_factory=list)
     turn: int = 0
     tool_count: int = 0
+    model_replies: int = 0
+    """Replies this agent had from its model on this session, over all prompts (a new
+    prompt keeps it): a scripted model resumed in a new process continues from it."""
     route: Route = "reason"
     final_answer: str | None = None
     abnormal: bool = False
@@ -97,6 +100,8 @@ class TeamTrace(BaseModel):
     final_answer: str | None = None
     abnormal: bool = False
     turn: int = 0
+    model_replies: int = 0
+    """Replies the supervisor's model gave on this session (see ReActTrace.model_replies)."""
     last_agent: str | None = None
     finished: bool = False
     extras: dict[str, Any] = Field(default_factory=dict)

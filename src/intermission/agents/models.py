@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..messages import ChatMessage, ToolCall
 
-__all__ = ["ChatModel", "ModelChunk", "ToolSchema"]
+__all__ = ["ChatModel", "ModelChunk", "ToolSchema", "catch_up"]
 
 ToolSchema = dict[str, Any]
 """``{"name", "description", "parameters"}`` (JSON schema), as chat APIs expect."""
@@ -31,3 +31,17 @@ class ChatModel(Protocol):
     ) -> AsyncIterator[ModelChunk]:
         """Stream the reply to ``messages``; tool calls may arrive in any chunk."""
         ...
+
+
+def catch_up(model: ChatModel, replies: int) -> None:
+    """Tell ``model`` that its agent already had ``replies`` replies on this session.
+
+    A real model reads where a conversation stands from the messages; a scripted one counts
+    its own replies, so a session resumed in a new process (a fresh model object) would
+    start its script over. Agents call this before each model call with the count kept in
+    their trace (persisted with the session); a model with a ``catch_up(replies)`` method
+    (:class:`~intermission.ScriptedModel`) skips ahead, any other model ignores it.
+    """
+    hook = getattr(model, "catch_up", None)
+    if hook is not None:
+        hook(replies)

@@ -21,6 +21,10 @@ class ScriptedModel:
     """A model that replays a script: a list of replies (one per model call) or a function
     of ``(messages, tools)`` returning a reply. Text is streamed in chunks.
 
+    The list form counts its replies. A session remembers how many replies its agent had,
+    so a session resumed in a new process, by an agent built again on a fresh
+    ``ScriptedModel``, goes on with the next reply (see :meth:`catch_up`).
+
     Example:
         >>> model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1001})], "Deleted."])
     """
@@ -54,6 +58,14 @@ class ScriptedModel:
         if turn > len(self._replies):
             raise ScriptExhaustedError(turn, len(self._replies))
         return self._replies[turn - 1]
+
+    def catch_up(self, replies: int) -> None:
+        """Continue after reply ``replies`` if fewer were given so far: an agent resuming a
+        session in a new process (where this model is a fresh object) calls this with the
+        number of replies it already had on that session, so the script goes on where the
+        conversation stopped instead of starting over. It never moves back."""
+        with self._lock:
+            self.turn = max(self.turn, replies)
 
     async def stream(
         self, messages: list[ChatMessage], tools: list[ToolSchema]
