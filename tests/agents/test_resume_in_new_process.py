@@ -105,8 +105,8 @@ def test_supervisor_resumed_in_new_objects_routes_on() -> None:
 
     team, _ = office()
     s = InMemoryAgentSession.of("sup")
-    team.prompt("pay carol, then write the receipt").session(s).call()
-    assert s.is_pending
+    first = team.prompt("pay carol, then write the receipt").session(s).call()
+    assert s.is_pending and (first.content, first.is_abnormal) == ("large transfer", True)
 
     s = in_new_process(s)
     HITL.approve_all(s)

@@ -72,13 +72,17 @@ def test_team_member_with_tool_approval_replays_the_same_uuid_once() -> None:  #
     spec.add_end()
     team = TeamAgent.of().name("ops_team").graph(spec).build()
     s = InMemoryAgentSession.of("t")
-    team.prompt("delete user 1001").session(s).call()
+    first = team.prompt("delete user 1001").session(s).call()
     assert s.is_pending
     (task,) = HITL.pending_tasks(s)
+    # the member's summary is the team's reply, abnormal as in R19 (not an empty string)
+    assert (first.content, first.is_abnormal) == (task.reason, True)
+    team_end = [e for e in s.events if e.kind == "team_end"][-1]
+    assert team_end.is_abnormal and team_end.content == task.reason
     s = InMemoryAgentSession.restore(s.to_json())
     HITL.submit(s, task.call_uuid, HITLDecision.approve().reviewer("lead"))
     resp = team.prompt().session(s).call()
-    assert resp.content == "Done: user 1001 deleted."
+    assert (resp.content, resp.is_abnormal) == ("Done: user 1001 deleted.", False)
     ends = [e for e in s.events if e.kind == "tool_call_end"]
     assert [e.call_uuid for e in ends] == [task.call_uuid]  # same UUID, exactly once
 

@@ -15,6 +15,7 @@ from ._base import AgentBase
 from ._builder import BuilderBase
 from .models import ChatModel, catch_up
 from .request import AgentResponse
+from .team_member import PENDING_REPLY
 
 if TYPE_CHECKING:
     from ..core.context import FlowContext
@@ -110,22 +111,29 @@ class TeamAgent(AgentBase):
                 session.add_message(ChatMessage.user(prompt))
         saved = ctx.attrs.get("team_trace"), ctx.attrs.get("team_scope")
         ctx.attrs["team_trace"], ctx.attrs["team_scope"] = trace, scope
+        ctx.attrs.pop(PENDING_REPLY, None)
         try:
             scope.emit(TeamStartEvent, prompt=prompt)
             result = await self.engine.eval_async(graph, ctx, steps, scope=scope)
         finally:
             ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved
+            member_reply = ctx.attrs.pop(PENDING_REPLY, None)
         pending = session.is_pending
         trace.finished = result.is_done
         content = trace.final_answer or trace.last_agent_content or ""
+        abnormal = trace.abnormal
         if pending:
             content = trace.final_answer or ""
+            if not content and member_reply is not None:
+                # a member parked the team on a tool approval: its summary (abnormal, R19)
+                # is the team's reply, not an empty string
+                content, abnormal = member_reply.content, member_reply.is_abnormal
         if result.is_done and top_level and content:
             session.add_message(ChatMessage.assistant(content))
         if top_level:
             session.status = "pending" if pending else "done" if result.is_done else "paused"
-            scope.emit(TeamEndEvent, content=content, is_abnormal=trace.abnormal, pending=pending)
-        return AgentResponse(content, trace.abnormal, trace, session)
+            scope.emit(TeamEndEvent, content=content, is_abnormal=abnormal, pending=pending)
+        return AgentResponse(content, abnormal, trace, session)
 
     # -- ready-made protocols (R16) ---------------------------------------------------
     @staticmethod

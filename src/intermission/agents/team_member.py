@@ -11,7 +11,11 @@ if TYPE_CHECKING:
     from ..core.context import FlowContext
     from ..core.graph import Node
 
-__all__ = ["run_member"]
+__all__ = ["PENDING_REPLY", "run_member"]
+
+
+PENDING_REPLY = "team_pending_reply"
+"""Context attribute: the reply of the member that parked the running team."""
 
 
 async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
@@ -44,7 +48,11 @@ async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
     session.traces[agent.name].extras["team_run"] = team.run_id
     team.last_agent = agent.name
     if session.is_pending:
-        return  # the member parked the team; the node runs again on resume
+        # the member parked the team; the node runs again on resume. Its reply (a HITL
+        # summary) is the team's reply meanwhile, as in the original (see TeamAgent.run)
+        if response.content:
+            ctx.attrs[PENDING_REPLY] = response
+        return
     content = response.content or f"Agent [{agent.name}] processed but returned no textual content."
     team.records.append(
         TeamRecord(agent=agent.name, content=content, duration_ms=scope.clock.now_ms() - started)
