@@ -32,6 +32,10 @@ class RandomIds:
 class SequentialIds:
     """Deterministic ids ``<kind>-1``, ``<kind>-2`` … (one counter per kind).
 
+    The counters live in this object: a session resumed in another process (with a new
+    ``SequentialIds``) sees the same ids again, so keep these for tests and notebooks and
+    the default random ids for sessions that travel.
+
     Example:
         >>> ids = SequentialIds()
         >>> ids("call"), ids("call"), ids("run")
