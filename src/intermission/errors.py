@@ -9,6 +9,7 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── FlowRuntimeError                         a graph could not advance (no route, task failed)
     ├── SessionStateError                        the session cannot do what was asked
     │   ├── NothingToResumeError                 empty prompt() but nothing is left to resume
+    │   ├── RequestInProgressError               a request is already running on this session
     │   └── EffectOutcomeUnknownError            a ledgered effect started but never finished
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
@@ -43,6 +44,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelError",
     "NotSerializableError",
+    "RequestInProgressError",
     "NothingToResumeError",
     "ReviewerNotAllowedError",
     "RunCancelledError",
@@ -103,6 +105,22 @@ class SessionStateError(IntermissionError):
 
 class NothingToResumeError(SessionStateError):
     """An empty ``prompt()`` asked to continue, but the run already ended (R4)."""
+
+
+class RequestInProgressError(SessionStateError):
+    """A request was made on a session object that is still running another one.
+
+    Say a second ``call_async`` started before the first finished: it is refused before it
+    changes anything. Two resumers in different processes are kept apart by a store's
+    claim instead (:class:`SessionBusyError`).
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"a request is already running on session {session_id!r}; wait for it to end "
+            "(nothing was changed)",
+            session_id=session_id,
+        )
 
 
 class EffectOutcomeUnknownError(SessionStateError):

@@ -3,11 +3,14 @@ member of a team graph."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from .._clock import Clock
 from .._ids import IdFactory
+from ..errors import RequestInProgressError
 from .request import AgentRequest, AgentResponse
 
 if TYPE_CHECKING:
@@ -19,6 +22,28 @@ if TYPE_CHECKING:
     from ..traces import ReActTrace, TeamTrace
 
 __all__ = ["AgentBase"]
+
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@contextmanager
+def _one_request(session: AgentSession) -> Iterator[None]:
+    """Refuse a request on a session object that is running one already (two
+    ``call_async`` at once, a click while a stream runs): both would clear pending, replay
+    the same decisions and ask the model twice. Requests run on several threads (a stream
+    iterated synchronously, a widget's handler), hence the lock. Members of a team run
+    inside their team's request and do not pass through here."""
+    key = id(session)  # the session is alive while it runs, so its id cannot be reused
+    with _RUNNING_LOCK:
+        if key in _RUNNING:
+            raise RequestInProgressError(session.session_id)
+        _RUNNING.add(key)
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(key)
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
 
@@ -45,7 +70,8 @@ class AgentBase:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
-        return await self.run(session, prompt, scope, top_level=True)
+        with _one_request(session):
+            return await self.run(session, prompt, scope, top_level=True)
 
     async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
         """Run as a node of a team graph (teams nest)."""

@@ -85,6 +85,7 @@ class EventStream:
         self._task: asyncio.Task[Any] | None = None
         self._queue: asyncio.Queue[Any] | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self.response: AgentResponse | None = None
         """The response, once the stream completed."""
 
@@ -161,6 +162,7 @@ class EventStream:
                 loop.close()
 
         thread = threading.Thread(target=worker, name="intermission-stream", daemon=True)
+        self._thread = thread
         thread.start()
         try:
             while True:
@@ -176,13 +178,17 @@ class EventStream:
             thread.join()
 
     def dispose(self) -> None:
-        """Sync twin of :meth:`aclose` (the seed's ``Disposable.dispose()``)."""
+        """Sync twin of :meth:`aclose` (the seed's ``Disposable.dispose()``): cancel the run
+        and return once it has unwound, so the session is ready for the next request."""
         loop, task = self._thread_loop, self._task
         if loop is not None and task is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:
                 pass  # the loop closed meanwhile: the run already ended
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()  # a tool already running finishes first (R2), then the run ends
 
     def collect(self) -> list[Event]:
         """Consume the whole stream synchronously and return its events."""
