@@ -7,7 +7,15 @@ import threading
 import pytest
 from tests._helpers import linear
 
-from intermission import HITL, InMemoryAgentSession, ReActAgent, ScriptedModel, ToolCall, tool
+from intermission import (
+    HITL,
+    InMemoryAgentSession,
+    InvalidDecisionError,
+    ReActAgent,
+    ScriptedModel,
+    ToolCall,
+    tool,
+)
 from intermission.examples import build_change_graph, build_ops_agent
 from intermission.notebook import ApprovalWidget, HITLPanel, Inbox, Stepper
 from intermission.stores import MemoryStore
@@ -154,6 +162,27 @@ def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     panel.rows["c1"].args.value = '{"to": "a", "amount": "lots"}'
     panel.rows["c1"].buttons["approve"].click()
     assert "amount" in panel.runner.status.value and HITL.get_decision(s, "c1") is None
+
+
+def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
+    # a tool-approval session in an ApprovalWidget, a graph-approval one in an HITLPanel:
+    # a typed error naming the right tool, not a resume that seems to work and does nothing
+    agent, ran = _two_call_agent()
+    tools = InMemoryAgentSession.of("tools")
+    agent.prompt("pay both").session(tools).call()
+    before = tools.to_json()
+    with pytest.raises(InvalidDecisionError, match="2 tool approval"):
+        ApprovalWidget(agent, tools).approve(reviewer="alice")
+    button = ApprovalWidget(agent, tools)
+    button.approve_button.click()
+    assert "HITLPanel" in button.runner.status.value and not button.approve_button.disabled
+    assert tools.to_json() == before and ran == []
+
+    team, graph, log = paused()
+    before = graph.to_json()
+    with pytest.raises(InvalidDecisionError, match=r"no pending tool calls.*ApprovalWidget"):
+        HITLPanel(team, graph).decide_all()
+    assert graph.to_json() == before and log == []
 
 
 def test_inbox_opens_decides_and_saves() -> None:

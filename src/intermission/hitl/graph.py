@@ -9,6 +9,7 @@ from typing import Literal
 
 from ..core.session import AgentSession
 from ..errors import InvalidDecisionError, ReviewerNotAllowedError
+from .api import HITL
 
 __all__ = ["ApprovalKeys", "decide_graph"]
 
@@ -43,6 +44,14 @@ def decide_graph(
     ctx = session.context
     if not session.is_pending:
         raise InvalidDecisionError(f"session {session.session_id!r} is not waiting for a decision")
+    waiting = HITL.pending_tasks(session)
+    if waiting:
+        # a decision key would be written and resumed on, while the run still waits for
+        # the tool approvals: the click would seem to work and change nothing
+        raise InvalidDecisionError(
+            f"session {session.session_id!r} waits for {len(waiting)} tool approval(s), not "
+            "a graph decision: decide them with HITL.submit or HITLPanel"
+        )
     if ctx.get(keys.decision) is not None:
         raise InvalidDecisionError(
             f"session {session.session_id!r} already has a decision "

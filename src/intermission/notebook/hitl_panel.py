@@ -153,6 +153,13 @@ class HITLPanel(w.VBox):
 
     def decide_all(self, decisions: str | Mapping[str, str] = "approve") -> Any:
         """Decide every row (one verdict, or ``{uuid: verdict}``) and resume."""
+        if not self.rows:
+            s = self.runner.session
+            waits = f" (it waits for: {s.pending_reason})" if s.is_pending else ""
+            raise InvalidDecisionError(
+                f"session {s.session_id!r} has no pending tool calls to decide{waits}; "
+                "a graph approval is decided with ApprovalWidget or decide_graph"
+            )
         for uuid in list(self.rows):
             if uuid in self._decided:
                 continue
