@@ -54,3 +54,41 @@ def test_cli_reject_path_and_one_line_errors(
         "error: session 'change-001' is not waiting for a decision",
         "error: no stored session 'missing'",
     ]
+
+
+def test_cli_approves_a_react_agents_tool_call_paused_in_another_process(tmp_path: Path) -> None:
+    # the agent is built anew by the CLI process: its scripted model must go on with its
+    # next reply, not ask for the approved tool again
+    (tmp_path / "ops_app.py").write_text(
+        "from intermission import (HITLInterceptor, InMemoryAgentSession, ReActAgent,\n"
+        "                          ScriptedModel, ToolCall, tool)\n"
+        "from intermission.stores import SQLiteStore\n"
+        "@tool\n"
+        "def delete_user(user_id: int) -> str:\n"
+        "    '''Delete a user account.'''\n"
+        "    return f'user {user_id} deleted'\n"
+        "def build():\n"
+        "    call = ToolCall('delete_user', {'user_id': 7})\n"
+        "    model = ScriptedModel([[call], 'User 7 deleted.'])\n"
+        "    return (ReActAgent.of(model).name('ops').tools(delete_user)\n"
+        "            .interceptor(HITLInterceptor().on_tool('delete_user')).build())\n"
+        "AGENTS = {'ops': build}\n"
+        "if __name__ == '__main__':\n"
+        "    import sys\n"
+        "    s = InMemoryAgentSession.of('ops-1')\n"
+        "    build().prompt('delete user 7').session(s).call()\n"
+        "    SQLiteStore(sys.argv[1]).save(s)\n"
+    )
+    store = str(tmp_path / "ops.sqlite")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    subprocess.run([sys.executable, "ops_app.py", store], cwd=tmp_path, env=env, check=True)
+    approve = subprocess.run(
+        [sys.executable, "-m", "intermission", "--agents", "ops_app:AGENTS",
+         "approve", "ops-1", "--reviewer", "bob", "--store", store],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60,
+    )  # fmt: skip
+    assert approve.returncode == 0, approve.stderr
+    assert approve.stdout.splitlines() == ["session ops-1 done", "User 7 deleted."]
+    session = SQLiteStore(store).load("ops-1")
+    ends = [e for e in session.events if e.kind == "tool_call_end"]
+    assert session.status == "done" and len(ends) == 1 and ends[0].observation == "user 7 deleted"
