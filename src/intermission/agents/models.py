@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..messages import ChatMessage, ToolCall
 
-__all__ = ["ChatModel", "ModelChunk", "ToolSchema", "catch_up"]
+__all__ = ["ChatModel", "ModelChunk", "ToolSchema", "counted_reply"]
 
 ToolSchema = dict[str, Any]
 """``{"name", "description", "parameters"}`` (JSON schema), as chat APIs expect."""
@@ -33,15 +33,31 @@ class ChatModel(Protocol):
         ...
 
 
-def catch_up(model: ChatModel, replies: int) -> None:
-    """Tell ``model`` that its agent already had ``replies`` replies on this session.
+class _CountsReplies(Protocol):
+    model_replies: int
+
+
+async def counted_reply(
+    model: ChatModel,
+    trace: _CountsReplies,
+    messages: list[ChatMessage],
+    tools: list[ToolSchema],
+) -> AsyncIterator[ModelChunk]:
+    """``model.stream(messages, tools)``, counting the reply in ``trace.model_replies``.
 
     A real model reads where a conversation stands from the messages; a scripted one counts
     its own replies, so a session resumed in a new process (a fresh model object) would
-    start its script over. Agents call this before each model call with the count kept in
-    their trace (persisted with the session); a model with a ``catch_up(replies)`` method
-    (:class:`~intermission.ScriptedModel`) skips ahead, any other model ignores it.
+    start its script over. The count is kept in the agent's trace (persisted with the
+    session) and handed to a model with a ``catch_up(replies)`` method
+    (:class:`~intermission.ScriptedModel`) before each call; other models have none. A
+    reply counts once its first chunk arrives, as the scripted model counts it.
     """
-    hook = getattr(model, "catch_up", None)
-    if hook is not None:
-        hook(replies)
+    catch_up = getattr(model, "catch_up", None)
+    if catch_up is not None:
+        catch_up(trace.model_replies)
+    first = True
+    async for chunk in model.stream(messages, tools):
+        if first:
+            trace.model_replies += 1
+            first = False
+        yield chunk

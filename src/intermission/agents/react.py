@@ -22,7 +22,7 @@ from ..traces import ReActTrace
 from ._base import AgentBase
 from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
-from .models import ChatModel, catch_up
+from .models import ChatModel, counted_reply
 from .request import AgentResponse
 from .tools import TOOL_INDEX, Tool, ToolArgumentError, observation_text, tool
 
@@ -195,15 +195,10 @@ class ReActAgent(AgentBase):
         started = scope.clock.now_ms()
         texts: list[str] = []
         calls: list[ToolCall] = []
-        catch_up(self.model, trace.model_replies)
-        replied = False
         try:
-            async for chunk in self.model.stream(
-                self._messages(trace), [t.schema for t in self.tools.values()]
+            async for chunk in counted_reply(
+                self.model, trace, self._messages(trace), [t.schema for t in self.tools.values()]
             ):
-                if not replied:  # counted once a reply arrives, as the model counts it
-                    trace.model_replies += 1
-                    replied = True
                 if chunk.text:
                     texts.append(chunk.text)
                     scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)

@@ -13,7 +13,7 @@ from ..messages import ChatMessage
 from ..traces import TeamTrace
 from ._base import AgentBase
 from ._builder import BuilderBase
-from .models import ChatModel, catch_up
+from .models import ChatModel, counted_reply
 from .request import AgentResponse
 from .team_member import PENDING_REPLY
 
@@ -199,12 +199,7 @@ def _supervise(model: ChatModel, names: list[str], max_turns: int) -> Any:
             f"So far:\n{history or '(nothing)'}\nReply with the next member's name or FINISH."
         )
         text = ""
-        replied = False
-        catch_up(model, trace.model_replies)
-        async for chunk in model.stream([ChatMessage.user(ask)], []):
-            if not replied:  # counted once a reply arrives, as the model counts it
-                trace.model_replies += 1
-                replied = True
+        async for chunk in counted_reply(model, trace, [ChatMessage.user(ask)], []):
             text += chunk.text
         choice = text.strip()
         trace.route = choice if choice.lower() in {n.lower() for n in names} else "end"
