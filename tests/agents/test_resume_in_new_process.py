@@ -43,10 +43,10 @@ def needs_approval(_trace: Any, args: dict[str, Any]) -> str | None:
     return "large transfer" if args["amount"] >= 100 else None
 
 
-def bank(script: list[Any]) -> tuple[ReActAgent, ScriptedModel]:
+def bank(script: list[Any], name: str = "bank") -> tuple[ReActAgent, ScriptedModel]:
     model = ScriptedModel(script)
     hitl = HITLInterceptor().on_tool("transfer", policy=needs_approval)
-    return ReActAgent.of(model).name("bank").tools(transfer).interceptor(hitl).build(), model
+    return ReActAgent.of(model).name(name).tools(transfer).interceptor(hitl).build(), model
 
 
 def in_new_process(session: InMemoryAgentSession) -> InMemoryAgentSession:
@@ -167,11 +167,11 @@ calls = st.lists(
 )
 
 
-def scripted(turns: list[list[tuple[str, int]]]) -> list[Any]:
+def scripted(turns: list[list[tuple[str, int]]], prefix: str = "t") -> list[Any]:
     script: list[Any] = []
     for i, turn in enumerate(turns):
         args = [{"account": account, "amount": amount} for account, amount in turn]
-        script.append([ToolCall("transfer", a, id=f"t{i}-{j}") for j, a in enumerate(args)])
+        script.append([ToolCall("transfer", a, id=f"{prefix}{i}-{j}") for j, a in enumerate(args)])
     return [*script, "done"]
 
 
@@ -203,3 +203,35 @@ def test_property_restart_at_every_pause_is_invisible(turns: list[list[tuple[str
     content, ran, _, asked = drive(script, restart=True)
     assert content == "done" and asked == len(script)
     assert ran == [call for turn in turns for call in turn]  # every call ran exactly once
+
+
+def team_of(scripts: list[list[Any]]) -> TeamAgent:
+    return TeamAgent.sequential("crew", [bank(sc, f"m{i}")[0] for i, sc in enumerate(scripts)])
+
+
+def drive_team(scripts: list[list[Any]], restart: bool) -> tuple[str, list[Any], list[str]]:
+    RAN.clear()
+    team = team_of(scripts)
+    s = InMemoryAgentSession.of("crew")
+    resp = team.prompt("go").session(s).call()
+    while s.is_pending:
+        assert resp.is_abnormal and resp.content  # a member's approval summary (R19, R17)
+        if restart:
+            s = in_new_process(s)
+            team = team_of(scripts)
+        HITL.approve_all(s)
+        resp = team.prompt().session(s).call()
+    return resp.content, list(RAN), s.events.kinds()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(calls, max_size=2), min_size=1, max_size=3))
+def test_property_team_members_resume_in_new_objects(members: list[list[Any]]) -> None:
+    scripts = [
+        [*scripted(turns, prefix=f"m{i}-")[:-1], f"member {i} done"]
+        for i, turns in enumerate(members)
+    ]
+    restarted = drive_team(scripts, restart=True)
+    assert restarted == drive_team(scripts, restart=False)
+    assert restarted[0] == f"member {len(members) - 1} done"
+    assert restarted[1] == [call for turns in members for turn in turns for call in turn]
