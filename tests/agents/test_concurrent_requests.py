@@ -10,6 +10,7 @@ import pytest
 
 from intermission import (
     HITL,
+    AgentResponse,
     HITLInterceptor,
     InMemoryAgentSession,
     ReActAgent,
@@ -51,7 +52,7 @@ def approved_session(
 def test_second_call_async_while_the_first_runs_is_refused_and_changes_nothing() -> None:
     agent, model, s = approved_session()
 
-    async def both() -> list[object]:
+    async def both() -> AgentResponse:
         first = asyncio.ensure_future(agent.prompt().session(s).call_async())
         await asyncio.sleep(0)  # the first request is running (awaiting the model)
         events_before = len(s.events)
@@ -60,10 +61,10 @@ def test_second_call_async_while_the_first_runs_is_refused_and_changes_nothing()
         assert len(s.events) == events_before and not s.is_pending
         assert isinstance(refused.value, SessionStateError)
         assert refused.value.session_id == "busy"
-        return [await first]
+        return await first
 
-    (resp,) = asyncio.run(both())
-    assert resp.content == "done" and RAN == [5]  # type: ignore[attr-defined]
+    resp = asyncio.run(both())
+    assert resp.content == "done" and RAN == [5]
     assert model.turn == 2  # the model was asked once on resume, not twice
     assert s.events.kinds().count("run_start") == 2  # the pause and the one resume
 
