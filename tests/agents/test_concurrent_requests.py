@@ -111,3 +111,32 @@ def test_the_session_is_free_again_after_a_cancelled_stream_and_after_an_error()
         broken.prompt("go").session(s2).call()
     fine = ReActAgent.of(ScriptedModel(["fine"])).name("fine").build()
     assert fine.prompt("go").session(s2).call().content == "fine"
+
+
+def test_a_stream_left_by_break_or_a_cancelled_call_frees_the_session_at_once() -> None:  # R26
+    # the natural code: leave the stream with `break` (or cancel a call) and resume on the
+    # next line; the new request waits for the cancelled run to unwind instead of being
+    # refused, and never runs on top of it
+    model = ScriptedModel(
+        ["a long reply that streams in pieces", "asked again", "a third reply, cut off", "fourth"],
+        chunk_size=4, chunk_delay=0.01,
+    )  # fmt: skip
+    agent = ReActAgent.of(model).name("talker").build()
+    s = InMemoryAgentSession.of("brk")
+
+    async def main() -> tuple[str, str]:
+        async for ev in agent.prompt("talk").session(s).stream():
+            if ev.kind == "reason_delta":
+                break
+        first = (await agent.prompt().session(s).call_async()).content
+        seen = len(s.events)
+        task = asyncio.ensure_future(agent.prompt("again").session(s).call_async())
+        while "reason_delta" not in s.events.kinds()[seen:]:  # mid-reply
+            await asyncio.sleep(0.001)
+        task.cancel()
+        second = (await agent.prompt().session(s).call_async()).content
+        return first, second
+
+    assert asyncio.run(main()) == ("asked again", "fourth")
+    kinds = s.events.kinds()
+    assert kinds.count("run_start") == 4 and kinds.count("run_end") == 2  # R26: no RunEnd

@@ -4,9 +4,8 @@ member of a team graph."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._clock import Clock
 from .._ids import IdFactory
@@ -23,27 +22,51 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentBase"]
 
-_RUNNING: set[int] = set()
+_RUNNING: dict[int, Any] = {}
+"""id(session) -> the asyncio task running that session's request."""
 _RUNNING_LOCK = threading.Lock()
 
 
-@contextmanager
-def _one_request(session: AgentSession) -> Iterator[None]:
-    """Refuse a request on a session object that is running one already (two
-    ``call_async`` at once, a click while a stream runs): both would clear pending, replay
-    the same decisions and ask the model twice. Requests run on several threads (a stream
-    iterated synchronously, a widget's handler), hence the lock. Members of a team run
-    inside their team's request and do not pass through here."""
+async def _enter(session: AgentSession) -> Any:
+    """Take the session for one request, or refuse: two requests at once on one session
+    object (two ``call_async``, a click while a stream runs) would both clear pending,
+    replay the same decisions and ask the model twice. Requests run on several threads (a
+    stream iterated synchronously, a widget's handler), hence the lock. The one wait: a
+    request whose stream was given up (``break``, ``aclose``) is unwinding its cancelled
+    run on this loop, and the next request waits for that instead of being refused. Team
+    members run inside their team's request and do not pass through here."""
+    import asyncio
+
     key = id(session)  # the session is alive while it runs, so its id cannot be reused
-    with _RUNNING_LOCK:
-        if key in _RUNNING:
-            raise RequestInProgressError(session.session_id)
-        _RUNNING.add(key)
-    try:
-        yield
-    finally:
+    me = asyncio.current_task()
+    while True:
         with _RUNNING_LOCK:
-            _RUNNING.discard(key)
+            holder = _RUNNING.get(key)
+            if holder is None:
+                _RUNNING[key] = me
+                return me
+        if not _unwinding(holder):
+            raise RequestInProgressError(session.session_id)
+        await asyncio.wait({holder})
+
+
+def _unwinding(task: Any) -> bool:
+    import asyncio
+
+    # Task.cancelling() is Python 3.11+; on 3.10 such a request is refused instead
+    cancelling = getattr(task, "cancelling", None)
+    return (
+        cancelling is not None
+        and task.get_loop() is asyncio.get_running_loop()
+        and cancelling() > 0
+    )
+
+
+def _leave(session: AgentSession, me: Any) -> None:
+    with _RUNNING_LOCK:
+        if _RUNNING.get(id(session)) is me:
+            del _RUNNING[id(session)]
+
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
 
@@ -70,8 +93,11 @@ class AgentBase:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
-        with _one_request(session):
+        me = await _enter(session)
+        try:
             return await self.run(session, prompt, scope, top_level=True)
+        finally:
+            _leave(session, me)
 
     async def run_as_member(self, ctx: FlowContext, node: Node) -> None:
         """Run as a node of a team graph (teams nest)."""

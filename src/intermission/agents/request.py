@@ -73,6 +73,44 @@ class AgentRequest:
 _DONE = object()
 
 
+class _Events:
+    """What ``async for`` iterates. An async generator left by ``break`` is closed only when
+    the loop gets round to finalizing it; the run would go on meanwhile and the next
+    request on the session would meet it. This one cancels the run as soon as it is
+    dropped (the generator's own close then awaits the unwinding)."""
+
+    __slots__ = ("_gen", "_stream")
+
+    def __init__(self, stream: EventStream) -> None:
+        self._stream = stream
+        self._gen = stream._aiter()
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    def __anext__(self) -> Any:
+        return self._gen.__anext__()
+
+    def __del__(self) -> None:
+        import asyncio
+
+        task = self._stream._task
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            here = False
+        if here:
+            task.cancel()  # at once: the next line of the caller may start a new request
+            return
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+        except RuntimeError:
+            pass  # the loop is closed: the run ended with it
+
+
 class EventStream:
     """An event stream over one request. Closing it early (``aclose()``, ``dispose()``,
     breaking a ``for``) cancels the run: no RunEnd is emitted and the session stays
@@ -91,7 +129,7 @@ class EventStream:
 
     # -- async ------------------------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[Event]:
-        return self._aiter()
+        return _Events(self)
 
     async def _aiter(self) -> AsyncIterator[Event]:
         import asyncio
