@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,32 @@ def test_a_stream_left_by_break_or_a_cancelled_call_frees_the_session_at_once() 
     assert asyncio.run(main()) == ("asked again", "fourth")
     kinds = s.events.kinds()
     assert kinds.count("run_start") == 4 and kinds.count("run_end") == 2  # R26: no RunEnd
+
+
+def test_stepping_a_team_while_it_runs_is_refused() -> None:  # R10
+    from intermission import TeamAgent
+
+    slow = ReActAgent.of(ScriptedModel(["thinking " * 8], chunk_size=4, chunk_delay=0.01))
+    team = TeamAgent.sequential("steps", [slow.name("slow").build()])
+    s = InMemoryAgentSession.of("step")
+
+    async def main() -> list[type[BaseException]]:
+        running = asyncio.ensure_future(team.prompt("go").session(s).call_async())
+        while "reason_delta" not in s.events.kinds():
+            await asyncio.sleep(0.001)
+        refused: list[type[BaseException]] = []
+        t = threading.Thread(target=lambda: _record(refused, lambda: team.step(s, 1)))
+        t.start()
+        t.join(10)
+        await running
+        return refused
+
+    assert asyncio.run(main()) == [RequestInProgressError]
+    assert s.status == "done"
+
+
+def _record(into: list[type[BaseException]], fn: Any) -> None:
+    try:
+        fn()
+    except BaseException as exc:  # the test inspects it
+        into.append(type(exc))

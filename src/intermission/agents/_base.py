@@ -4,7 +4,7 @@ member of a team graph."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._clock import Clock
@@ -93,9 +93,20 @@ class AgentBase:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
-        me = await _enter(session)
+        return await self._exclusive(session, self.run(session, prompt, scope, top_level=True))
+
+    @staticmethod
+    async def _exclusive(
+        session: AgentSession, run: Coroutine[Any, Any, AgentResponse]
+    ) -> AgentResponse:
+        """Await ``run``, a top-level request, as the only one on ``session`` (see _enter)."""
         try:
-            return await self.run(session, prompt, scope, top_level=True)
+            me = await _enter(session)
+        except BaseException:
+            run.close()  # never started: no "never awaited" warning
+            raise
+        try:
+            return await run
         finally:
             _leave(session, me)
 

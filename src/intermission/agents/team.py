@@ -79,7 +79,8 @@ class TeamAgent(AgentBase):
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
-        return run_sync(self.run(session, prompt, scope, top_level=True, steps=steps))
+        run = self.run(session, prompt, scope, top_level=True, steps=steps)
+        return run_sync(self._exclusive(session, run))
 
     async def run(
         self,
