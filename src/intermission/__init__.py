@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         StoreError,
         ToolDefinitionError,
         UnknownTaskError,
+        UsageError,
     )
     from .events import (
         ActionEndEvent,
@@ -190,6 +191,7 @@ _WHERE: dict[str, str] = {
     "ToolDefinitionError": ".errors",
     "ToolExchange": ".agents",
     "UnknownTaskError": ".errors",
+    "UsageError": ".errors",
     "__version__": "._version",
     "decide_graph": ".hitl",
     "tool": ".agents",
@@ -298,6 +300,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolExchange",
     "UnknownTaskError",
+    "UsageError",
     "__version__",
     "decide_graph",
     "tool",

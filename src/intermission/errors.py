@@ -17,6 +17,7 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── ModelError                               a chat model failed or was misused
     │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
     ├── ToolDefinitionError (TypeError)          a function cannot become a tool
+    ├── UsageError (TypeError, ValueError)       an API got the wrong kind of object or order
     ├── InvalidDecisionError (ValueError)        an HITL or graph decision was refused
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
@@ -57,6 +58,7 @@ __all__ = [
     "StoreError",
     "ToolDefinitionError",
     "UnknownTaskError",
+    "UsageError",
 ]
 
 
@@ -178,6 +180,12 @@ class ScriptExhaustedError(ModelError):
 
 class ToolDefinitionError(IntermissionError, TypeError):
     """A Python function cannot be turned into a tool."""
+
+
+class UsageError(IntermissionError, TypeError, ValueError):
+    """An API was given the wrong kind of object, or its calls came in the wrong order
+    (say ``approvers()`` before any ``on_tool()``). Both builtins are bases so that
+    ``except TypeError`` and ``except ValueError`` code keeps working."""
 
 
 class InvalidDecisionError(IntermissionError, ValueError):

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import UsageError
 from .graph import Graph
 from .spec import GraphSpec
 
-__all__ = ["EdgeIR", "GraphIR", "NodeIR", "NodeState", "extract"]
+__all__ = ["EdgeIR", "GraphIR", "NodeIR", "NodeState", "check_drawable", "extract"]
 
 NodeState = Literal["not_reached", "visited", "current", "pending", "failed", "done"]
 """not_reached: never entered · visited: entered and left · current: a branch stands here
@@ -63,15 +64,24 @@ class GraphIR:
         return next(n for n in self.nodes if n.id == node_id)
 
 
+def check_drawable(obj: Any) -> None:
+    """Raise UsageError unless ``obj`` is a spec, a graph or a team (something with a
+    graph): views call this when they are made, so the mistake points at that line."""
+    if not isinstance(obj, (Graph, GraphSpec)) and not isinstance(
+        getattr(obj, "spec", None), GraphSpec
+    ):
+        raise UsageError(
+            f"cannot draw a {type(obj).__name__}: give a GraphSpec, Graph or TeamAgent"
+        )
+
+
 def _graph_of(obj: Any) -> Graph:
+    check_drawable(obj)
     if isinstance(obj, Graph):
         return obj
-    if isinstance(obj, GraphSpec):
-        return obj.build()
-    spec = getattr(obj, "spec", None)
-    if isinstance(spec, GraphSpec):
-        return spec.build()
-    raise TypeError(f"cannot draw a {type(obj).__name__}: give a GraphSpec, Graph or TeamAgent")
+    spec = obj if isinstance(obj, GraphSpec) else obj.spec
+    built: Graph = spec.build()
+    return built
 
 
 def extract(obj: Any, session: Any = None) -> GraphIR:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..decisions import DecisionRecord, HITLTask, fingerprint
+from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
 from ..traces import ReActTrace
 
@@ -50,7 +51,7 @@ class HITLInterceptor(ReActInterceptor):
     def approvers(self, allowed: Iterable[str] | ApproverPolicy) -> HITLInterceptor:
         """Who may decide for the last ``on_tool`` (a set of reviewers or a callable, R23c)."""
         if self._last is None:
-            raise ValueError("call on_tool(...) before approvers(...)")
+            raise UsageError("call on_tool(...) before approvers(...)")
         self._approvers[self._last] = allowed if callable(allowed) else frozenset(allowed)
         return self
 

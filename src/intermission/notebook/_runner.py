@@ -10,6 +10,7 @@ from typing import Any
 import ipywidgets as w
 
 from ..core.session import AgentSession
+from ..errors import RequestInProgressError
 from ._html import esc
 from .graph_view import GraphView
 from .timeline import Timeline
@@ -99,7 +100,7 @@ class ResumeRunner:
     def run_now(self, action: Action) -> Any:
         """Decide and resume in this thread; returns the response (code twins use this)."""
         if not self._begin():
-            raise RuntimeError("a resume is already running for this widget")
+            raise RequestInProgressError(self.session.session_id)
         try:
             response = self._resume(action)
         except BaseException as exc:

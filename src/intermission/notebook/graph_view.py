@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._compat import require
-from ..core.ir import GraphIR, extract
+from ..core.ir import GraphIR, check_drawable, extract
 from ..core.render_text import to_dot, to_mermaid, to_text
 from ._html import esc
 from ._live import LiveDisplay
@@ -43,6 +43,7 @@ class GraphView(LiveDisplay):
     """
 
     def __init__(self, agent_or_spec: Any, session: Any = None, *, legend: bool = True) -> None:
+        check_drawable(agent_or_spec)
         self.target = agent_or_spec
         self.session = session
         self.legend = legend

@@ -6,6 +6,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from ..errors import UsageError
 from ..hitl import HITL
 from ._html import esc
 from .approval import ApprovalWidget
@@ -58,7 +59,9 @@ class Inbox(w.VBox):
     def _agent(self, name: str | None) -> Any:
         agent = self.agents.get(name or "")
         if agent is None:
-            raise KeyError(f"no agent named {name!r} in this inbox (known: {sorted(self.agents)})")
+            raise UsageError(
+                f"no agent named {name!r} in this inbox (known: {sorted(self.agents)})"
+            )
         return agent if hasattr(agent, "prompt") else agent()  # an agent, or a factory
 
     def open_session(self, session_id: str) -> Any:
