@@ -65,3 +65,46 @@ def test_misuse_raises_the_package_s_typed_errors_not_bare_builtins() -> None:
     with pytest.raises(RequestInProgressError) as busy:
         widget.approve(reviewer="alice")
     assert isinstance(busy.value, IntermissionError) and s.context.get("approval.decision") is None
+
+
+def _misuses() -> dict[str, tuple[type[BaseException], object]]:
+    from intermission import (
+        FlowEngine,
+        GraphSpec,
+        HITLDecision,
+        InMemoryAgentSession,
+        InvalidDecisionError,
+        ReActAgent,
+        ScriptedModel,
+        StoreError,
+        ToolDefinitionError,
+        UsageError,
+        tool,
+    )
+    from intermission.stores import SQLiteStore
+
+    agent = ReActAgent.of(ScriptedModel(["hi"])).name("a").build()
+    return {
+        "edited args not a dict": (
+            InvalidDecisionError, lambda: HITLDecision.approve().modified_args("x")),
+        "a script that is one string": (UsageError, lambda: ScriptedModel("hello")),
+        "a script that is a number": (UsageError, lambda: ScriptedModel(3)),
+        "a lambda as a tool": (ToolDefinitionError, lambda: tool(lambda x: x)),
+        "a session id that is not a string": (UsageError, lambda: InMemoryAgentSession.of(7)),
+        "an id where a session goes": (UsageError, lambda: agent.prompt("x").session("s-1")),
+        "no model": (UsageError, lambda: ReActAgent.of(None)),
+        "a dict where a context goes": (UsageError, lambda: FlowEngine().eval(GraphSpec("g"), {})),
+        "a store in a missing folder": (StoreError, lambda: SQLiteStore("/no/such/dir/x.db")),
+    }  # fmt: skip
+
+
+def test_every_misuse_gets_a_typed_error_that_says_what_to_do() -> None:
+    import pytest
+
+    from intermission import IntermissionError
+
+    for name, (error, call) in _misuses().items():
+        with pytest.raises(error) as caught:
+            call()  # type: ignore[operator]
+        assert isinstance(caught.value, IntermissionError), name
+        assert len(str(caught.value)) > 30, name  # a sentence, not a bare value

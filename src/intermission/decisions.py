@@ -131,7 +131,12 @@ class HITLDecision:
 
     def modified_args(self, args: dict[str, Any]) -> HITLDecision:
         """Edited arguments merged over the proposed ones; validated against the tool schema."""
-        return self._with(modified_args=args)
+        if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+            raise InvalidDecisionError(
+                "modified_args takes a dict of argument names to values, "
+                f"not {type(args).__name__}"
+            )
+        return self._with(modified_args=dict(args))
 
     def always_allow(self) -> HITLDecision:
         """Mark the approval as 'always allow' (calls the interceptor's ``on_approved``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EffectOutcomeUnknownError, NothingToResumeError
+from ..errors import EffectOutcomeUnknownError, NothingToResumeError, UsageError
 from ..events import (
     ActionEndEvent,
     ActionStartEvent,
@@ -104,6 +104,11 @@ class ReActAgent(AgentBase):
     @staticmethod
     def of(model: ChatModel) -> ReActAgentBuilder:
         """Start building an agent on ``model``."""
+        if not callable(getattr(model, "stream", None)):
+            raise UsageError(
+                "ReActAgent.of(model) takes a chat model with a stream(messages, tools) "
+                f"method (ScriptedModel, OpenAIChatModel), not {type(model).__name__}"
+            )
         return ReActAgentBuilder(model)
 
     # -- the loop -------------------------------------------------------------------

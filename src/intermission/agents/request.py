@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..core.session import AgentSession, InMemoryAgentSession
+from ..errors import UsageError
 from ..events import Event
 
 if TYPE_CHECKING:
@@ -47,6 +48,13 @@ class AgentRequest:
 
     def session(self, session: AgentSession) -> AgentRequest:
         """Run on ``session`` (default: a fresh in-memory session)."""
+        if not isinstance(getattr(session, "session_id", None), str) or not hasattr(
+            session, "context"
+        ):
+            raise UsageError(
+                "session() takes a session (InMemoryAgentSession.of(id), or one loaded from "
+                f"a store), not {type(session).__name__}"
+            )
         self._session = session
         return self
 

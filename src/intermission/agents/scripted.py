@@ -6,7 +6,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from .._ids import RANDOM_IDS, IdFactory
-from ..errors import ModelError, ScriptExhaustedError
+from ..errors import ModelError, ScriptExhaustedError, UsageError
 from ..messages import ChatMessage, ToolCall
 from .models import ModelChunk, ToolSchema
 
@@ -37,6 +37,14 @@ class ScriptedModel:
         chunk_delay: float = 0.0,
         ids: IdFactory | None = None,
     ) -> None:
+        if not callable(script) and (
+            isinstance(script, (str, bytes)) or not isinstance(script, Sequence)
+        ):
+            raise UsageError(
+                "a script is a list of replies (text, or a list of ToolCall) or a function "
+                f"of (messages, tools), not {type(script).__name__}"
+                + ("; for one reply write [text]" if isinstance(script, str) else "")
+            )
         self._fn: ScriptFn | None = script if callable(script) else None
         self._replies: list[Reply] = [] if callable(script) else list(script)
         self.chunk_size = max(1, chunk_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
 from typing import Any, get_type_hints, overload
 
@@ -13,6 +14,8 @@ from ..errors import ToolDefinitionError
 from .models import ToolSchema
 
 __all__ = ["TOOL_INDEX", "Tool", "ToolArgumentError", "tool"]
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 INJECTED = frozenset({"session"})
 """Parameter names filled in by the agent, not by the model (``session``: the running
@@ -33,6 +36,12 @@ class Tool:
     def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str = ""):
         self.fn = fn
         self.name = name or fn.__name__
+        if not _NAME.fullmatch(self.name):
+            # chat APIs accept ^[a-zA-Z0-9_-]{1,64}$ only (a lambda is named "<lambda>")
+            raise ToolDefinitionError(
+                f"{self.name!r} is not a tool name (letters, digits, _ and -, at most 64): "
+                "name it with @tool(name=...)"
+            )
         self.description = description or inspect.getdoc(fn) or self.name
         self.is_async = inspect.iscoroutinefunction(fn)
         try:

@@ -13,20 +13,18 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
 from .._sync import run_sync
-from ..errors import FlowRuntimeError
+from ..errors import FlowRuntimeError, UsageError
 from ..events import NodeEndEvent, NodeStartEvent
+from .context import FlowContext
 from .events_log import RunScope
 from .graph import Graph, Node
 from .spec import GraphSpec
 from .state import GraphRun
-
-if TYPE_CHECKING:
-    from .context import FlowContext
 
 __all__ = ["FlowEngine", "FlowInterceptor", "FlowResult", "FlowStatus"]
 
@@ -134,6 +132,12 @@ class FlowEngine:
     ) -> Generator[Any, Any, FlowResult]:
         """The run as a generator that yields only what must be awaited (one core for the
         sync and the async entry points)."""
+        if not isinstance(graph, (GraphSpec, Graph)) or not isinstance(ctx, FlowContext):
+            bad = graph if not isinstance(graph, (GraphSpec, Graph)) else ctx
+            raise UsageError(
+                "eval runs a GraphSpec or Graph on a FlowContext (session.context); got "
+                f"a {type(bad).__name__}"
+            )
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
         if scope is None and session is not None:

@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..decisions import HITLState
-from ..errors import EffectOutcomeUnknownError
+from ..errors import EffectOutcomeUnknownError, UsageError
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
@@ -80,6 +80,8 @@ class InMemoryAgentSession:
         max_events: int = 1000,
         clock: Clock | None = None,
     ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise UsageError(f"a session id is a non-empty string, not {session_id!r}")
         self.session_id = session_id
         self.context = FlowContext(session_id)
         self.context.session = self

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._clock import Clock
+from ..errors import StoreError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
@@ -52,10 +53,13 @@ class SQLiteStore(SQLStore):
         return self._open()
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, timeout=60.0, check_same_thread=False
-        )
-        conn.execute("PRAGMA journal_mode=WAL")
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=60.0, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error as exc:  # a missing folder, no permission, not a database
+            raise StoreError(f"cannot open the SQLite store {str(self.path)!r}: {exc}") from exc
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
