@@ -81,7 +81,7 @@ def _misuses() -> dict[str, tuple[type[BaseException], object]]:
         UsageError,
         tool,
     )
-    from intermission.stores import SQLiteStore
+    from intermission.stores import PostgresStore, SQLiteStore
 
     agent = ReActAgent.of(ScriptedModel(["hi"])).name("a").build()
     return {
@@ -95,6 +95,8 @@ def _misuses() -> dict[str, tuple[type[BaseException], object]]:
         "no model": (UsageError, lambda: ReActAgent.of(None)),
         "a dict where a context goes": (UsageError, lambda: FlowEngine().eval(GraphSpec("g"), {})),
         "a store in a missing folder": (StoreError, lambda: SQLiteStore("/no/such/dir/x.db")),
+        "no PostgreSQL server there": (
+            StoreError, lambda: PostgresStore("postgresql://nobody:pw@127.0.0.1:1/x")),
     }  # fmt: skip
 
 

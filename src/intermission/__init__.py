@@ -2,8 +2,9 @@
 
 The public surface is flat: ``from intermission import ReActAgent, GraphSpec, ...``. Names
 load on first use (PEP 562), so ``import intermission`` stays cheap and a script pays only
-for the parts it touches. Optional layers (``intermission.notebook``,
-``intermission.stores.postgres``) are imported on their own because they need extras.
+for the parts it touches. The stores (``intermission.stores``) and the notebook layer
+(``intermission.notebook``, extra ``notebook``) are imported on their own; PostgresStore
+needs the ``postgres`` extra, which it imports when it is made.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._compat import require
+from ..errors import StoreError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
@@ -32,7 +33,10 @@ class PostgresStore(SQLStore):
         super().__init__(clock=clock, lease_ms=lease_ms)
 
     def _connect(self) -> Any:
-        return self._psycopg.connect(self.dsn, autocommit=True)
+        try:
+            return self._psycopg.connect(self.dsn, autocommit=True)
+        except self._psycopg.OperationalError as exc:  # (the message never holds a password)
+            raise StoreError(f"cannot connect to the PostgreSQL store: {exc}") from exc
 
     @contextmanager
     def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
