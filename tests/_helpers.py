@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from intermission import END, FlowContext, GraphSpec, Node
+from intermission import END, FlowContext, GraphSpec, Node, tool
+
+TRANSFERS: list[tuple[str, int]] = []
+"""Every call of :func:`transfer` (tests clear it first)."""
+
+
+@tool
+def transfer(account: str, amount: int) -> str:
+    """Move money."""
+    TRANSFERS.append((account, amount))
+    return f"sent {amount} to {account}"
 
 
 def approval_task(ctx: FlowContext, node: Node) -> None:

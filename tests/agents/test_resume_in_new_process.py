@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
     HITL,
@@ -26,17 +27,9 @@ from intermission import (
     ScriptedModel,
     TeamAgent,
     ToolCall,
-    tool,
 )
 
-RAN: list[tuple[str, int]] = []
-
-
-@tool
-def transfer(account: str, amount: int) -> str:
-    """Move money."""
-    RAN.append((account, amount))
-    return f"sent {amount} to {account}"
+RAN = TRANSFERS  # every call of the shared transfer tool
 
 
 def needs_approval(_trace: Any, args: dict[str, Any]) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
     HITL,
@@ -16,17 +17,9 @@ from intermission import (
     ScriptedModel,
     ToolCall,
     UnknownTaskError,
-    tool,
 )
 
-RAN: list[tuple[str, int]] = []
-
-
-@tool
-def transfer(account: str, amount: int) -> str:
-    """Move money."""
-    RAN.append((account, amount))
-    return f"sent {amount} to {account}"
+RAN = TRANSFERS  # every call of the shared transfer tool
 
 
 def two_calls_model() -> ScriptedModel:
