@@ -51,7 +51,9 @@ def test_cli_reject_path_and_one_line_errors(
     assert main(["show", "missing", "--store", store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: session 'change-001' is not waiting for a decision",
+        "error: session 'change-001' is done: there is nothing to resume (someone else may "
+        "have resumed it already); nothing was claimed. To send a new prompt, use "
+        "store.claim(session_id)",
         "error: no stored session 'missing'",
     ]
 

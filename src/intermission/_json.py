@@ -3,20 +3,57 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
-from .errors import NotSerializableError
+from .errors import NotSerializableError, UsageError
 
-__all__ = ["canonical_dumps", "check_json"]
+__all__ = ["canonical_dumps", "check_json", "check_text", "escape_surrogates"]
 
 _SCALARS = (str, int, float, bool, type(None))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def check_text(what: str, text: str, *, allow_nul: bool = True) -> None:
+    """Refuse text no store can keep as a key: lone surrogates (not Unicode text, e.g. an
+    ``os.fsdecode`` file name) and, unless ``allow_nul``, NUL characters (PostgreSQL text
+    cannot hold them). Values inside JSON documents are stored escaped instead."""
+    if text.isascii():
+        if allow_nul or "\x00" not in text:
+            return
+        raise UsageError(f"{what} {text!r} holds a NUL character, which no store keeps in a key")
+    if _SURROGATE.search(text):
+        raise UsageError(
+            f"{what} {text!r} holds a lone surrogate (not Unicode text); decode bytes "
+            "with errors='replace' or keep them as base64"
+        )
+    if not allow_nul and "\x00" in text:
+        raise UsageError(f"{what} {text!r} holds a NUL character, which no store keeps in a key")
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` (JSON) with every lone surrogate written as its JSON escape: the same
+    JSON value, now encodable as UTF-8 (what every store writes)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pair = _PAIR.search(text)
+        if pair is not None:  # JSON would read the two back as one character
+            raise NotSerializableError(f"text {pair.group()!r}", pair.group()) from None
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def check_json(key: str, value: Any) -> None:
-    """Raise NotSerializableError naming ``key`` unless ``value`` is plain JSON data."""
+    """Raise NotSerializableError naming ``key`` unless ``value`` is plain JSON data (NaN
+    and infinities are not JSON)."""
     if isinstance(value, _SCALARS):
-        if isinstance(value, float) and value != value:  # NaN is not JSON
+        if isinstance(value, float) and not math.isfinite(value):
             raise NotSerializableError(key, value)
         return
     if isinstance(value, (list, tuple)):
@@ -43,20 +80,25 @@ def _make_fast() -> Callable[[Any], str]:
         from _json import make_encoder  # type: ignore[import-not-found,unused-ignore]
         from json.encoder import encode_basestring
     except ImportError:  # an interpreter without the C accelerator
-        return _ENCODER.encode
+        return lambda data: escape_surrogates(_ENCODER.encode(data))
     if make_encoder is None or encode_basestring is None:
-        return _ENCODER.encode
+        return lambda data: escape_surrogates(_ENCODER.encode(data))
     encode = make_encoder(
         None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, True
     )
 
     def fast(data: Any) -> str:
         if isinstance(data, str):
-            return _ENCODER.encode(data)
-        return "".join(encode(data, 0))
+            return escape_surrogates(_ENCODER.encode(data))
+        return escape_surrogates("".join(encode(data, 0)))
 
     return fast
 
 
-canonical_dumps: Callable[[Any], str] = _make_fast()
-"""Compact JSON with sorted keys: the same data always gives the same text."""
+_fast = _make_fast()
+
+
+def canonical_dumps(data: Any) -> str:
+    """Compact JSON with sorted keys: the same data always gives the same text. Lone
+    surrogates are escaped (so every store can write the text) and come back unchanged."""
+    return _fast(data)

@@ -96,9 +96,11 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
     # Step 1: record the decision and save it, so a crash while resuming loses nothing.
+    # A decision someone else recorded first stands: a different one is refused
+    # (DecisionConflictError, exit 2) and nothing is saved.
     with store.resume(args.session_id) as s:
         agent_name = s.agent
-        tasks = HITL.pending_tasks(s)
+        tasks = s.hitl.tasks  # every call of the suspended batch, decided or not
         if tasks:
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
@@ -108,7 +110,11 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             HITL.submit_all(s, {t.call_uuid: decision for t in tasks})
         else:
             decide_graph(
-                s, "APPROVE" if approve else "REJECT", reviewer=args.reviewer, reason=args.reason
+                s,
+                "APPROVE" if approve else "REJECT",
+                reviewer=args.reviewer,
+                reason=args.reason,
+                comment=args.comment,
             )
     # Step 2: resume under a fresh claim; a second resumer is refused before anything runs.
     agent = _agent_for(args, agent_name)

@@ -21,11 +21,14 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── InvalidDecisionError (ValueError)        an HITL or graph decision was refused
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
-    │   └── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
+    │   ├── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
+    │   └── DecisionConflictError                another decision is already recorded (R39)
     ├── StoreError                               a session store failed
     │   ├── SessionNotFoundError (KeyError)      no stored session with that id
     │   ├── ConflictError                        stale save (compare-and-set on the version)
-    │   └── SessionBusyError                     another resumer holds the claim
+    │   ├── SessionBusyError                     another resumer holds the claim
+    │   ├── LeaseLostError                       this resumer's claim lapsed and was taken (R40)
+    │   └── StoreUnavailableError                the database could not be reached (R40)
     └── RunCancelledError                        a run was cancelled before it finished
 
 Pausing is control flow, not an error: ``session.pending(True, reason)`` never raises, and
@@ -37,11 +40,13 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousTaskError",
     "ConflictError",
+    "DecisionConflictError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
     "IntermissionError",
     "InvalidDecisionError",
+    "LeaseLostError",
     "MissingDependencyError",
     "ModelError",
     "NotSerializableError",
@@ -56,6 +61,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotSchemaError",
     "StoreError",
+    "StoreUnavailableError",
     "ToolDefinitionError",
     "UnknownTaskError",
     "UsageError",
@@ -149,9 +155,15 @@ class NotSerializableError(SnapshotError):
 
     def __init__(self, key: str, value: object) -> None:
         self.key = key
+        what = (
+            "a float that is not finite"
+            if isinstance(value, float)
+            else f"a {type(value).__name__}"
+        )
         super().__init__(
-            f"context key {key!r} holds a {type(value).__name__}, which is not JSON: "
-            "store plain data (str, int, float, bool, None, lists and dicts of them)"
+            f"context key {key!r} holds {what}, which is not JSON: store plain data (str, "
+            "int, finite float, bool, None, lists and dicts of them); keep live objects "
+            "in ctx.attrs, which is never saved"
         )
 
 
@@ -211,6 +223,40 @@ class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
     """The approver policy does not allow this reviewer (R23c)."""
 
 
+class DecisionConflictError(InvalidDecisionError):
+    """A different decision is already recorded and not yet applied: the first decision
+    wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided what and when;
+    the session is unchanged."""
+
+    def __init__(
+        self,
+        session_id: str,
+        what: str,
+        verdict: str,
+        reviewer: str | None,
+        time_ms: float | None,
+        *,
+        call_uuid: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.verdict = verdict
+        self.reviewer = reviewer
+        self.time_ms = time_ms
+        when = ""
+        if time_ms is not None:
+            import datetime as _dt
+
+            stamp = _dt.datetime.fromtimestamp(time_ms / 1000, _dt.timezone.utc)
+            when = f" at {stamp.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+        who = reviewer if reviewer else "an unnamed reviewer"
+        super().__init__(
+            f"{what} of session {session_id!r} was already decided: {verdict} by {who}{when}; "
+            "the first decision stands and nothing was changed (decide on a fork, or wait "
+            "for the resume that applies it)",
+            call_uuid=call_uuid,
+        )
+
+
 class StoreError(IntermissionError):
     """A session store failed."""
 
@@ -247,6 +293,38 @@ class SessionBusyError(StoreError):
         super().__init__(
             f"session {session_id!r} is being resumed by someone else; nothing was run"
         )
+
+
+class LeaseLostError(StoreError):
+    """This resumer's claim lapsed and another resumer took the session over, so nothing
+    of this resume was saved (R40). ``ran`` lists what did run meanwhile: effects recorded
+    in the ledger (the next holder will not repeat them) and tool calls."""
+
+    def __init__(self, session_id: str, holder: str | None, ran: list[str]) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        self.ran = list(ran)
+        what = "; ".join(ran) if ran else "no tool call and no effect"
+        super().__init__(
+            f"the claim on session {session_id!r} lapsed and "
+            f"{holder or 'another resumer'} took it over: nothing of this resume was saved. "
+            f"What ran meanwhile: {what}. Effects recorded in the ledger are not repeated; "
+            "load the session again to see where it stands"
+        )
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached (a restart, a failover, a dropped connection).
+    The broken connection was discarded; the next call connects anew (R40)."""
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        self.outcome_unknown = outcome_unknown
+        tail = (
+            "the write may or may not have been committed; load the session to see"
+            if outcome_unknown
+            else "nothing was written; retry when the database is back"
+        )
+        super().__init__(f"{message}: {tail}")
 
 
 class RunCancelledError(IntermissionError):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from tests._helpers import change_graph, linear
 
-from intermission import FlowEngine, InMemoryAgentSession
+from intermission import FlowEngine, InMemoryAgentSession, NothingToResumeError
 
 
 def test_r1_pending_sets_flag_and_reason_and_clears() -> None:  # R1
@@ -53,14 +55,18 @@ def test_r3_new_eval_clears_pending_and_resumes() -> None:  # R3, R7a
     assert s.context.get("calls.approval") == 2  # the pending node re-ran (R8)
 
 
-def test_r4_eval_after_done_runs_nothing() -> None:  # R4 (the graph level is a no-op)
+def test_r4_eval_after_done_raises_and_runs_nothing() -> None:  # R4, R40
     counts: dict[str, int] = {}
     spec = change_graph(counts)
     s = InMemoryAgentSession.of("c")
     s.context.put("approval.decision", "APPROVE")
     FlowEngine().eval(spec, s.context)
-    again = FlowEngine().eval(spec, s.context)
-    assert again.is_done and again.steps == 0 and counts["executor"] == 1
+    before = s.to_json()
+    with pytest.raises(NothingToResumeError, match="already ran to its end"):
+        FlowEngine().eval(spec, s.context)
+    assert counts["executor"] == 1 and s.to_json() == before and s.status == "done"
+    s.context.trace.clear()  # what the message says to do runs it again
+    assert FlowEngine().eval(spec, s.context).is_done and counts["executor"] == 2
 
 
 def test_r5_pending_from_another_thread_takes_effect_at_next_check_point() -> None:  # R5

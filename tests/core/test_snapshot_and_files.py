@@ -34,10 +34,18 @@ def test_r28_snapshot_is_canonical_json_with_schema_version() -> None:  # R28
 def test_r28_non_json_value_is_refused_naming_the_key() -> None:  # R28
     s = InMemoryAgentSession.of("x")
     s.context.put("ok", {"nested": [1, 2]})
-    s.context.put("bad", {"inner": [1, object()]})
+    # refused when it enters the session, and nothing changes
+    for bad in ({"inner": [1, object()]}, float("inf"), [float("-inf")], {"when": Ellipsis}):
+        with pytest.raises(NotSerializableError):
+            s.context.put("bad", bad)
+        with pytest.raises(NotSerializableError):
+            s.context["bad"] = bad
+    assert "bad" not in s.context
+    # a value changed in place after it entered is caught at save time, naming its path
+    s.context.get("ok")["nested"].append(object())
     with pytest.raises(NotSerializableError) as info:
         s.snapshot()
-    assert info.value.key == "bad.inner[1]"
+    assert info.value.key == "ok.nested[2]"
 
 
 @pytest.mark.parametrize(

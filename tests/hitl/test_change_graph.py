@@ -119,7 +119,12 @@ def test_supervisor_protocol_routes_members_until_finish() -> None:
 
 
 def test_graph_decisions_are_checked_like_tool_decisions() -> None:  # R23, R23c
-    from intermission import InvalidDecisionError, ReviewerNotAllowedError, decide_graph
+    from intermission import (
+        DecisionConflictError,
+        InvalidDecisionError,
+        ReviewerNotAllowedError,
+        decide_graph,
+    )
 
     team, s, _, applied = run_to_pause()
     before = s.to_json()
@@ -130,8 +135,12 @@ def test_graph_decisions_are_checked_like_tool_decisions() -> None:  # R23, R23c
     assert s.to_json() == before
     decide_graph(s, "APPROVE", reviewer="lead", approvers={"lead"})
     assert s.context["approval.operator"] == "lead" and isinstance(s.context["approval.time"], int)
-    with pytest.raises(InvalidDecisionError, match="already has a decision"):
-        decide_graph(s, "REJECT", reviewer="lead")
+    decided = s.to_json()
+    with pytest.raises(DecisionConflictError, match="already decided: APPROVE by lead") as info:
+        decide_graph(s, "REJECT", reviewer="bob", reason="do not")
+    assert info.value.verdict == "APPROVE" and info.value.reviewer == "lead"
+    decide_graph(s, "APPROVE", reviewer="bob")  # the same verdict again: nothing changes
+    assert s.to_json() == decided
     team.prompt().session(s).call()
     assert applied == ["change-001"]
     with pytest.raises(InvalidDecisionError, match="not waiting"):

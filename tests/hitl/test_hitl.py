@@ -6,6 +6,7 @@ import pytest
 from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
+    DecisionConflictError,
     HITL,
     AmbiguousTaskError,
     HITLDecision,
@@ -141,15 +142,26 @@ def test_r23a_changed_arguments_void_the_approval() -> None:
 
 @pytest.mark.parametrize(
     "second",
-    [HITLDecision.approve(), HITLDecision.reject("changed my mind")],
-    ids=["double", "conflicting"],
+    [
+        HITLDecision.reject("changed my mind"),
+        HITLDecision.skip(),
+        HITLDecision.approve().modified_args({"amount": 1}),
+    ],
+    ids=["reject", "skip", "edited"],
 )
-def test_r23_double_or_conflicting_decision_leaves_session_byte_identical(second) -> None:  # type: ignore[no-untyped-def]
+def test_r23_r39_conflicting_decision_leaves_session_byte_identical(second) -> None:  # type: ignore[no-untyped-def]
     _agent, s, _, _ = paused()
-    HITL.submit(s, "c-1", HITLDecision.approve())
+    first = HITL.submit(s, "c-1", HITLDecision.approve().reviewer("alice"))
     before = s.to_json()
-    with pytest.raises(InvalidDecisionError):
-        HITL.submit(s, "c-1", second)
+    with pytest.raises(DecisionConflictError, match="approve by alice") as info:
+        HITL.submit(s, "c-1", second.reviewer("bob"))
+    assert (info.value.verdict, info.value.reviewer) == ("approve", "alice")
+    assert isinstance(info.value, InvalidDecisionError) and s.to_json() == before
+    # the same decision again (a retry, a second reviewer agreeing) changes nothing
+    assert HITL.submit(s, "c-1", HITLDecision.approve().reviewer("bob")) == first
+    assert s.to_json() == before
+    with pytest.raises(DecisionConflictError):
+        HITL.reject_all(s, "no")  # the decided task is part of the batch: not skipped over
     with pytest.raises(UnknownTaskError):
         HITL.submit(s, "c-404", HITLDecision.approve())
     with pytest.raises(InvalidDecisionError):

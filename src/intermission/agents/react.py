@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EffectOutcomeUnknownError, NothingToResumeError, UsageError
+from ..errors import NothingToResumeError, SessionStateError, StoreError, UsageError
 from ..events import (
     ActionEndEvent,
     ActionStartEvent,
@@ -290,8 +290,11 @@ class ReActAgent(AgentBase):
             return observation_text(await t.invoke(ex.args, session)), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
-        except EffectOutcomeUnknownError:
-            raise  # not a tool failure: the run stops so a human can check the effect
+        except (SessionStateError, StoreError):
+            # not a tool failure: an effect of unknown outcome, a lost claim or a database
+            # that went away stops the run (nothing is saved), so a human or a retry can
+            # look, instead of the model reading it as an observation and going on
+            raise
         except Exception as exc:
             return f"Execution error in tool {ex.tool_name}: {type(exc).__name__}: {exc}", "error"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from .._json import check_json
 from .state import FlowTrace
 
 if TYPE_CHECKING:
@@ -48,12 +49,17 @@ class FlowContext(MutableMapping[str, Any]):
         return self._data.get(key, default)
 
     def put(self, key: str, value: Any) -> FlowContext:
-        """Set ``key`` to ``value`` and return the context (chainable)."""
+        """Set ``key`` to ``value`` and return the context (chainable). A value no store
+        can keep (not JSON: a datetime, an object, NaN) is refused here with
+        NotSerializableError naming the key, and nothing changes (R28)."""
+        _check_entry(key, value)
         self._data[key] = value
         return self
 
     def put_if_absent(self, key: str, value: Any) -> Any:
         """Set ``key`` only when it is missing; return the value now stored."""
+        if key not in self._data:
+            _check_entry(key, value)
         return self._data.setdefault(key, value)
 
     def remove(self, key: str) -> Any:
@@ -69,6 +75,7 @@ class FlowContext(MutableMapping[str, Any]):
         return self._data[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
+        _check_entry(key, value)
         self._data[key] = value
 
     def __delitem__(self, key: str) -> None:
@@ -109,3 +116,15 @@ class FlowContext(MutableMapping[str, Any]):
     def __repr__(self) -> str:
         state = " stopped" if self._stopped else ""
         return f"<FlowContext {self.instance_id!r}{state} keys={list(self._data)[:8]}>"
+
+
+def _check_entry(key: Any, value: Any) -> None:
+    if not isinstance(key, str):
+        from ..errors import UsageError
+
+        raise UsageError(f"context keys are strings, not {type(key).__name__}")
+    if type(value) not in _PLAIN:  # the common scalars need no walk
+        check_json(key, value)
+
+
+_PLAIN = (str, int, bool, type(None))

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
 from .._sync import run_sync
-from ..errors import FlowRuntimeError, UsageError
+from ..errors import FlowRuntimeError, NothingToResumeError, UsageError
 from ..events import NodeEndEvent, NodeStartEvent
 from .context import FlowContext
 from .events_log import RunScope
@@ -140,6 +140,14 @@ class FlowEngine:
             )
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
+        done = ctx.trace.graphs.get(g.id)
+        if done is not None and done.started and not done.tokens:
+            # R4: never a silent empty run; checked before anything changes
+            raise NothingToResumeError(
+                f"graph {g.id!r} already ran to its end on this context: nothing to resume; "
+                "clear its positions (ctx.trace.clear()) to run it again",
+                session_id=session.session_id if session is not None else None,
+            )
         if scope is None and session is not None:
             scope = RunScope(self.ids("run"), g.id, session, self.clock)
             if session.agent is None:
@@ -172,8 +180,6 @@ class FlowEngine:
             run.started = True
             run.ended = False
             run.tokens = [g.start]
-        elif not run.tokens:
-            return "done"
         stack = run.tokens
         parked: list[str] = []
         nodes = g.nodes

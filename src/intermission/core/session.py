@@ -7,18 +7,37 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._json import check_json, check_text
 from ..decisions import HITLState
-from ..errors import EffectOutcomeUnknownError, UsageError
+from ..errors import EffectOutcomeUnknownError, NotSerializableError, UsageError
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
 from .events_log import EventLog
-from .ledger import LedgerEntry
+from .ledger import FORGOTTEN, LedgerEntry, new_attempt
 from .session_status import SessionStatus
 
-__all__ = ["AgentSession", "InMemoryAgentSession", "SessionStatus"]
+__all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
 
 T = TypeVar("T")
+
+LedgerHook = Callable[[str, LedgerEntry, bool], LedgerEntry]
+"""``hook(key, entry, force)`` → the entry now stored: how a store makes ledger changes
+durable the moment they happen (see ``InMemoryAgentSession._ledger_put``)."""
+
+
+def check_session_id(session_id: object) -> None:
+    """A session id is a non-empty string every store can keep as a key."""
+    if not isinstance(session_id, str) or not session_id:
+        raise UsageError(f"a session id is a non-empty string, not {session_id!r}")
+    check_text("session id", session_id, allow_nul=False)
+
+
+def check_effect_key(key: object) -> None:
+    """An idempotency key is a non-empty string every store can keep as a key."""
+    if not isinstance(key, str) or not key:
+        raise UsageError(f"an effect key is a non-empty string, not {key!r}")
+    check_text("effect key", key, allow_nul=False)
 
 
 @runtime_checkable
@@ -80,8 +99,7 @@ class InMemoryAgentSession:
         max_events: int = 1000,
         clock: Clock | None = None,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise UsageError(f"a session id is a non-empty string, not {session_id!r}")
+        check_session_id(session_id)
         self.session_id = session_id
         self.context = FlowContext(session_id)
         self.context.session = self
@@ -95,8 +113,10 @@ class InMemoryAgentSession:
         self.agent: str | None = None
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._reason: str | None = None
-        self.ledger_hook: Callable[[str, LedgerEntry], None] | None = None
+        self.ledger_hook: LedgerHook | None = None
         """Called on every ledger change; stores use it to make ``started`` durable."""
+        self.ledger_dirty: set[str] = set()
+        """Keys changed while no store was attached: the next save writes them."""
         self.store_version: int = 0
         """The version this object was loaded at (compare-and-set, R29)."""
         self.claim_token: str | None = None
@@ -143,37 +163,63 @@ class InMemoryAgentSession:
         if overflow > 0:
             del self.messages[:overflow]
 
-    # -- idempotency ledger (R32) ----------------------------------------------------
-    def _ledger_put(self, key: str, entry: LedgerEntry) -> None:
-        # the hook first: a store makes the entry durable (and may refuse it) before the
-        # effect runs
-        if self.ledger_hook is not None:
-            self.ledger_hook(key, entry)
+    # -- idempotency ledger (R32, R39) ----------------------------------------------
+    def _ledger_put(self, key: str, entry: LedgerEntry, *, force: bool = False) -> LedgerEntry:
+        """Record ``entry``; returns the entry now in the ledger, which is another one when
+        the store holds a newer state of the effect (another process moved it on).
+
+        The hook first: a store makes the entry durable (and may refuse it) before the
+        effect runs. ``force``: a human override (resolve/forget), written as it is."""
+        hook = self.ledger_hook
+        if hook is not None:
+            entry = hook(key, entry, force)
+        else:
+            self.ledger_dirty.add(key)
         self.ledger[key] = entry
+        return entry
 
     def _ledger_start(self, key: str) -> LedgerEntry | None:
         """The completed entry for ``key``, or None after recording ``started``."""
+        check_effect_key(key)
         entry = self.ledger.get(key)
         if entry is not None and entry.status == "started":
             raise EffectOutcomeUnknownError(key, session_id=self.session_id)
         if entry is not None and entry.status == "completed":
             return entry
-        self._ledger_put(key, LedgerEntry(status="started", started_ms=self.clock.now_ms()))
-        return None
+        mine = LedgerEntry(status="started", started_ms=self.clock.now_ms(), attempt=new_attempt())
+        stored = self._ledger_put(key, mine)
+        if stored == mine:  # (equal, not identical: a retried write reads it back)
+            return None
+        if stored.status == "completed":  # done meanwhile by another copy (a fork, a process)
+            return stored
+        raise EffectOutcomeUnknownError(key, session_id=self.session_id)
 
     def _ledger_end(self, key: str, result: Any = None, error: BaseException | None = None) -> None:
         now = self.clock.now_ms()
         entry = self.ledger[key]
-        self._ledger_put(
-            key, entry.failed(str(error), now) if error else entry.completed(result, now)
-        )
+        if error is not None:
+            self._ledger_put(key, entry.failed(f"{type(error).__name__}: {error}", now))
+            return
+        try:
+            check_json(f"result of effect {key!r}", result)
+        except NotSerializableError:
+            # the effect ran: record that, without the result no store could keep
+            kept = entry.completed(None, now).model_copy(
+                update={"error": f"result not kept: a {type(result).__name__} is not JSON"}
+            )
+            self._ledger_put(key, kept)
+            raise
+        self._ledger_put(key, entry.completed(result, now))
 
     def once(self, key: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` once per ``key`` for this session and record its result.
 
         Later calls return the recorded result without running ``fn``. The ledger marks the
         effect ``started`` before it runs and ``completed`` after, so a crash in between is
-        visible (``unknown``) instead of silently repeated. The result must be JSON.
+        visible (``unknown``) instead of silently repeated. The result must be JSON (a
+        result that is not is refused with NotSerializableError once the effect is
+        recorded as completed). A stored session shares its ledger with every copy and
+        fork: an effect one of them completed is returned here, not run again.
         """
         done = self._ledger_start(key)
         if done is not None:
@@ -202,13 +248,28 @@ class InMemoryAgentSession:
         return result
 
     def resolve_effect(self, key: str, result: Any) -> None:
-        """Record by hand that an effect of unknown outcome did complete with ``result``."""
-        entry = self.ledger.get(key) or LedgerEntry(status="started", started_ms=0.0)
-        self._ledger_put(key, entry.completed(result, self.clock.now_ms()))
+        """Record by hand that an effect of unknown outcome did complete with ``result``
+        (written to the store at once when the session came from one)."""
+        check_effect_key(key)
+        check_json(f"result of effect {key!r}", result)
+        entry = self.ledger.get(key) or LedgerEntry(
+            status="started", started_ms=0.0, attempt=new_attempt()
+        )
+        self._ledger_put(key, entry.completed(result, self.clock.now_ms()), force=True)
 
     def forget_effect(self, key: str) -> None:
-        """Drop a ledger entry so the effect runs again on the next ``once``."""
-        self.ledger.pop(key, None)
+        """Mark an effect as not done, so the next ``once`` runs it again: after a crash
+        left it ``started`` and a human checked that it did not happen. Recorded as a
+        failed attempt (``error`` says it was forgotten by hand), so a stale copy that
+        still holds the old entry cannot bring it back."""
+        check_effect_key(key)
+        entry = self.ledger.get(key)
+        if entry is None:
+            return
+        forgotten = entry.model_copy(
+            update={"status": "failed", "error": FORGOTTEN, "ended_ms": self.clock.now_ms()}
+        )
+        self._ledger_put(key, forgotten, force=True)
 
     # -- snapshots (R28) -------------------------------------------------------------
     def snapshot(self) -> Any:

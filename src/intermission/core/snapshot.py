@@ -369,5 +369,6 @@ def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -
     session.clock = SYSTEM_CLOCK
     session._reason = snap.pending_reason
     session.ledger_hook = None
+    session.ledger_dirty = set(snap.ledger)  # not in any store yet: a save writes them
     session.store_version = 0
     session.claim_token = None

@@ -13,6 +13,7 @@ from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import (
     AmbiguousTaskError,
+    DecisionConflictError,
     InvalidDecisionError,
     ReviewerNotAllowedError,
     UnknownTaskError,
@@ -81,10 +82,6 @@ class HITL:
                 "see HITL.pending_tasks(session)",
                 call_uuid=uuid,
             )
-        if uuid in session.hitl.decisions:
-            raise InvalidDecisionError(
-                f"task {uuid!r} already has a decision; a task is decided once", call_uuid=uuid
-            )
         if isinstance(task, HITLTask) and task.args != current.args:
             raise InvalidDecisionError(
                 f"task {uuid!r} changed since it was read; read it again", call_uuid=uuid
@@ -114,6 +111,20 @@ class HITL:
             except ToolArgumentError as exc:
                 raise InvalidDecisionError(str(exc), call_uuid=uuid) from None
             modified = {k: merged[k] for k in modified}
+        existing = session.hitl.decisions.get(uuid)
+        if existing is not None:
+            # first writer wins (R39): the same decision again is a no-op (a retry, a second
+            # reviewer agreeing); a different one is refused, naming the first
+            if existing.verdict == decision.verdict and existing.modified_args == modified:
+                return existing
+            raise DecisionConflictError(
+                session.session_id,
+                f"tool call {current.tool_name} ({uuid})",
+                existing.verdict + (" with edited arguments" if existing.modified_args else ""),
+                existing.reviewer,
+                existing.time_ms,
+                call_uuid=uuid,
+            )
         return DecisionRecord(
             call_uuid=uuid,
             tool_name=current.tool_name,
@@ -131,9 +142,11 @@ class HITL:
         session: AgentSession, task: HITLTask | str, decision: HITLDecision
     ) -> DecisionRecord:
         """Record ``decision`` for ``task`` (a task or its call UUID); typed errors, no change
-        on refusal. Resume afterwards with an empty prompt."""
+        on refusal. The first decision of a task wins: the same decision again changes
+        nothing and returns the recorded one; a different one raises
+        DecisionConflictError. Resume afterwards with an empty prompt."""
         record = HITL._check(session, task, decision)
-        session.hitl.decisions[record.call_uuid] = record
+        session.hitl.decisions.setdefault(record.call_uuid, record)
         return record
 
     @staticmethod
@@ -143,30 +156,28 @@ class HITL:
         """Record several decisions by call UUID; all are checked before any is stored."""
         records = [HITL._check(session, uuid, d) for uuid, d in decisions.items()]
         for record in records:
-            session.hitl.decisions[record.call_uuid] = record
+            session.hitl.decisions.setdefault(record.call_uuid, record)
         return records
 
     @staticmethod
     def approve_all(session: AgentSession, reviewer: str | None = None) -> list[DecisionRecord]:
-        """Approve every undecided task."""
+        """Approve every task of the suspended batch (a task already rejected or skipped
+        raises DecisionConflictError and nothing is recorded)."""
         decision = HITLDecision.approve()
         if reviewer:
             decision = decision.reviewer(reviewer)
-        return HITL.submit_all(
-            session, {t.call_uuid: decision for t in HITL.pending_tasks(session)}
-        )
+        return HITL.submit_all(session, {t.call_uuid: decision for t in session.hitl.tasks})
 
     @staticmethod
     def reject_all(
         session: AgentSession, reason: str | None = None, reviewer: str | None = None
     ) -> list[DecisionRecord]:
-        """Reject every undecided task."""
+        """Reject every task of the suspended batch (a task already approved raises
+        DecisionConflictError and nothing is recorded)."""
         decision = HITLDecision.reject(reason)
         if reviewer:
             decision = decision.reviewer(reviewer)
-        return HITL.submit_all(
-            session, {t.call_uuid: decision for t in HITL.pending_tasks(session)}
-        )
+        return HITL.submit_all(session, {t.call_uuid: decision for t in session.hitl.tasks})
 
     @staticmethod
     def clear(session: AgentSession) -> None:

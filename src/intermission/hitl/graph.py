@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..core.session import AgentSession
-from ..errors import InvalidDecisionError, ReviewerNotAllowedError
-from .api import HITL
+from ..errors import DecisionConflictError, InvalidDecisionError, ReviewerNotAllowedError
 
 __all__ = ["ApprovalKeys", "decide_graph"]
 
@@ -38,29 +37,47 @@ def decide_graph(
 ) -> None:
     """Record a graph approval: ``APPROVE`` or ``REJECT``, who and when. Resume afterwards
     with an empty prompt. Refused (typed error, nothing written) when the session is not
-    waiting, a decision is already there, or ``approvers`` does not allow ``reviewer``."""
+    waiting, waits for tool approvals instead, or ``approvers`` does not allow
+    ``reviewer``. The first decision wins (R39): the same verdict again changes nothing;
+    the other one raises DecisionConflictError naming who decided and when."""
     if verdict not in ("APPROVE", "REJECT"):
         raise InvalidDecisionError(f"a graph decision is APPROVE or REJECT, not {verdict!r}")
+    for name, value in (("reviewer", reviewer), ("reason", reason), ("comment", comment)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidDecisionError(f"{name} is text, not {type(value).__name__}")
     ctx = session.context
     if not session.is_pending:
         raise InvalidDecisionError(f"session {session.session_id!r} is not waiting for a decision")
-    waiting = HITL.pending_tasks(session)
-    if waiting:
+    tasks = session.hitl.tasks
+    if tasks:
         # a decision key would be written and resumed on, while the run still waits for
-        # the tool approvals: the click would seem to work and change nothing
+        # the tool approvals: the click would seem to work and change nothing, or (once
+        # someone approved the tools) run them against this very decision
+        decided = [session.hitl.decisions[t.call_uuid] for t in tasks
+                   if t.call_uuid in session.hitl.decisions]  # fmt: skip
+        if len(decided) == len(tasks):
+            first = decided[0]
+            raise DecisionConflictError(
+                session.session_id, "the tool approval", first.verdict, first.reviewer,
+                first.time_ms, call_uuid=first.call_uuid,
+            )  # fmt: skip
         raise InvalidDecisionError(
-            f"session {session.session_id!r} waits for {len(waiting)} tool approval(s), not "
-            "a graph decision: decide them with HITL.submit or HITLPanel"
-        )
-    if ctx.get(keys.decision) is not None:
-        raise InvalidDecisionError(
-            f"session {session.session_id!r} already has a decision "
-            f"({ctx.get(keys.decision)!r}); a decision is taken once"
+            f"session {session.session_id!r} waits for {len(tasks) - len(decided)} tool "
+            "approval(s), not a graph decision: decide them with HITL.submit or HITLPanel"
         )
     if approvers is not None:
         allowed = approvers(reviewer) if callable(approvers) else reviewer in set(approvers)
         if not allowed:
             raise ReviewerNotAllowedError(f"reviewer {reviewer!r} may not decide this approval")
+    existing = ctx.get(keys.decision)
+    if existing is not None:
+        if existing == verdict:
+            return
+        time = ctx.get(keys.time)
+        raise DecisionConflictError(
+            session.session_id, "the approval", str(existing), ctx.get(keys.operator),
+            float(time) if isinstance(time, (int, float)) else None,
+        )  # fmt: skip
     ctx.put(keys.decision, verdict)
     ctx.put(keys.operator, reviewer)
     ctx.put(keys.time, int(session.clock.now_ms()))

@@ -13,28 +13,45 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
+from .._json import canonical_dumps
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import restore_stored, state_json
 from ..decisions import HITLTask
+from ..errors import (
+    ConflictError,
+    LeaseLostError,
+    NothingToResumeError,
+    SessionBusyError,
+    StoreError,
+)
+from .lease import Leases
 
 __all__ = [
     "DEFAULT_LEASE_MS",
+    "RESUMABLE",
     "PendingSession",
     "SessionStore",
     "StoredRow",
     "claim_token",
+    "claimed",
     "row_of",
 ]
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000.0
-"""How long a claim holds when its owner dies without releasing it (SIGKILL, power loss)."""
+"""How long a claim holds when its owner dies without releasing it (SIGKILL, power loss);
+a live owner renews it (see :mod:`intermission.stores.lease`)."""
+
+RESUMABLE = ("pending", "paused", "failed")
+"""Statuses ``store.resume()`` accepts: parked for a human, stopped by a step budget or an
+interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`` (or
+never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
 _Row = tuple[str, str | None, str | None, str, float | None, float, str]
@@ -139,6 +156,17 @@ class StoredRow:
     """The canonical snapshot without its event log (stores keep the log apart)."""
 
 
+def column_text(text: str | None) -> str | None:
+    """A display copy of free text for a listing column: NUL and lone surrogates, which
+    no database keeps in a text column, written as escapes (the snapshot keeps the exact
+    text; the same on every store)."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    return "".join(
+        f"\\u{ord(c):04x}" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in text
+    )
+
+
 def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
@@ -148,11 +176,11 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
-        agent=session.agent,
-        reason=session.pending_reason,
-        tasks_json=json.dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
+        agent=column_text(session.agent),
+        reason=column_text(session.pending_reason),
+        tasks_json=canonical_dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
         deadline_ms=min(deadlines) if deadlines else None,
-        request_json=json.dumps(request) if request is not None else "null",
+        request_json=canonical_dumps(request) if request is not None else "null",
         state_json=state_json(session),
     )
 
@@ -193,8 +221,100 @@ def session_from(
     session = InMemoryAgentSession.__new__(InMemoryAgentSession)
     restore_stored(session, state, chunks)
     session.ledger.update(ledger)
+    session.ledger_dirty = set()  # what the store holds is not for it to write again
     session.store_version = version
     return session
+
+
+def ledger_text(entry: LedgerEntry) -> str:
+    """How a store keeps a ledger entry (canonical JSON: lone surrogates escaped)."""
+    return canonical_dumps(entry.model_dump(mode="json"))
+
+
+def ledger_of(text: str) -> LedgerEntry:
+    """A stored ledger entry (json.loads reads escaped lone surrogates; pydantic's JSON
+    parser refuses them)."""
+    return LedgerEntry.model_validate(json.loads(text))
+
+
+class _Claimable(Protocol):
+    leases: Leases
+
+    def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
+        """Claim and load, or raise SessionNotFound / NothingToResume / SessionBusy."""
+        ...
+
+    def _release(self, session_id: str, token: str) -> None:
+        """Clear the claim if ``token`` still holds it."""
+        ...
+
+    def _final_save(self, session: InMemoryAgentSession) -> None:
+        """Save and release; ConflictError / SessionBusyError when the claim was lost."""
+        ...
+
+    def _holder(self, session_id: str) -> str | None:
+        """Who claims the session now."""
+        ...
+
+
+def not_resumable(session_id: str, status: str) -> NothingToResumeError:
+    """The error for ``store.resume()`` of a session whose status has nothing to resume."""
+    return NothingToResumeError(
+        f"session {session_id!r} is {status}: there is nothing to resume (someone else "
+        "may have resumed it already); nothing was claimed. To send a new prompt, use "
+        "store.claim(session_id)",
+        session_id=session_id,
+    )
+
+
+@contextmanager
+def claimed(
+    store: _Claimable, session_id: str, *, resumable_only: bool
+) -> Iterator[InMemoryAgentSession]:
+    """Claim, load, yield; save and release on a clean exit; release only on an error.
+
+    The claim is a lease, renewed while the block runs. A holder whose lease lapsed and
+    was taken over cannot save: it gets LeaseLostError saying what ran meanwhile."""
+    token = claim_token()
+    session = store._take(session_id, token, resumable_only)
+    lease = store.leases.hold(session_id, token)
+    session.claim_token = token
+    first_seq = session.events.next_seq
+    ledger_before = dict(session.ledger)
+    try:
+        yield session
+        try:
+            store._final_save(session)
+        except (ConflictError, SessionBusyError) as exc:
+            ran = what_ran(session, first_seq, ledger_before)
+            raise LeaseLostError(session_id, store._holder(session_id), ran) from exc
+    except BaseException:
+        store.leases.release(lease)
+        try:
+            store._release(session_id, token)
+        except StoreError:
+            pass  # the database is away: the claim lapses on its own when the lease ends
+        raise
+    finally:
+        session.claim_token = None
+    store.leases.release(lease)
+
+
+def what_ran(
+    session: InMemoryAgentSession, first_seq: int, ledger_before: dict[str, LedgerEntry]
+) -> list[str]:
+    """Effects and tool calls of this resume (for LeaseLostError: the truth of what ran)."""
+    ran = [
+        f"effect {key!r} {entry.status}"
+        for key, entry in sorted(session.ledger.items())
+        if ledger_before.get(key) != entry
+    ]
+    ran += [
+        f"tool {e.tool_name} (call {e.call_uuid})"
+        for e in session.events
+        if e.kind == "tool_call_end" and e.seq >= first_seq
+    ]
+    return ran
 
 
 @runtime_checkable
@@ -209,8 +329,17 @@ class SessionStore(Protocol):
     - ``pending(limit, agent, before)``: pending sessions, newest first, one indexed query;
       page with ``before=<last item>``.
     - ``resume(session_id)``: claim, load, yield, save and release atomically on a clean
-      exit; release without saving on an exception. A second resumer is refused with
-      ``SessionBusyError`` before anything runs.
+      exit; release without saving on any error (the save's own included). A second
+      resumer is refused with ``SessionBusyError`` before anything runs; a session that
+      is not resumable (``done``) with ``NothingToResumeError`` before claiming. The claim
+      is a lease, renewed while the block runs and fenced: a holder whose lease lapsed
+      and was taken over cannot save (``LeaseLostError``).
+    - ``claim(session_id)``: the same for any status (a new prompt on a finished session).
+
+    Ledger entries of ``session.once`` are written the moment they change and only ever
+    move forward (R39): no save, from any copy, turns ``completed`` or ``started`` back.
+    A stale copy that passes compare-and-set (nobody saved the row since it was loaded)
+    saves its other changes; its old ledger entries are not written.
     """
 
     def save(self, session: InMemoryAgentSession) -> int:
@@ -233,6 +362,10 @@ class SessionStore(Protocol):
 
     def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Claim a session for resuming (see the class docstring)."""
+        ...
+
+    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Claim a session whatever its status (see the class docstring)."""
         ...
 
     def put_snapshot(self, snapshot: Any) -> int:

@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from bisect import bisect_left, insort
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.ledger import LedgerEntry
+from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import parse_snapshot
 from ..errors import (
     ConflictError,
-    EffectOutcomeUnknownError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
 )
 from .base import (
     DEFAULT_LEASE_MS,
+    RESUMABLE,
     PendingSession,
     StoredRow,
-    claim_token,
+    claimed,
+    not_resumable,
     pending_of,
     row_of,
     session_from,
 )
+from .lease import Leases
 
 __all__ = ["MemoryStore"]
 
@@ -38,125 +42,212 @@ class _Entry:
     updated_ms: float
     claimed_by: str | None = None
     claim_until: float = 0.0
-    ledger: dict[str, LedgerEntry] = field(default_factory=dict)
-    events: list[tuple[int, str]] = field(default_factory=list)
+    events: tuple[tuple[int, str], ...] = ()
     """The event log as one (count, JSON array) chunk; empty for an empty log."""
+
+
+class _PendingIndex:
+    """Pending sessions ordered by (updated_ms, id), overall and per agent: a page of
+    ``pending()`` reads its rows from the end instead of scanning every session (as the
+    SQL stores' partial indexes do)."""
+
+    def __init__(self) -> None:
+        self.all: list[tuple[float, str]] = []
+        self.by_agent: dict[str | None, list[tuple[float, str]]] = {}
+
+    def add(self, entry: _Entry) -> None:
+        key = (entry.updated_ms, entry.row.session_id)
+        insort(self.all, key)
+        insort(self.by_agent.setdefault(entry.row.agent, []), key)
+
+    def remove(self, entry: _Entry) -> None:
+        key = (entry.updated_ms, entry.row.session_id)
+        for keys in (self.all, self.by_agent.get(entry.row.agent, [])):
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                del keys[i]
+
+    def page(
+        self, limit: int, agent: str | None, before: tuple[float, str] | None, filtered: bool
+    ) -> list[tuple[float, str]]:
+        keys = self.by_agent.get(agent, []) if filtered else self.all
+        end = bisect_left(keys, before) if before is not None else len(keys)
+        return keys[max(0, end - limit) : end][::-1]
 
 
 class MemoryStore:
     """A dict of snapshots with the full store contract (versions, claims, ledger)."""
 
-    def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        lease_ms: float = DEFAULT_LEASE_MS,
+        heartbeat: bool = True,
+    ) -> None:
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self._rows: dict[str, _Entry] = {}
+        self._ledgers: dict[str, dict[str, LedgerEntry]] = {}
+        self._pending = _PendingIndex()
         self._lock = threading.RLock()
+        self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
 
     def _free(self, entry: _Entry, token: str | None, now: float) -> bool:
         return entry.claimed_by is None or entry.claim_until < now or entry.claimed_by == token
 
-    def save(self, session: InMemoryAgentSession, *, _release: bool = False) -> int:
+    # -- saves -------------------------------------------------------------------------
+    def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
+        return self._save(session, release=False)
+
+    def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         row = row_of(session)
         log = session.events
-        events = [(len(log), log.stored_json())] if len(log) else []
+        events = ((len(log), log.stored_json()),) if len(log) else ()
         now = self.clock.now_ms()
         expected = session.store_version
+        sid = row.session_id
         with self._lock:
-            entry = self._rows.get(row.session_id)
+            entry = self._rows.get(sid)
             if expected == 0:
                 if entry is not None:
-                    raise ConflictError(row.session_id, 0, entry.version)
-                entry = self._rows[row.session_id] = _Entry(row, 1, now, events=events)
+                    raise ConflictError(sid, 0, entry.version)
+                entry = self._rows[sid] = _Entry(row, 1, now, events=events)
             else:
                 if entry is None:
-                    raise ConflictError(row.session_id, expected, None)
+                    raise ConflictError(sid, expected, None)
                 if entry.version != expected:
-                    raise ConflictError(row.session_id, expected, entry.version)
-                if not self._free(entry, session.claim_token, now):
-                    raise SessionBusyError(row.session_id)
+                    raise ConflictError(sid, expected, entry.version)
+                fenced = entry.claimed_by == session.claim_token if release else None
+                if fenced is False or not self._free(entry, session.claim_token, now):
+                    raise SessionBusyError(sid)
+                if entry.row.status == "pending":
+                    self._pending.remove(entry)
                 entry.row, entry.version, entry.updated_ms = row, expected + 1, now
                 entry.events = events
-                if _release:
+                if release:
                     entry.claimed_by, entry.claim_until = None, 0.0
-            entry.ledger.update(session.ledger)
+            if row.status == "pending":
+                self._pending.add(entry)
+            ledger = self._ledgers.setdefault(sid, {})
+            for key in session.ledger_dirty:
+                new = session.ledger.get(key)
+                if new is not None and advances(ledger.get(key), new):
+                    ledger[key] = new
+        session.ledger_dirty.clear()
+        if session.ledger_hook is None:
+            session.ledger_hook = self._ledger_hook(session)
         session.store_version = expected + 1
         return session.store_version
 
-    def _ledger_hook(self, session_id: str) -> Callable[[str, LedgerEntry], None]:
-        def hook(key: str, new: LedgerEntry) -> None:
+    def _ledger_hook(
+        self, session: InMemoryAgentSession
+    ) -> Callable[[str, LedgerEntry, bool], LedgerEntry]:
+        sid = session.session_id
+
+        def hook(key: str, new: LedgerEntry, force: bool) -> LedgerEntry:
             with self._lock:
-                entry = self._rows.get(session_id)
-                if entry is None:
-                    return
-                old = entry.ledger.get(key)
-                if new.status == "started" and old is not None and old.status != "failed":
-                    raise EffectOutcomeUnknownError(key, session_id=session_id)
-                entry.ledger[key] = new
+                token = session.claim_token
+                if token is not None and new.status == "started" and not force:
+                    self._fence(sid, token)
+                ledger = self._ledgers.setdefault(sid, {})
+                old = ledger.get(key)
+                if not force and not advances(old, new):
+                    return old if old is not None else new
+                ledger[key] = new
+                return new
 
         return hook
 
+    def _fence(self, session_id: str, token: str) -> None:
+        entry = self._rows.get(session_id)
+        if entry is None or entry.claimed_by != token:
+            raise LeaseLostError(session_id, entry.claimed_by if entry else None, [])
+        entry.claim_until = self.clock.now_ms() + self.lease_ms
+
+    # -- loads -------------------------------------------------------------------------
     def load(self, session_id: str) -> InMemoryAgentSession:
         """Load a session."""
         with self._lock:
             entry = self._rows.get(session_id)
             if entry is None:
                 raise SessionNotFoundError(session_id)
-            row, version, ledger = entry.row, entry.version, dict(entry.ledger)
-            chunks = entry.events
+            row, version, chunks = entry.row, entry.version, entry.events
+            ledger = dict(self._ledgers.get(session_id, {}))
         session = session_from(row.state_json, chunks, version, ledger)
-        session.ledger_hook = self._ledger_hook(session_id)
+        session.ledger_hook = self._ledger_hook(session)
         return session
 
     def delete(self, session_id: str) -> None:
-        """Remove a session."""
+        """Remove a session and its ledger."""
         with self._lock:
-            self._rows.pop(session_id, None)
+            entry = self._rows.pop(session_id, None)
+            if entry is not None and entry.row.status == "pending":
+                self._pending.remove(entry)
+            self._ledgers.pop(session_id, None)
 
     def pending(
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
     ) -> list[PendingSession]:
-        """Pending sessions, newest first."""
+        """Pending sessions, newest first; page with ``before=<last item>``."""
+        start = (before.updated_ms, before.session_id) if before is not None else None
         with self._lock:
-            rows = [
-                (e.updated_ms, sid, e.row)
-                for sid, e in self._rows.items()
-                if e.row.status == "pending" and (agent is None or e.row.agent == agent)
-            ]
-        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
-        if before is not None:
-            rows = [r for r in rows if (r[0], r[1]) < (before.updated_ms, before.session_id)]
+            keys = self._pending.page(limit, agent, start, agent is not None)
+            rows = [(t, self._rows[sid].row) for t, sid in keys]
         return [
             pending_of(
                 r.session_id, r.agent, r.reason, r.tasks_json, r.deadline_ms, t, r.request_json
             )
-            for t, _, r in rows[:limit]
+            for t, r in rows
         ]
 
-    @contextmanager
-    def resume(self, session_id: str) -> Iterator[InMemoryAgentSession]:
-        """Claim, load, yield; save and release on success, release only on error."""
-        token = claim_token()
+    # -- claims (R30, R40) -------------------------------------------------------------
+    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Claim, load, yield; save and release on success, release only on error.
+        Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
+        return claimed(self, session_id, resumable_only=True)
+
+    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
+        return claimed(self, session_id, resumable_only=False)
+
+    def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
         with self._lock:
             entry = self._rows.get(session_id)
             if entry is None:
                 raise SessionNotFoundError(session_id)
+            if resumable_only and entry.row.status not in RESUMABLE:
+                raise not_resumable(session_id, entry.row.status)
             if not self._free(entry, None, now):
                 raise SessionBusyError(session_id)
             entry.claimed_by, entry.claim_until = token, now + self.lease_ms
-        try:
-            session = self.load(session_id)
-            session.claim_token = token
-            yield session
-        except BaseException:
-            with self._lock:
-                if entry.claimed_by == token:
-                    entry.claimed_by, entry.claim_until = None, 0.0
-            raise
-        self.save(session, _release=True)
-        session.claim_token = None
+            return self.load(session_id)
 
+    def _release(self, session_id: str, token: str) -> None:
+        with self._lock:
+            entry = self._rows.get(session_id)
+            if entry is not None and entry.claimed_by == token:
+                entry.claimed_by, entry.claim_until = None, 0.0
+
+    def _renew(self, session_id: str, token: str) -> bool:
+        with self._lock:
+            entry = self._rows.get(session_id)
+            if entry is None or entry.claimed_by != token:
+                return False
+            entry.claim_until = self.clock.now_ms() + self.lease_ms
+            return True
+
+    def _holder(self, session_id: str) -> str | None:
+        with self._lock:
+            entry = self._rows.get(session_id)
+            return entry.claimed_by if entry is not None else None
+
+    def _final_save(self, session: InMemoryAgentSession) -> None:
+        self._save(session, release=True)
+
+    # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
         """Validate and store a snapshot (see :meth:`SQLStore.put_snapshot`)."""
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
@@ -174,7 +265,8 @@ class MemoryStore:
         return len(self._rows)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Stop renewing claims (nothing else to release)."""
+        self.leases.close()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._rows)} sessions)"

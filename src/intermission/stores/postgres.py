@@ -9,7 +9,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._compat import require
-from ..errors import StoreError
+from ..errors import StoreUnavailableError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
@@ -23,20 +23,41 @@ class PostgresStore(SQLStore):
     placeholder = "%s"
     int_type = "BIGINT"
     real_type = "DOUBLE PRECISION"
+    for_update = " FOR UPDATE"
 
     def __init__(
-        self, dsn: str, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS
+        self,
+        dsn: str,
+        *,
+        clock: Clock | None = None,
+        lease_ms: float = DEFAULT_LEASE_MS,
+        heartbeat: bool = True,
+        outage_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
     ) -> None:
         self.dsn = dsn
+        self.connect_timeout_s = connect_timeout_s
         self._psycopg = require("psycopg", "postgres")
         self.integrity_errors = (self._psycopg.IntegrityError,)
-        super().__init__(clock=clock, lease_ms=lease_ms)
+        self.driver_errors = (self._psycopg.Error,)
+        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
 
     def _connect(self) -> Any:
         try:
-            return self._psycopg.connect(self.dsn, autocommit=True)
+            return self._psycopg.connect(
+                self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+            )
         except self._psycopg.OperationalError as exc:  # (the message never holds a password)
-            raise StoreError(f"cannot connect to the PostgreSQL store: {exc}") from exc
+            raise StoreUnavailableError(
+                f"cannot connect to the PostgreSQL store ({str(exc).strip()})"
+            ) from exc
+
+    def _lost(self, exc: BaseException, conn: Any) -> bool:
+        # a restart, a failover, pg_terminate_backend: OperationalError (AdminShutdown is
+        # one), or a connection psycopg already knows is closed or broken
+        if isinstance(exc, self._psycopg.OperationalError):
+            return True
+        return conn is not None and bool(conn.closed or getattr(conn, "broken", False))
 
     @contextmanager
     def _transaction(self, conn: Any, mode: str) -> Iterator[None]:

@@ -1,25 +1,37 @@
 """The SQL store shared by SQLite and PostgreSQL: fixed table names, parameters for every
-value, one transaction per save, compare-and-set versions and leased claims (R29–R31)."""
+value, one transaction per save, compare-and-set versions, leased claims and a ledger that
+only moves forward (R29–R31, R39, R40)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.ledger import LedgerEntry
+from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import parse_snapshot
+from ..core.snapshot import parse_snapshot, state_json
 from ..errors import (
     ConflictError,
-    EffectOutcomeUnknownError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
 )
-from .base import DEFAULT_LEASE_MS, PendingSession, claim_token, row_of, session_from
+from ._pool import Pool, until_back
+from .base import (
+    DEFAULT_LEASE_MS,
+    RESUMABLE,
+    PendingSession,
+    claimed,
+    ledger_of,
+    ledger_text,
+    not_resumable,
+    row_of,
+    session_from,
+)
+from .lease import Leases
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
@@ -96,104 +108,44 @@ class _Duplicate(Exception):
     """An insert met an existing id (turned into ConflictError outside the transaction)."""
 
 
-class _Tx:
-    """One transaction on a pooled connection. A class rather than nested generator
-    context managers: every save and resume passes through here, and the generator
-    machinery cost more than the SQL of a small commit."""
-
-    __slots__ = ("conn", "cur", "inner", "mode", "store")
-
-    def __init__(self, store: SQLStore, mode: str) -> None:
-        self.store = store
-        self.mode = mode
-
-    def __enter__(self) -> Callable[..., Any]:
-        store = self.store
-        conn = self.conn = store._borrow()
-        try:
-            self.inner = store._transaction(conn, self.mode)
-            self.inner.__enter__()
-        except BaseException:
-            store._give_back(conn)
-            raise
-        self.cur = conn.cursor()
-        return self.run if store.placeholder == "?" else self.run_translated
-
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        cur = self.cur
-        cur.execute(sql, params)
-        return cur
-
-    def run_translated(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        cur = self.cur
-        cur.execute(self.store._sql(sql), params)
-        return cur
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.inner.__exit__(kind, exc, tb)
-        finally:
-            self.store._give_back(self.conn)
+_RESUMABLE_SQL = "(" + ", ".join(f"'{status}'" for status in RESUMABLE) + ")"
 
 
-class SQLStore:
-    """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver)."""
+class SQLStore(Pool):
+    """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver).
 
-    placeholder = "?"
+    ``lease_ms``: how long a claim outlives a holder that stopped renewing it (a live
+    holder renews it a third of the way through). ``heartbeat=False`` turns renewal off
+    (tests of dead holders). ``outage_s``: how long a write that must not be lost (a
+    ledger entry of an effect that ran, the save ending a resume) waits for a database
+    that went away before it gives up with StoreUnavailableError.
+    """
+
     returning = True
     """The driver's SQL has ``UPDATE … RETURNING`` (SQLite 3.35+, PostgreSQL)."""
     int_type = "INTEGER"
     real_type = "REAL"
     cover = ""
     """Extra key columns that make the pending indexes covering (see MIGRATIONS)."""
-
-    def __init__(self, *, clock: Clock | None = None, lease_ms: float = DEFAULT_LEASE_MS) -> None:
-        self.clock = clock or SYSTEM_CLOCK
-        self.lease_ms = lease_ms
-        self._idle: list[Any] = []
-        self._conns: list[Any] = []
-        self._conns_lock = threading.Lock()
-        self._migrate()
-
-    # -- driver hooks ------------------------------------------------------------------
-    def _connect(self) -> Any:
-        raise NotImplementedError
-
-    def _transaction(self, conn: Any, mode: str) -> Any:
-        """A context manager around one transaction. ``mode``: ``write`` (takes the write
-        lock, durable), ``lease`` (a write whose loss in a power cut is harmless: a claim),
-        ``read``."""
-        raise NotImplementedError
+    for_update = ""
+    """Row locking for read-then-write steps (PostgreSQL; SQLite's write lock covers it)."""
 
     integrity_errors: tuple[type[BaseException], ...] = ()
 
-    # -- plumbing ----------------------------------------------------------------------
-    def _borrow(self) -> Any:
-        # A small pool rather than one connection per thread: short-lived threads (a click
-        # handler, a worker) must not leave connections behind. Claims use the same
-        # connections as saves: SQLite drops a connection's page cache whenever another
-        # connection wrote, so a claim and its save on one connection read less.
-        idle = self._idle
-        with self._conns_lock:
-            if idle:
-                return idle.pop()
-        conn = self._connect()
-        with self._conns_lock:
-            self._conns.append(conn)
-        return conn
-
-    def _give_back(self, conn: Any) -> None:
-        with self._conns_lock:
-            if conn in self._conns:
-                self._idle.append(conn)
-
-    def _sql(self, sql: str) -> str:
-        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
-
-    def _tx(self, mode: str = "write") -> _Tx:
-        """``with store._tx(mode) as run: run(sql, params)`` — one transaction on a pooled
-        connection (modes as in :meth:`_transaction`)."""
-        return _Tx(self, mode)
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        lease_ms: float = DEFAULT_LEASE_MS,
+        heartbeat: bool = True,
+        outage_s: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.clock = clock or SYSTEM_CLOCK
+        self.lease_ms = lease_ms
+        self.outage_s = outage_s
+        self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
+        self._migrate()
 
     def _migrate(self) -> None:
         with self._tx() as run:
@@ -214,12 +166,9 @@ class SQLStore:
             run("INSERT INTO im_schema (version) VALUES (?)", (version,))
 
     def close(self) -> None:
-        """Close every connection this store opened."""
-        with self._conns_lock:
-            for conn in self._conns:
-                conn.close()
-            self._conns.clear()
-            self._idle.clear()
+        """Stop renewing claims and close every connection this store opened."""
+        self.leases.close()
+        super().close()
 
     def __enter__(self) -> SQLStore:
         return self
@@ -227,18 +176,22 @@ class SQLStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the contract ------------------------------------------------------------------
+    # -- saves -------------------------------------------------------------------------
     def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
         return self._save(session, release=False)
 
     def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         try:
-            return self._save_tx(session, release)
+            version = self._save_tx(session, release)
         except _Duplicate:
             # reported after the rollback: an aborted transaction cannot be queried
             sid = session.session_id
             raise ConflictError(sid, 0, self._version(sid)) from None
+        session.ledger_dirty.clear()
+        if session.ledger_hook is None:  # from now on its ledger changes are written live
+            session.ledger_hook = self._ledger_hook(session)
+        return version
 
     def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
         row = row_of(session)
@@ -267,31 +220,7 @@ class SQLStore:
                 except self.integrity_errors:
                     raise _Duplicate from None
             else:
-                claim_sql = (
-                    "claimed_by = NULL, claim_until = NULL"
-                    if release
-                    else "claimed_by = claimed_by, claim_until = claim_until"
-                )
-                inline_sql = "events = ?, events_n = ?, " if replace else ""
-                inline_values = inline_chunk if replace else ()
-                cur = run(
-                    "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-                    "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
-                    f"{inline_sql}version = version + 1, {claim_sql} "
-                    "WHERE id = ? AND version = ? AND "
-                    "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)",
-                    (*values, *inline_values, sid, expected, now, session.claim_token or ""),
-                )
-                if cur.rowcount != 1:
-                    found = run(
-                        "SELECT version, claimed_by, claim_until FROM im_sessions WHERE id = ?",
-                        (sid,),
-                    ).fetchone()
-                    if found is None:
-                        raise ConflictError(sid, expected, None)
-                    if found[0] == expected:
-                        raise SessionBusyError(sid)
-                    raise ConflictError(sid, expected, found[0])
+                self._update_row(run, session, values, replace, inline_chunk, release, now)
             if replace:  # the whole log is written anew: older chunks go
                 run("DELETE FROM im_events WHERE session_id = ?", (sid,))
             if count and not inline:
@@ -299,47 +228,121 @@ class SQLStore:
                     "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
                     (sid, 1 if replace else part, count, chunk),
                 )
-            for key, entry in session.ledger.items():
-                self._put_ledger(run, sid, key, entry)
+            for key in session.ledger_dirty:
+                entry = session.ledger.get(key)
+                if entry is not None:
+                    self._merge_ledger(run, sid, key, entry, force=False)
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts)
         session.store_version = expected + 1
         return session.store_version
 
+    def _update_row(
+        self,
+        run: Callable[..., Any],
+        session: InMemoryAgentSession,
+        values: tuple[Any, ...],
+        replace: bool,
+        inline_chunk: tuple[str, int],
+        release: bool,
+        now: float,
+    ) -> None:
+        sid, expected = session.session_id, session.store_version
+        if release:  # the save ending a resume: only while this holder's claim stands
+            claim_sql = "claimed_by = NULL, claim_until = NULL"
+            fence = "claimed_by = ?"
+            fence_values: tuple[Any, ...] = (session.claim_token,)
+        else:
+            claim_sql = "claimed_by = claimed_by, claim_until = claim_until"
+            fence = "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)"
+            fence_values = (now, session.claim_token or "")
+        inline_sql = "events = ?, events_n = ?, " if replace else ""
+        inline_values = inline_chunk if replace else ()
+        cur = run(
+            "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
+            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+            f"{inline_sql}version = version + 1, {claim_sql} "
+            f"WHERE id = ? AND version = ? AND {fence}",
+            (*values, *inline_values, sid, expected, *fence_values),
+        )
+        if cur.rowcount == 1:
+            return
+        found = run("SELECT version FROM im_sessions WHERE id = ?", (sid,)).fetchone()
+        if found is None:
+            raise ConflictError(sid, expected, None)
+        if found[0] == expected:
+            raise SessionBusyError(sid)
+        raise ConflictError(sid, expected, found[0])
+
     def _version(self, session_id: str) -> int | None:
         with self._tx("read") as run:
             row = run("SELECT version FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         return None if row is None else int(row[0])
 
-    @staticmethod
-    def _put_ledger(run: Callable[..., Any], session_id: str, key: str, entry: LedgerEntry) -> None:
-        run(
-            "INSERT INTO im_ledger (session_id, key, status, entry) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (session_id, key) DO UPDATE SET status = excluded.status, "
-            "entry = excluded.entry",
-            (session_id, key, entry.status, entry.model_dump_json()),
-        )
-
-    def _ledger_hook(self, session_id: str) -> Callable[[str, LedgerEntry], None]:
-        def hook(key: str, entry: LedgerEntry) -> None:
-            with self._tx() as run:
-                if entry.status != "started":
-                    self._put_ledger(run, session_id, key, entry)
-                    return
-                # 'started' may only replace nothing or a failed attempt: another process
-                # that started (or finished) the same effect wins, so it never runs twice.
-                cur = run(
-                    "INSERT INTO im_ledger (session_id, key, status, entry) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (session_id, key) DO UPDATE SET status = excluded.status, "
-                    "entry = excluded.entry WHERE im_ledger.status = 'failed'",
-                    (session_id, key, entry.status, entry.model_dump_json()),
+    # -- the ledger (R32, R39) ---------------------------------------------------------
+    def _merge_ledger(
+        self, run: Callable[..., Any], ledger_id: str, key: str, entry: LedgerEntry, force: bool
+    ) -> LedgerEntry:
+        """Write ``entry`` if it moves the stored one forward (or ``force``); returns the
+        entry now stored."""
+        for _ in range(3):
+            found = run(
+                f"SELECT entry FROM im_ledger WHERE session_id = ? AND key = ?{self.for_update}",
+                (ledger_id, key),
+            ).fetchone()
+            old = None if found is None else ledger_of(found[0])
+            if not force and not advances(old, entry):
+                return old if old is not None else entry
+            text = ledger_text(entry)
+            if old is not None:
+                run(
+                    "UPDATE im_ledger SET status = ?, entry = ? WHERE session_id = ? AND key = ?",
+                    (entry.status, text, ledger_id, key),
                 )
-                if cur.rowcount != 1:
-                    raise EffectOutcomeUnknownError(key, session_id=session_id)
+                return entry
+            cur = run(
+                "INSERT INTO im_ledger (session_id, key, status, entry) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id, key) DO NOTHING",
+                (ledger_id, key, entry.status, text),
+            )
+            if cur.rowcount == 1:
+                return entry
+            # another transaction inserted it meanwhile (PostgreSQL): judge against that
+        raise StoreError(f"the ledger entry {key!r} kept changing under this write; retry")
+
+    def _ledger_hook(
+        self, session: InMemoryAgentSession
+    ) -> Callable[[str, LedgerEntry, bool], LedgerEntry]:
+        sid = session.session_id
+
+        def write(key: str, entry: LedgerEntry, force: bool) -> LedgerEntry:
+            with self._tx() as run:
+                token = session.claim_token
+                if token is not None and entry.status == "started" and not force:
+                    self._fence(run, sid, token)
+                return self._merge_ledger(run, sid, key, entry, force)
+
+        def hook(key: str, entry: LedgerEntry, force: bool) -> LedgerEntry:
+            # written the moment it changes; an entry for an effect that ran must not be
+            # lost to a database restart, so the write waits for the database to be back
+            return until_back(lambda: write(key, entry, force), self.outage_s)
 
         return hook
 
+    def _fence(self, run: Callable[..., Any], session_id: str, token: str) -> None:
+        """Refuse to start an effect unless this holder's claim stands (and renew it)."""
+        cur = run(
+            "UPDATE im_sessions SET claim_until = ? WHERE id = ? AND claimed_by = ?",
+            (self.clock.now_ms() + self.lease_ms, session_id, token),
+        )
+        if cur.rowcount != 1:
+            holder = run(
+                "SELECT claimed_by FROM im_sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            raise LeaseLostError(session_id, holder[0] if holder else None, [])
+
+    # -- loads -------------------------------------------------------------------------
     @staticmethod
     def _rows(run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None:
         row = run(f"SELECT {_ROW} FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
@@ -362,9 +365,9 @@ class SQLStore:
         state, version, first, first_n, chunks, ledger_rows = rows
         if first is not None:  # None: a version-1 row, its log still in the snapshot
             chunks = [(first_n, first), *chunks]
-        ledger = {k: LedgerEntry.model_validate_json(e) for k, e in ledger_rows}
+        ledger = {k: ledger_of(e) for k, e in ledger_rows}
         session = session_from(state, chunks, int(version), ledger)
-        session.ledger_hook = self._ledger_hook(session_id)
+        session.ledger_hook = self._ledger_hook(session)
         return session
 
     def load(self, session_id: str) -> InMemoryAgentSession:
@@ -406,10 +409,17 @@ class SQLStore:
             rows = run(sql, params).fetchall()
         return PendingSession.from_rows(rows)
 
-    @contextmanager
-    def resume(self, session_id: str) -> Iterator[InMemoryAgentSession]:
-        """Claim, load, yield; save and release on success, release only on error."""
-        token = claim_token()
+    # -- claims (R30, R40) -------------------------------------------------------------
+    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Claim, load, yield; save and release on success, release only on error.
+        Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
+        return claimed(self, session_id, resumable_only=True)
+
+    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
+        return claimed(self, session_id, resumable_only=False)
+
+    def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
         # A claim is a lease: it must be atomic and visible to every other process at once,
         # but it need not survive a power cut (nothing of the resume survives one either),
@@ -418,6 +428,8 @@ class SQLStore:
             "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
             "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)"
         )
+        if resumable_only:
+            claim += f" AND status IN {_RESUMABLE_SQL}"
         params = (token, now + self.lease_ms, session_id, now)
         with self._tx("lease") as run:
             # claim and read in one transaction (one statement where RETURNING exists)
@@ -425,29 +437,72 @@ class SQLStore:
                 row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
                 rows = None if row is None else (*row, *self._side_rows(run, session_id))
             else:
-                claimed = run(claim, params).rowcount == 1
-                rows = self._rows(run, session_id) if claimed else None
+                claimed_now = run(claim, params).rowcount == 1
+                rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                exists = run("SELECT 1 FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
-                raise SessionBusyError(session_id) if exists else SessionNotFoundError(session_id)
-        try:
-            session = self._session(session_id, rows)
-            session.claim_token = token
-            yield session
-        except BaseException:
-            with self._tx("lease") as run:
-                run(
-                    "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
-                    "WHERE id = ? AND claimed_by = ?",
-                    (session_id, token),
-                )
-            raise
-        self._save(session, release=True)
-        session.claim_token = None
+                found = run(
+                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+        if rows is None:
+            if found is None:
+                raise SessionNotFoundError(session_id)
+            if resumable_only and found[0] not in RESUMABLE:
+                raise not_resumable(session_id, found[0])
+            raise SessionBusyError(session_id)
+        return self._session(session_id, rows)
 
+    def _release(self, session_id: str, token: str) -> None:
+        with self._tx("lease") as run:
+            run(
+                "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
+                "WHERE id = ? AND claimed_by = ?",
+                (session_id, token),
+            )
+
+    def _renew(self, session_id: str, token: str) -> bool:
+        with self._tx("lease") as run:
+            cur = run(
+                "UPDATE im_sessions SET claim_until = ? WHERE id = ? AND claimed_by = ?",
+                (self.clock.now_ms() + self.lease_ms, session_id, token),
+            )
+            return bool(cur.rowcount == 1)
+
+    def _holder(self, session_id: str) -> str | None:
+        try:
+            with self._tx("read") as run:
+                row = run(
+                    "SELECT claimed_by FROM im_sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+        except StoreError:
+            return None
+        return None if row is None else row[0]
+
+    def _final_save(self, session: InMemoryAgentSession) -> None:
+        until_back(
+            lambda: self._save(session, release=True),
+            self.outage_s,
+            check=lambda: self._committed(session),
+        )
+
+    def _committed(self, session: InMemoryAgentSession) -> int | None:
+        """After a save whose commit went unanswered: its version if it did commit."""
+        with self._tx("read") as run:
+            row = run(
+                "SELECT version, snapshot FROM im_sessions WHERE id = ?", (session.session_id,)
+            ).fetchone()
+        expected = session.store_version + 1
+        if row is None or row[0] != expected or row[1] != state_json(session):
+            return None
+        session.store_version = expected
+        session.events.mark_stored(-1, 0)  # which chunks went in is unknown: rewrite next
+        session.ledger_dirty.clear()
+        return expected
+
+    # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
         """Validate a snapshot (JSON text, dict or model) and store it: ``version`` 0 inserts,
-        otherwise compare-and-set. Invalid data raises a typed error and changes nothing."""
+        otherwise compare-and-set. Invalid data raises a typed error and changes nothing.
+        Its ledger entries are written only where they move the stored ledger forward."""
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
         session.store_version = version
         return self.save(session)

@@ -25,6 +25,7 @@ class SQLiteStore(SQLStore):
     """
 
     integrity_errors = (sqlite3.IntegrityError,)
+    driver_errors = (sqlite3.Error,)
     returning = sqlite3.sqlite_version_info >= (3, 35)
     # PostgreSQL caps an index entry at about 2.7 kB, which a task list could pass; SQLite
     # has no such cap, so its pending indexes carry every column pending() returns
@@ -37,12 +38,14 @@ class SQLiteStore(SQLStore):
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         clock: Clock | None = None,
         lease_ms: float = DEFAULT_LEASE_MS,
+        heartbeat: bool = True,
+        outage_s: float = 10.0,
     ) -> None:
         self.path = str(path)
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
         self._memory_lock = threading.Lock()
-        super().__init__(clock=clock, lease_ms=lease_ms)
+        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
 
     def _connect(self) -> Any:
         if self.path == ":memory:":
@@ -62,6 +65,15 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"cannot open the SQLite store {str(self.path)!r}: {exc}") from exc
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
+
+    def _lost(self, exc: BaseException, conn: Any) -> bool:
+        # locked past the busy timeout, or the file went away: the database is unavailable
+        return isinstance(exc, sqlite3.OperationalError)
+
+    def _discard(self, conn: Any) -> None:
+        if conn is self._memory_conn:
+            return  # the shared :memory: connection *is* the database
+        super()._discard(conn)
 
     def _transaction(self, conn: Any, mode: str) -> _SQLiteTransaction:
         lock = self._memory_lock if conn is self._memory_conn else None

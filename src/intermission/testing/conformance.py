@@ -22,6 +22,7 @@ from ..decisions import HITLDecision
 from ..errors import (
     ConflictError,
     EffectOutcomeUnknownError,
+    NothingToResumeError,
     SessionBusyError,
     SessionNotFoundError,
     SnapshotSchemaError,
@@ -131,12 +132,16 @@ def test_store_resume_claims_saves_and_releases(make_store: Any) -> None:  # R30
         build_change_graph().prompt().session(s).call()
     after = store.load("r")
     assert after.status == "done" and after.store_version == 2
+    # done: nothing to resume (refused before claiming); claim() takes it anyway
+    with pytest.raises(NothingToResumeError):
+        with store.resume("r"):
+            raise AssertionError("a done session must not be resumed")
     with pytest.raises(RuntimeError):
-        with store.resume("r") as s:
+        with store.claim("r") as s:
             s.context.put("lost", True)
             raise RuntimeError("crash inside the block")
     assert "lost" not in store.load("r").context  # not saved, and the claim was released
-    with store.resume("r"):
+    with store.claim("r"):
         pass
 
 
@@ -169,11 +174,25 @@ def test_store_ledger_is_durable_before_the_effect_runs(make_store: Any) -> None
         build_change_graph(effect).prompt().session(s).call()
     assert seen == ["started"]
     assert store.load("led").ledger["change-001/execute"].status == "completed"
-    # a second process that finds the effect started refuses to run it again
+    # a copy that does not know the effect ran gets the recorded result, never a rerun
     other = store.load("led")
     other.ledger.pop("change-001/execute")
-    with pytest.raises(EffectOutcomeUnknownError):
-        other.once("change-001/execute", lambda: "twice")
+    assert other.once("change-001/execute", lambda: "twice") == "applied"
+    # a copy that finds the effect started (by another holder, still running) refuses it
+    first, second = store.load("led"), store.load("led")
+    refused: list[str] = []
+
+    def twice() -> str:
+        refused.append("ran")
+        return "twice"
+
+    def slow() -> str:
+        with pytest.raises(EffectOutcomeUnknownError):
+            second.once("deploy", twice)
+        return "once"
+
+    assert first.once("deploy", slow) == "once" and refused == []
+    assert store.load("led").ledger["deploy"].status == "completed"
 
 
 def test_store_put_snapshot_refuses_bad_data_and_changes_nothing(make_store: Any) -> None:

@@ -1,0 +1,200 @@
+"""Connections of the SQL stores: a small pool, one transaction at a time per connection,
+and driver errors turned into StoreErrors. A connection the server dropped (a restart, a
+failover, ``pg_terminate_backend``) is discarded, never handed out again; a pooled one
+found dead when a transaction begins is replaced at once, since nothing ran on it (R40)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from ..errors import StoreError, StoreUnavailableError
+
+__all__ = ["Pool", "Tx", "until_back"]
+
+T = TypeVar("T")
+
+
+class Pool:
+    """The connection plumbing of :class:`~intermission.stores.sql.SQLStore`; subclasses
+    give the driver hooks."""
+
+    placeholder = "?"
+    driver_errors: tuple[type[BaseException], ...] = ()
+    """Every error the driver raises (mapped to StoreError subclasses)."""
+
+    def __init__(self) -> None:
+        self._idle: list[Any] = []
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
+
+    # -- driver hooks ------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any, mode: str) -> Any:
+        """A context manager around one transaction. ``mode``: ``write`` (takes the write
+        lock, durable), ``lease`` (a write whose loss in a power cut is harmless: a claim),
+        ``read``, ``query`` (one statement, no transaction)."""
+        raise NotImplementedError
+
+    def _lost(self, exc: BaseException, conn: Any) -> bool:
+        """True when ``exc`` means the connection (or the database) is gone."""
+        return False
+
+    # -- the pool ----------------------------------------------------------------------
+    def _borrow(self) -> tuple[Any, bool]:
+        """A connection and whether it is new. A small pool rather than one connection per
+        thread: short-lived threads (a click handler, a worker) leave none behind."""
+        with self._conns_lock:
+            if self._idle:
+                return self._idle.pop(), False
+        conn = self._connect()
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn, True
+
+    def _give_back(self, conn: Any) -> None:
+        with self._conns_lock:
+            if conn in self._conns:
+                self._idle.append(conn)
+
+    def _discard(self, conn: Any) -> None:
+        with self._conns_lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
+            if conn in self._idle:
+                self._idle.remove(conn)
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._conns_lock:
+            conns, self._conns, self._idle = self._conns, [], []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _tx(self, mode: str = "write") -> Tx:
+        """``with store._tx(mode) as run: run(sql, params)`` — one transaction on a pooled
+        connection (modes as in :meth:`_transaction`)."""
+        return Tx(self, mode)
+
+    def _mapped(self, exc: BaseException, conn: Any, *, committing: bool) -> StoreError:
+        """The StoreError for a driver error. ``conn`` (None: already discarded) is
+        discarded when it is lost, else handed back to the pool."""
+        lost = self._lost(exc, conn)
+        if conn is not None:
+            if lost:
+                self._discard(conn)
+            else:
+                self._give_back(conn)
+        if lost:
+            return StoreUnavailableError(
+                f"the database connection was lost ({type(exc).__name__}: {exc})".strip(),
+                outcome_unknown=committing,
+            )
+        return StoreError(f"the database refused the operation: {type(exc).__name__}: {exc}")
+
+
+class Tx:
+    """One transaction on a pooled connection. A class rather than nested generator
+    context managers: every save and resume passes through here, and the generator
+    machinery cost more than the SQL of a small commit."""
+
+    __slots__ = ("conn", "cur", "inner", "mode", "store")
+
+    def __init__(self, store: Pool, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+
+    def __enter__(self) -> Callable[..., Any]:
+        store = self.store
+        for retry in (False, True):
+            conn, fresh = store._borrow()
+            try:
+                inner = store._transaction(conn, self.mode)
+                inner.__enter__()
+            except BaseException as exc:
+                if not isinstance(exc, store.driver_errors):
+                    store._discard(conn)  # interrupted mid-BEGIN: not fit for reuse
+                    raise
+                if not fresh and not retry and store._lost(exc, conn):
+                    store._discard(conn)
+                    continue  # died while idle in the pool; nothing ran on it
+                raise store._mapped(exc, conn, committing=False) from exc
+            break
+        self.conn, self.inner = conn, inner
+        self.cur = conn.cursor()
+        return self.run if store.placeholder == "?" else self.run_translated
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.cur
+        cur.execute(sql, params)
+        return cur
+
+    def run_translated(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.cur
+        cur.execute(self.store._sql(sql), params)
+        return cur
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        store, conn = self.store, self.conn
+        errors = store.driver_errors
+        try:
+            self.inner.__exit__(kind, exc, tb)  # commit, or roll back after an error
+        except BaseException as err:
+            # the commit or the rollback failed: the connection's state is unknown
+            store._discard(conn)
+            if kind is not None:  # the body failed first: that is the error to report
+                if isinstance(exc, errors):
+                    raise store._mapped(exc, None, committing=False) from exc
+                return
+            if isinstance(err, errors):
+                raise store._mapped(err, None, committing=True) from err
+            raise
+        if kind is not None and isinstance(exc, errors):
+            raise store._mapped(exc, conn, committing=False) from exc
+        store._give_back(conn)
+
+
+def until_back(
+    attempt: Callable[[], T], outage_s: float, check: Callable[[], T | None] | None = None
+) -> T:
+    """``attempt()``, tried again while the database is unavailable, for up to
+    ``outage_s`` seconds (writes that must not be lost: a ledger entry for an effect that
+    ran, the save that ends a resume). ``check()`` runs before each retry and returns a
+    result when the failed attempt turns out to have committed after all."""
+    deadline = time.monotonic() + outage_s
+    pause = 0.05
+    for _ in _forever():
+        try:
+            return attempt()
+        except StoreUnavailableError:
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+        if check is not None:
+            try:
+                done = check()
+            except StoreUnavailableError:
+                continue
+            if done is not None:
+                return done
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _forever() -> Iterator[None]:
+    while True:
+        yield None
