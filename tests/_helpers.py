@@ -2,9 +2,43 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import pytest
+
 from intermission import END, FlowContext, GraphSpec, Node, tool
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_DSN = os.environ.get("INTERMISSION_PG_DSN")
+
+
+def need(ok: bool, what: str) -> None:
+    """Skip locally, fail under CI=true, when something a test needs is missing."""
+    if ok:
+        return
+    if IN_CI:
+        pytest.fail(f"{what}; CI=true: a missing dependency fails the run")
+    pytest.skip(f"{what} (CI=true would fail instead)")
+
+
+def pg_dsn() -> str:
+    """The test database, or a skip locally / a failure under CI=true."""
+    need(bool(PG_DSN), "PostgreSQL tests need INTERMISSION_PG_DSN (.ci/postgres.sh sets one up)")
+    assert PG_DSN is not None
+    return PG_DSN
+
+
+def fresh_pg(**kw: Any) -> Any:
+    """A PostgresStore on an emptied test database."""
+    from intermission.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_dsn(), **kw)
+    with store._tx() as run:
+        run("DELETE FROM im_ledger")
+        run("DELETE FROM im_events")
+        run("DELETE FROM im_sessions")
+    return store
 
 TRANSFERS: list[tuple[str, int]] = []
 """Every call of :func:`transfer` (tests clear it first)."""

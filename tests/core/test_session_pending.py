@@ -6,7 +6,6 @@ import asyncio
 import threading
 
 import pytest
-
 from tests._helpers import change_graph, linear
 
 from intermission import FlowEngine, InMemoryAgentSession, NothingToResumeError

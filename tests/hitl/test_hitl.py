@@ -6,9 +6,9 @@ import pytest
 from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
-    DecisionConflictError,
     HITL,
     AmbiguousTaskError,
+    DecisionConflictError,
     HITLDecision,
     HITLInterceptor,
     InMemoryAgentSession,

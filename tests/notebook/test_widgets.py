@@ -146,8 +146,17 @@ def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
     agent2, ran2 = _two_call_agent()
     s2 = InMemoryAgentSession.of("p2")
     agent2.prompt("pay both").session(s2).call()
-    resp = HITLPanel(agent2, s2).decide_all({"c1": "approve", "c2": "reject"})
+    panel2 = HITLPanel(agent2, s2, reviewer="lead")
+    with pytest.raises(InvalidDecisionError, match="needs a reason"):
+        panel2.decide_all({"c1": "approve", "c2": "reject"})
+    assert panel2.rows["c2"].buttons["reject"].disabled  # until a reason is typed
+    panel2.reason.value = "b is not a payee"
+    assert not panel2.rows["c2"].buttons["reject"].disabled
+    resp = panel2.decide_all({"c1": "approve", "c2": "reject"})
     assert resp.content == "done" and ran2 == [("a", 1)]
+    (rejected,) = [e for e in s2.events if e.kind == "tool_call_end" and e.call_uuid == "c2"]
+    assert rejected.observation == "Rejected by the reviewer: b is not a payee"
+    assert {e.decision.reviewer for e in s2.events if e.kind == "hitl_decided"} == {"lead"}
 
 
 def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:

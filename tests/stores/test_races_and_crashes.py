@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.stores.conftest import fresh_pg, pg_dsn
+from tests._helpers import fresh_pg, pg_dsn
 
 from intermission import EffectOutcomeUnknownError, NothingToResumeError, SessionBusyError
 from intermission.examples import build_change_graph

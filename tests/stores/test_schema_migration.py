@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._helpers import pg_dsn
 
 from intermission import NodeStartEvent
 from intermission.core.events_log import RunScope
 from intermission.stores import SQLiteStore
 from intermission.stores.sql import MIGRATIONS, SCHEMA_VERSION
 from intermission.testing.conformance import paused_ops
-
-from .conftest import pg_dsn
 
 
 def _version_1_schema(execute: Callable[..., Any], snapshot: str, int_type: str, real: str) -> None:

@@ -7,12 +7,18 @@ import html
 import json
 from typing import Any
 
-__all__ = ["CSS", "esc", "pre_json"]
+__all__ = ["CSS", "esc", "pre_json", "short_id"]
 
 
 def esc(value: Any) -> str:
     """Escape any value for HTML text and attributes."""
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def short_id(value: str | None, keep: int = 8) -> str:
+    """A long id (a call UUID) shortened for a table cell; show the full one on hover."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= keep + 1 else text[:keep] + "…"
 
 
 def pre_json(value: Any) -> str:

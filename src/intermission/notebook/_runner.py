@@ -56,46 +56,62 @@ class ResumeRunner:
         action(self.session)
         return self.agent.prompt().session(self.session).call()
 
+    @property
+    def busy(self) -> bool:
+        """True while a decision is being written and the agent resumed."""
+        return self._busy
+
+    def _redraw(self) -> None:
+        for b in self.buttons:
+            b.disabled = self._busy or not self.session.is_pending
+        if self.state_hook is not None:
+            self.state_hook()
+
     def _begin(self) -> bool:
         with self._lock:
             if self._busy:
                 return False  # a double click resumes once
             self._busy = True
         self.error = None
-        for b in self.buttons:
-            b.disabled = True
         self.status.value = "<i>running…</i>"
+        self._redraw()
         return True
 
+    def show_error(self, error: BaseException) -> None:
+        """Show an error in the widget (a refused decision: nothing changed)."""
+        self.error = error
+        self.status.value = (
+            f"<span class='im-error' style='color:#c62828'>error: "
+            f"{esc(type(error).__name__)}: {esc(error)}</span>"
+        )
+
     def _finish(self, response: Any = None, error: BaseException | None = None) -> None:
-        try:
-            if error is not None:
-                self.error = error
-                self.status.value = (
-                    f"<span style='color:#c62828'>error: {esc(type(error).__name__)}: "
-                    f"{esc(error)}</span>"
-                )
-                for b in self.buttons:
-                    b.disabled = False
-                return
-            self.response = response
+        with self._lock:
+            self._busy = False
+        if error is not None:
+            self._reload()  # show what the store holds now, never a stale state
+            self.show_error(error)
             self.refresh()
-            pending = self.session.is_pending
-            self.status.value = (
-                f"<b>waiting again:</b> {esc(self.session.pending_reason)}"
-                if pending
-                else f"<b>{esc(self.session.status)}</b>"
-            )
-            self.result.value = (
-                f"<div class='im-result'>{esc(getattr(response, 'content', ''))}</div>"
-            )
-            for b in self.buttons:
-                b.disabled = not pending
-            if self.state_hook is not None:
-                self.state_hook()
-        finally:
-            with self._lock:
-                self._busy = False
+            self._redraw()
+            return
+        self.response = response
+        self.refresh()
+        pending = self.session.is_pending
+        self.status.value = (
+            f"<b>waiting again:</b> {esc(self.session.pending_reason)}"
+            if pending
+            else f"<b>{esc(self.session.status)}</b>"
+        )
+        self.result.value = f"<div class='im-result'>{esc(getattr(response, 'content', ''))}</div>"
+        self._redraw()
+
+    def _reload(self) -> None:
+        if self.store is None:
+            return
+        try:
+            self.session = self.store.load(self.session.session_id)
+        except Exception:  # the error to show is the one that happened, not this one
+            return
 
     def run_now(self, action: Action) -> Any:
         """Decide and resume in this thread; returns the response (code twins use this)."""

@@ -1,5 +1,5 @@
-"""HITLPanel: decide pending tool calls one by one (by call UUID), with editable
-arguments, then resume (R36)."""
+"""HITLPanel: decide the tool calls of a suspended batch one by one (by call UUID), with
+editable arguments, a reviewer, a comment and a reason to reject, then resume (R36, R47)."""
 
 from __future__ import annotations
 
@@ -10,54 +10,91 @@ from typing import Any
 import ipywidgets as w
 
 from ..core.session import AgentSession
-from ..decisions import HITLDecision, HITLTask
+from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
-from ._html import esc
+from ._html import esc, short_id
 from ._runner import ResumeRunner
+from .settings import default_reviewer
 
 __all__ = ["HITLPanel"]
 
 
+def _decided_text(record: DecisionRecord) -> str:
+    who = f" by {esc(record.reviewer)}" if record.reviewer else ""
+    note = f" — {esc(record.comment)}" if record.comment else ""
+    return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
+
+
 class _Row:
+    """One tool call: what it would do, why it waits, and its three buttons."""
+
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
         self.head = w.HTML(
-            f"<b>{esc(task.tool_name)}</b> <code>{esc(task.call_uuid)}</code> — {esc(task.reason)}"
+            f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
+            f"{esc(short_id(task.call_uuid))}</code> — {esc(task.reason)}"
         )
         self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
         self.args.add_class("hitl-args")
-        self.buttons = {}
+        self.buttons: dict[str, w.Button] = {}
         for verdict, style in (("approve", "success"), ("reject", "danger"), ("skip", "warning")):
             b = w.Button(description=verdict.title(), button_style=style)
             b.add_class(f"hitl-{verdict}")
             b.on_click(lambda _b, v=verdict: panel._click(self.task.call_uuid, v))
             self.buttons[verdict] = b
         self.state = w.HTML()
+        self.state.add_class("hitl-row-state")
         self.box = w.VBox([self.head, self.args, w.HBox([*self.buttons.values(), self.state])])
+        self.box.add_class("hitl-row")
 
 
 class HITLPanel(w.VBox):
-    """One row per pending tool call: arguments (editable JSON), reason, Approve / Reject /
-    Skip; when every row is decided the agent resumes. Code twins: ``approve(uuid)``,
-    ``reject(uuid, reason)``, ``skip(uuid)``, ``decide_all(...)``."""
+    """One row per tool call of the suspended batch: arguments (editable JSON), reason,
+    Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
+    Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
+    Comment, and to reject a Reason (Reject stays disabled until one is typed). When every
+    call is decided the agent resumes. Calls someone already decided show that decision;
+    a different one is refused (DecisionConflictError, shown here; nothing changes).
+
+    Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
+    ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``.
+    """
 
     def __init__(
-        self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str = ""
+        self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str | None = None
     ) -> None:
         self.runner = ResumeRunner(agent, session, store)
-        self.reviewer = w.Text(value=reviewer, description="Reviewer")
+        self.reviewer = w.Text(
+            value=default_reviewer() if reviewer is None else reviewer, description="Reviewer"
+        )
+        self.reviewer.add_class("hitl-reviewer")
+        self.comment = w.Text(description="Comment", placeholder="optional note")
+        self.comment.add_class("hitl-comment")
+        self.reason = w.Text(description="Reason", placeholder="required to reject")
+        self.reason.add_class("hitl-reason")
+        self.reason.observe(lambda _change: self._enable(), names=["value"])
         self.approve_all_button = w.Button(description="Approve all", button_style="success")
         self.approve_all_button.add_class("hitl-approve-all")
-        self.approve_all_button.on_click(lambda _b: self._click_all())
+        self.approve_all_button.on_click(lambda _b: self._click_all("approve"))
+        self.reject_all_button = w.Button(description="Reject all", button_style="danger")
+        self.reject_all_button.add_class("hitl-reject-all")
+        self.reject_all_button.on_click(lambda _b: self._click_all("reject"))
+        self.resume_button = w.Button(description="Resume with recorded decisions")
+        self.resume_button.add_class("hitl-resume")
+        self.resume_button.on_click(lambda _b: self._click_resume())
         self.rows_box = w.VBox()
-        self._decided: dict[str, HITLDecision] = {}
+        self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
         r = self.runner
         r.state_hook = self._build_rows
         super().__init__(
-            [self.reviewer, self.rows_box, self.approve_all_button, r.status, r.result, r.timeline]
-        )
+            [
+                self.rows_box, self.reviewer, self.comment, self.reason,
+                w.HBox([self.approve_all_button, self.reject_all_button, self.resume_button]),
+                r.status, r.result, r.timeline,
+            ]
+        )  # fmt: skip
         self.add_class("hitl-panel")
         self._build_rows()
         r.refresh()
@@ -67,21 +104,63 @@ class HITLPanel(w.VBox):
         """The session (a fresh object after each resume through a store)."""
         return self.runner.session
 
+    # -- state -----------------------------------------------------------------------
     def _build_rows(self) -> None:
-        self._decided = {}
-        self.rows = {t.call_uuid: _Row(self, t) for t in HITL.pending_tasks(self.runner.session)}
+        s = self.runner.session
+        self._chosen = {}
+        self.rows = {t.call_uuid: _Row(self, t) for t in s.hitl.tasks} if s.is_pending else {}
         self.rows_box.children = [row.box for row in self.rows.values()]
-        self.runner.buttons = [b for row in self.rows.values() for b in row.buttons.values()]
-        self.runner.buttons.append(self.approve_all_button)
-        self.approve_all_button.disabled = not self.rows
+        if not self.rows:
+            waits = f": {esc(s.pending_reason)}" if s.is_pending else f" ({esc(s.status)})"
+            self.rows_box.children = [w.HTML(f"<i>No tool call waits for a decision</i>{waits}")]
+        self._enable()
+
+    def _undecided(self) -> list[str]:
+        decided = self.runner.session.hitl.decisions
+        return [u for u in self.rows if u not in decided and u not in self._chosen]
+
+    def _enable(self) -> None:
+        """Buttons as the session and the fields say (all off while a resume runs)."""
+        busy = self.runner.busy
+        decided = self.runner.session.hitl.decisions
+        has_reason = bool(self.reason.value.strip())
+        for uuid, row in self.rows.items():
+            record = decided.get(uuid)
+            chosen = self._chosen.get(uuid)
+            if record is not None:
+                row.state.value = _decided_text(record)
+            elif chosen is not None:
+                row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
+            else:
+                row.state.value = ""
+            open_row = record is None and chosen is None and not busy
+            row.args.disabled = not open_row
+            row.buttons["approve"].disabled = not open_row
+            row.buttons["skip"].disabled = not open_row
+            row.buttons["reject"].disabled = not (open_row and has_reason)
+        batch = bool(self.rows) and not busy
+        self.approve_all_button.disabled = not batch
+        self.reject_all_button.disabled = not (batch and has_reason)
+        self.resume_button.disabled = not (batch and not self._undecided())
+        self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
+
+    # -- decisions ---------------------------------------------------------------------
+    def _who(self, reviewer: str | None) -> str | None:
+        name = reviewer if reviewer is not None else self.reviewer.value.strip()
+        return name or None
 
     def _decision(
-        self, call_uuid: str, verdict: str, args: dict[str, Any] | None, note: str | None
+        self,
+        call_uuid: str,
+        verdict: str,
+        args: dict[str, Any] | None = None,
+        note: str | None = None,
+        reviewer: str | None = None,
     ) -> HITLDecision:
         row = self.rows.get(call_uuid)
         if row is None:
             raise InvalidDecisionError(
-                f"no pending row for call {call_uuid!r}", call_uuid=call_uuid
+                f"no tool call {call_uuid!r} waits in this panel", call_uuid=call_uuid
             )
         if verdict == "approve":
             if args is None:
@@ -89,70 +168,102 @@ class HITLPanel(w.VBox):
                     args = json.loads(row.args.value)
                 except ValueError as exc:
                     raise InvalidDecisionError(f"arguments are not JSON: {exc}") from None
+            if not isinstance(args, dict):
+                raise InvalidDecisionError("arguments are a JSON object", call_uuid=call_uuid)
             decision = HITLDecision.approve()
             if args != row.task.args:
-                decision = decision.modified_args(dict(args or {}))
+                decision = decision.modified_args(args)
+            note = note if note is not None else (self.comment.value.strip() or None)
             if note:
                 decision = decision.comment(note)
         elif verdict == "reject":
-            decision = HITLDecision.reject(note)
+            why = note if note is not None else self.reason.value.strip()
+            if not why:
+                raise InvalidDecisionError(
+                    "a rejection needs a reason: type it in the Reason field",
+                    call_uuid=call_uuid,
+                )
+            decision = HITLDecision.reject(why)
         else:
+            note = note if note is not None else (self.comment.value.strip() or None)
             decision = HITLDecision.skip(note)
-        if self.reviewer.value:
-            decision = decision.reviewer(self.reviewer.value)
-        # validate now against the session (nothing is written until all rows are decided)
+        who = self._who(reviewer)
+        if who:
+            decision = decision.reviewer(who)
+        # checked against the session now (conflicts, approvers, edited arguments);
+        # nothing is written until every call has a decision
         HITL._check(self.runner.session, call_uuid, decision)
         return decision
 
-    def _record(self, call_uuid: str, decision: HITLDecision) -> bool:
-        self._decided[call_uuid] = decision
-        row = self.rows[call_uuid]
-        row.state.value = f"<i>{esc(decision.verdict)}</i>"
-        for b in row.buttons.values():
-            b.disabled = True
-        return len(self._decided) == len(self.rows)
-
-    def _submit_action(self) -> Any:
-        decisions = dict(self._decided)
-        return lambda s: HITL.submit_all(s, decisions)
+    def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
+        """Keep the choices; once every call is decided, submit them and resume."""
+        self._chosen.update(decisions)
+        self._enable()
+        if self._undecided():
+            return None
+        chosen = dict(self._chosen)
+        return lambda s: HITL.submit_all(s, chosen)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
         try:
-            decision = self._decision(call_uuid, verdict, None, None)
+            action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
         except Exception as exc:
-            self.runner.status.value = f"<span style='color:#c62828'>error: {esc(exc)}</span>"
+            self.runner.show_error(exc)
             return
-        if self._record(call_uuid, decision):
-            self.runner.run_in_background(self._submit_action())
+        if action is not None:
+            self.runner.run_in_background(action)
 
-    def _click_all(self) -> None:
-        for uuid in self.rows:
-            if uuid not in self._decided:
-                self._decided[uuid] = self._decision(uuid, "approve", None, None)
-        self.runner.run_in_background(self._submit_action())
+    def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
+        return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
+
+    def _click_all(self, verdict: str) -> None:
+        try:
+            action = self._choose(self._all(verdict, None, None))
+        except Exception as exc:
+            self.runner.show_error(exc)
+            return
+        if action is not None:
+            self.runner.run_in_background(action)
+
+    def _click_resume(self) -> None:
+        if not self._undecided():
+            self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------
-    def _twin(self, call_uuid: str, verdict: str, args: Any, note: str | None) -> Any:
-        if self._record(call_uuid, self._decision(call_uuid, verdict, args, note)):
-            return self.runner.run_now(self._submit_action())
-        return None
+    def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
+        action = self._choose(decisions)
+        return None if action is None else self.runner.run_now(action)
 
     def approve(
-        self, call_uuid: str, args: dict[str, Any] | None = None, comment: str | None = None
+        self,
+        call_uuid: str,
+        args: dict[str, Any] | None = None,
+        comment: str | None = None,
+        reviewer: str | None = None,
     ) -> Any:
         """Approve one call (optionally with edited args); resumes when all are decided."""
-        return self._twin(call_uuid, "approve", args, comment)
+        decision = self._decision(call_uuid, "approve", args, comment, reviewer)
+        return self._twin({call_uuid: decision})
 
-    def reject(self, call_uuid: str, reason: str | None = None) -> Any:
-        """Reject one call; resumes when all are decided."""
-        return self._twin(call_uuid, "reject", None, reason)
+    def reject(self, call_uuid: str, reason: str, reviewer: str | None = None) -> Any:
+        """Reject one call (a reason is required); resumes when all are decided."""
+        return self._twin({call_uuid: self._decision(call_uuid, "reject", None, reason, reviewer)})
 
-    def skip(self, call_uuid: str, comment: str | None = None) -> Any:
+    def skip(self, call_uuid: str, comment: str | None = None, reviewer: str | None = None) -> Any:
         """Skip one call; resumes when all are decided."""
-        return self._twin(call_uuid, "skip", None, comment)
+        return self._twin({call_uuid: self._decision(call_uuid, "skip", None, comment, reviewer)})
+
+    def approve_all(self, comment: str | None = None, reviewer: str | None = None) -> Any:
+        """Approve every call of the batch and resume."""
+        return self._twin(self._all("approve", comment, reviewer))
+
+    def reject_all(self, reason: str, reviewer: str | None = None) -> Any:
+        """Reject every call of the batch (a reason is required) and resume."""
+        return self._twin(self._all("reject", reason, reviewer))
 
     def decide_all(self, decisions: str | Mapping[str, str] = "approve") -> Any:
-        """Decide every row (one verdict, or ``{uuid: verdict}``) and resume."""
+        """Decide every undecided call (one verdict, or ``{uuid: verdict}``) and resume;
+        rejections take their reason from the Reason field."""
         if not self.rows:
             s = self.runner.session
             waits = f" (it waits for: {s.pending_reason})" if s.is_pending else ""
@@ -160,12 +271,21 @@ class HITLPanel(w.VBox):
                 f"session {s.session_id!r} has no pending tool calls to decide{waits}; "
                 "a graph approval is decided with ApprovalWidget or decide_graph"
             )
-        for uuid in list(self.rows):
-            if uuid in self._decided:
-                continue
-            verdict = decisions if isinstance(decisions, str) else decisions[uuid]
-            self._decided[uuid] = self._decision(uuid, verdict, None, None)
-        return self.runner.run_now(self._submit_action())
+        chosen = {
+            uuid: self._decision(
+                uuid, decisions if isinstance(decisions, str) else decisions[uuid]
+            )
+            for uuid in self._undecided()
+        }
+        return self._twin(chosen)
+
+    def resume(self) -> Any:
+        """Resume with the decisions already recorded (say, by another reviewer)."""
+        if self._undecided():
+            raise InvalidDecisionError(
+                f"{len(self._undecided())} tool call(s) still need a decision"
+            )
+        return self.runner.run_now(lambda s: None)
 
     def wait(self, timeout: float | None = 30.0) -> Any:
         """Wait for a button-started resume; returns the response."""
@@ -173,4 +293,4 @@ class HITLPanel(w.VBox):
 
     def __repr__(self) -> str:
         s = self.runner.session
-        return f"<HITLPanel {s.session_id}: {len(self.rows)} pending call(s)>"
+        return f"<HITLPanel {s.session_id}: {len(self._undecided())} pending call(s)>"

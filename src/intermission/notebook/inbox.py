@@ -7,7 +7,6 @@ from typing import Any
 import ipywidgets as w
 
 from ..errors import UsageError
-from ..hitl import HITL
 from ._html import esc
 from .approval import ApprovalWidget
 from .graph_view import GraphView
@@ -68,7 +67,7 @@ class Inbox(w.VBox):
         """Show one session and return its decision widget (ApprovalWidget or HITLPanel)."""
         session = self.store.load(session_id)
         agent = self._agent(session.agent)
-        if HITL.pending_tasks(session):
+        if session.hitl.tasks:  # a tool batch, even when someone decided it already
             widget: Any = HITLPanel(agent, session, store=self.store)
         else:
             widget = ApprovalWidget(agent, session, store=self.store)

@@ -31,7 +31,10 @@ from ..examples import build_change_graph, build_ops_agent
 from ..hitl import HITL
 
 __all__ = [
+    "test_store_a_stale_copy_never_rolls_the_ledger_back",
     "test_store_claim_lease_expires",
+    "test_store_forget_and_resolve_effect",
+    "test_store_resume_refuses_a_session_with_nothing_to_resume",
     "test_store_compare_and_set",
     "test_store_ledger_is_durable_before_the_effect_runs",
     "test_store_load_missing_and_delete",
@@ -147,7 +150,7 @@ def test_store_resume_claims_saves_and_releases(make_store: Any) -> None:  # R30
 
 def test_store_claim_lease_expires(make_store: Any) -> None:  # R30 (a dead owner)
     clock = FakeClock(start_ms=0, step_ms=1)
-    store = make_store(clock=clock, lease_ms=1000)
+    store = make_store(clock=clock, lease_ms=1000, heartbeat=False)  # a dead owner renews none
     store.save(paused_change("lease"))
     held = store.resume("lease")
     held.__enter__()  # an owner that never comes back
@@ -209,3 +212,71 @@ def test_store_put_snapshot_refuses_bad_data_and_changes_nothing(make_store: Any
     loaded = store.load("snap")
     HITL.submit(loaded, task, HITLDecision.approve().reviewer("lead"))
     assert store.save(loaded) == 2
+
+
+def _crashed_mid_effect(store: Any, session_id: str, key: str) -> None:
+    """Leave ``key`` started in the store, as a holder killed inside the effect does."""
+    copy = store.load(session_id)
+    assert copy._ledger_start(key) is None  # 'started' written; the effect never ends
+
+
+def test_store_forget_and_resolve_effect(make_store: Any) -> None:  # R32, R39
+    store = make_store()
+    store.save(paused_change("fx"))
+    _crashed_mid_effect(store, "fx", "charge")
+    _crashed_mid_effect(store, "fx", "email")
+    with pytest.raises(EffectOutcomeUnknownError, match="resolve_effect"):
+        store.load("fx").once("charge", lambda: "again")
+    stale = store.load("fx").to_json()  # a copy taken while both were 'started'
+    # resolve: it did happen (the human checked); recorded at once, no save needed
+    store.load("fx").resolve_effect("charge", {"receipt": "r-1"})
+    assert store.load("fx").ledger["charge"].status == "completed"
+    assert store.load("fx").once("charge", lambda: "again") == {"receipt": "r-1"}
+    # forget: it did not happen; the next once runs it
+    store.load("fx").forget_effect("email")
+    assert store.load("fx").ledger["email"].status == "failed"
+    # the stale copy, put back, brings neither 'started' back
+    store.put_snapshot(stale, version=store.load("fx").store_version)
+    back = store.load("fx")
+    assert back.ledger["charge"].status == "completed" and back.ledger["email"].status == "failed"
+    assert back.once("email", lambda: "sent") == "sent"
+    assert store.load("fx").ledger["email"].status == "completed"
+
+
+def test_store_a_stale_copy_never_rolls_the_ledger_back(make_store: Any) -> None:  # R39
+    store = make_store()
+    store.save(paused_change("st"))
+    note = store.load("st")  # loaded before the effect
+    runner = store.load("st")
+    assert runner.once("deploy", lambda: "v2") == "v2"
+    note.context.put("note", "looked at it")
+    store.save(note)  # compare-and-set passes (the row did not move): its note is kept
+    after = store.load("st")
+    assert after.context["note"] == "looked at it" and after.ledger["deploy"].status == "completed"
+    ran: list[str] = []
+
+    def again() -> str:
+        ran.append("again")
+        return "v3"
+
+    assert after.once("deploy", again) == "v2" and ran == []
+
+
+def test_store_resume_refuses_a_session_with_nothing_to_resume(make_store: Any) -> None:  # R40
+    store = make_store()
+    s = paused_change("fin")
+    s.context.put("approval.decision", "APPROVE")
+    build_change_graph().prompt().session(s).call()
+    assert s.status == "done"
+    store.save(s)
+    for _ in range(3):  # refused before claiming: no claim is left behind
+        with pytest.raises(NothingToResumeError, match="is done"):
+            with store.resume("fin"):
+                raise AssertionError("must not run")
+    with store.claim("fin") as again:  # a new prompt on a finished session
+        assert again.status == "done"
+    new = InMemoryAgentSession.of("never-ran")
+    store.save(new)
+    with pytest.raises(NothingToResumeError, match="is new"):
+        with store.resume("never-ran"):
+            raise AssertionError("must not run")

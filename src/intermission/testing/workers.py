@@ -1,7 +1,11 @@
-"""Processes that resume a stored session, for race and crash tests of stores.
+"""Processes that resume a stored session, for race, crash and fault tests of stores.
 
-``python -m intermission.testing.workers STORE SESSION_ID EFFECT_FILE [LEASE_MS]`` resumes a
-paused change-approval session once; the effect appends one line to EFFECT_FILE.
+``python -m intermission.testing.workers STORE SESSION_ID EFFECT_FILE [LEASE_MS] [PAUSE_S]
+[GRAPH] [HOLD_S]`` resumes a paused session once and prints what happened; the effect
+appends one line to EFFECT_FILE and then sleeps PAUSE_S. GRAPH is ``change`` (the
+change-approval team, default) or ``effect`` (:func:`effect_graph`, no models: approval
+gate, then one ledgered effect). HOLD_S: how long the run waits after the graph finished,
+before its final save (a window for crash tests to land in).
 """
 
 from __future__ import annotations
@@ -9,15 +13,23 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 
+from ..core.context import FlowContext
+from ..core.engine import FlowEngine
+from ..core.graph import Node
+from ..core.spec import END, GraphSpec
 from ..errors import IntermissionError
-from ..examples import build_change_graph
+from ..examples import build_change_graph, change_approval_task
 from ..stores.open import open_store
 
-__all__ = ["append_effect", "resume_change"]
+__all__ = ["EFFECT_KEY", "append_effect", "effect_graph", "resume_change", "resume_effect"]
+
+EFFECT_KEY = "change-001/execute"
+"""The idempotency key of the effect in both graphs."""
 
 
-def append_effect(path: str, pause_s: float = 0.0) -> object:
+def append_effect(path: str, pause_s: float = 0.0) -> Callable[[str], str]:
     """An effect that leaves a trace: one appended line per run (O_APPEND is atomic)."""
 
     def effect(change_id: str) -> str:
@@ -33,6 +45,23 @@ def append_effect(path: str, pause_s: float = 0.0) -> object:
     return effect
 
 
+def effect_graph(effect: Callable[[str], str]) -> GraphSpec:
+    """``start → approval (gate) → execute → end``: ``execute`` runs ``effect`` through the
+    ledger (``session.once``); an error in the effect fails the run, which stays
+    resumable."""
+
+    def execute(ctx: FlowContext, node: Node) -> None:
+        assert ctx.session is not None
+        ctx.put("change.result", ctx.session.once(EFFECT_KEY, lambda: effect("change-001")))
+
+    spec = GraphSpec("effect")
+    spec.add_start().link_add("approval")
+    spec.add_activity("approval").task(change_approval_task).link_add("execute")
+    spec.add_activity("execute").task(execute).link_add(END)
+    spec.add_end()
+    return spec
+
+
 def resume_change(
     store_target: str,
     session_id: str,
@@ -42,7 +71,7 @@ def resume_change(
 ) -> str:
     """Resume the change graph on a stored session; returns what happened."""
     store = open_store(store_target, lease_ms=lease_ms)
-    team = build_change_graph(append_effect(effect_path, pause_s))  # type: ignore[arg-type]
+    team = build_change_graph(append_effect(effect_path, pause_s))
     try:
         with store.resume(session_id) as session:
             team.prompt().session(session).call()
@@ -53,7 +82,34 @@ def resume_change(
         store.close()
 
 
+def resume_effect(
+    store_target: str,
+    session_id: str,
+    effect_path: str,
+    lease_ms: float = 60_000.0,
+    pause_s: float = 0.0,
+    hold_s: float = 0.0,
+) -> str:
+    """Resume :func:`effect_graph` on a stored session; returns what happened."""
+    store = open_store(store_target, lease_ms=lease_ms)
+    spec = effect_graph(append_effect(effect_path, pause_s))
+    try:
+        with store.resume(session_id) as session:
+            FlowEngine().eval(spec, session.context)
+            time.sleep(hold_s)
+        return "ran"
+    except IntermissionError as exc:
+        return type(exc).__name__
+    finally:
+        store.close()
+
+
 if __name__ == "__main__":  # pragma: no cover - run as a subprocess
     lease = float(sys.argv[4]) if len(sys.argv) > 4 else 60_000.0
     pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
-    print(resume_change(sys.argv[1], sys.argv[2], sys.argv[3], lease, pause), flush=True)
+    if len(sys.argv) > 6 and sys.argv[6] == "effect":
+        hold = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
+        outcome = resume_effect(sys.argv[1], sys.argv[2], sys.argv[3], lease, pause, hold)
+    else:
+        outcome = resume_change(sys.argv[1], sys.argv[2], sys.argv[3], lease, pause)
+    print(outcome, flush=True)

@@ -1,0 +1,37 @@
+"""Settings of the notebook layer: who decides by default, how often the Inbox looks."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+
+__all__ = ["Settings", "default_reviewer", "settings"]
+
+
+@dataclass
+class Settings:
+    """Change them for the whole notebook: ``intermission.notebook.settings.reviewer = "alice"``."""
+
+    reviewer: str | None = None
+    """The reviewer name widgets fill in; None: ``$INTERMISSION_REVIEWER``, else the OS user."""
+    inbox_poll_s: float | None = 5.0
+    """How often an Inbox re-reads ``store.pending()`` (None: never; off under nbval and
+    whenever ``$INTERMISSION_INBOX_POLL`` is ``0``)."""
+
+
+settings = Settings()
+"""The settings every widget reads when it is made."""
+
+
+def default_reviewer() -> str:
+    """The reviewer a widget starts with (see :attr:`Settings.reviewer`)."""
+    if settings.reviewer:
+        return settings.reviewer
+    env = os.environ.get("INTERMISSION_REVIEWER")
+    if env:
+        return env
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no user name in this container
+        return ""
