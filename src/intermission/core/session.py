@@ -21,9 +21,10 @@ __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"
 
 T = TypeVar("T")
 
-LedgerHook = Callable[[str, LedgerEntry, bool], LedgerEntry]
-"""``hook(key, entry, force)`` → the entry now stored: how a store makes ledger changes
-durable the moment they happen (see ``InMemoryAgentSession._ledger_put``)."""
+LedgerHook = Callable[[Any, str, LedgerEntry, bool], LedgerEntry]
+"""``hook(session, key, entry, force)`` → the entry now stored: how a store makes ledger
+changes durable the moment they happen (see ``InMemoryAgentSession._ledger_put``). A
+store's bound method, so a session and its store hold no reference cycle."""
 
 
 def check_session_id(session_id: object) -> None:
@@ -172,7 +173,7 @@ class InMemoryAgentSession:
         effect runs. ``force``: a human override (resolve/forget), written as it is."""
         hook = self.ledger_hook
         if hook is not None:
-            entry = hook(key, entry, force)
+            entry = hook(self, key, entry, force)
         else:
             self.ledger_dirty.add(key)
         self.ledger[key] = entry

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -137,28 +136,24 @@ class MemoryStore:
                     ledger[key] = new
         session.ledger_dirty.clear()
         if session.ledger_hook is None:
-            session.ledger_hook = self._ledger_hook(session)
+            session.ledger_hook = self._write_ledger
         session.store_version = expected + 1
         return session.store_version
 
-    def _ledger_hook(
-        self, session: InMemoryAgentSession
-    ) -> Callable[[str, LedgerEntry, bool], LedgerEntry]:
-        sid = session.session_id
-
-        def hook(key: str, new: LedgerEntry, force: bool) -> LedgerEntry:
-            with self._lock:
-                token = session.claim_token
-                if token is not None and new.status == "started" and not force:
-                    self._fence(sid, token)
-                ledger = self._ledgers.setdefault(sid, {})
-                old = ledger.get(key)
-                if not force and not advances(old, new):
-                    return old if old is not None else new
-                ledger[key] = new
-                return new
-
-        return hook
+    def _write_ledger(
+        self, session: InMemoryAgentSession, key: str, new: LedgerEntry, force: bool
+    ) -> LedgerEntry:
+        """The sessions' ledger hook (see :meth:`SQLStore._write_ledger`)."""
+        sid, token = session.session_id, session.claim_token
+        with self._lock:
+            if token is not None and new.status == "started" and not force:
+                self._fence(sid, token)
+            ledger = self._ledgers.setdefault(sid, {})
+            old = ledger.get(key)
+            if not force and not advances(old, new):
+                return old if old is not None else new
+            ledger[key] = new
+            return new
 
     def _fence(self, session_id: str, token: str) -> None:
         entry = self._rows.get(session_id)
@@ -176,7 +171,7 @@ class MemoryStore:
             row, version, chunks = entry.row, entry.version, entry.events
             ledger = dict(self._ledgers.get(session_id, {}))
         session = session_from(row.state_json, chunks, version, ledger)
-        session.ledger_hook = self._ledger_hook(session)
+        session.ledger_hook = self._write_ledger
         return session
 
     def delete(self, session_id: str) -> None:

@@ -190,7 +190,7 @@ class SQLStore(Pool):
             raise ConflictError(sid, 0, self._version(sid)) from None
         session.ledger_dirty.clear()
         if session.ledger_hook is None:  # from now on its ledger changes are written live
-            session.ledger_hook = self._ledger_hook(session)
+            session.ledger_hook = self._write_ledger
         return version
 
     def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
@@ -311,24 +311,21 @@ class SQLStore(Pool):
             # another transaction inserted it meanwhile (PostgreSQL): judge against that
         raise StoreError(f"the ledger entry {key!r} kept changing under this write; retry")
 
-    def _ledger_hook(
-        self, session: InMemoryAgentSession
-    ) -> Callable[[str, LedgerEntry, bool], LedgerEntry]:
-        sid = session.session_id
+    def _write_ledger(
+        self, session: InMemoryAgentSession, key: str, entry: LedgerEntry, force: bool
+    ) -> LedgerEntry:
+        """The sessions' ledger hook: write an entry the moment it changes. An entry for
+        an effect that ran must not be lost to a database restart, so the write waits
+        for the database to be back (``outage_s``)."""
+        sid, token = session.session_id, session.claim_token
 
-        def write(key: str, entry: LedgerEntry, force: bool) -> LedgerEntry:
+        def write() -> LedgerEntry:
             with self._tx() as run:
-                token = session.claim_token
                 if token is not None and entry.status == "started" and not force:
                     self._fence(run, sid, token)
                 return self._merge_ledger(run, sid, key, entry, force)
 
-        def hook(key: str, entry: LedgerEntry, force: bool) -> LedgerEntry:
-            # written the moment it changes; an entry for an effect that ran must not be
-            # lost to a database restart, so the write waits for the database to be back
-            return until_back(lambda: write(key, entry, force), self.outage_s)
-
-        return hook
+        return until_back(write, self.outage_s)
 
     def _fence(self, run: Callable[..., Any], session_id: str, token: str) -> None:
         """Refuse to start an effect unless this holder's claim stands (and renew it)."""
@@ -367,7 +364,7 @@ class SQLStore(Pool):
             chunks = [(first_n, first), *chunks]
         ledger = {k: ledger_of(e) for k, e in ledger_rows}
         session = session_from(state, chunks, int(version), ledger)
-        session.ledger_hook = self._ledger_hook(session)
+        session.ledger_hook = self._write_ledger
         return session
 
     def load(self, session_id: str) -> InMemoryAgentSession:
