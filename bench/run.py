@@ -466,6 +466,47 @@ def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
     store.close()
 
 
+def bench_commits(tmp: Path, count: int = 200) -> None:
+    """Commits a pause and a claimed resume make (lease renewal must add none to a resume
+    shorter than the lease): counted with SQLite's statement trace."""
+    from intermission import FlowEngine, InMemoryAgentSession
+    from intermission.stores import SQLiteStore
+
+    statements: list[str] = []
+
+    class Counting(SQLiteStore):
+        def _open(self) -> Any:
+            conn = super()._open()
+            conn.set_trace_callback(statements.append)
+            return conn
+
+    graph, engine = approval_spec(), FlowEngine()
+    store = Counting(tmp / "commits.db")
+    ids = [f"c{i}" for i in range(count)]
+
+    def commits() -> int:
+        n = sum(s.strip().upper() == "COMMIT" for s in statements)
+        statements.clear()
+        return n
+
+    commits()
+    for sid in ids:
+        s = InMemoryAgentSession.of(sid)
+        engine.eval(graph, s.context)
+        store.save(s)
+    pause = commits() / count
+    for sid in ids:
+        with store.resume(sid) as s:
+            s.context.put("decision", "APPROVE")
+            engine.eval(graph, s.context)
+    resume = commits() / count
+    renewals = sum("SET claim_until" in s for s in statements)
+    row("commits per pause / per claimed resume (SQLite)", f"{pause:.0f} / {resume:.0f}",
+        "the claim (no fsync) and the save; lease renewals in these resumes: "
+        f"{renewals}")  # fmt: skip
+    store.close()
+
+
 # -- 3. storage at scale --------------------------------------------------------------------
 def bench_scale(tmp: Path, count: int, million: int) -> None:
     print(f"\n3. paused sessions at scale ({count:,} created; first page at {million:,})")
@@ -710,6 +751,7 @@ def main() -> None:
         tmp = Path(d)
         bench_node_step(rounds)
         bench_pause_resume(2 * rounds + 1, tmp)  # fsync is noisy: more rounds
+        bench_commits(tmp)
         bench_scale(tmp, 2_000 if args.quick else 10_000, 100_000 if args.quick else 1_000_000)
     bench_import(3 if args.quick else 7)
     bench_render()
