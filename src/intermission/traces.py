@@ -11,9 +11,33 @@ from .messages import ChatMessage
 if TYPE_CHECKING:
     from .core.context import FlowContext
 
-__all__ = ["ReActTrace", "Route", "TeamRecord", "TeamTrace"]
+__all__ = ["BatchCall", "ReActTrace", "Route", "TeamRecord", "TeamTrace"]
 
 Route = Literal["reason", "action", "end"]
+
+
+class BatchCall(BaseModel):
+    """One call of the tool batch a ReAct agent is running, kept in its trace so that a run
+    stopped in the middle (a reader that left, a cancel) resumes the same batch: calls
+    that ended keep their result and do not run again (R41)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    call_uuid: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: str | None = None
+    """Filled ahead by an interceptor (the tool does not run), or the tool's observation."""
+    note: str | None = None
+    error: str | None = None
+    duration_ms: float | None = None
+    done: bool = False
+    """The call ended and its ToolCallEnd event was recorded."""
+
+    @property
+    def observation(self) -> str:
+        """What the model sees (the result with the reviewer's note)."""
+        return (self.result or "") + (f" (Note: {self.note})" if self.note else "")
 
 
 class ReActTrace(BaseModel):
@@ -36,6 +60,8 @@ class ReActTrace(BaseModel):
     abnormal: bool = False
     last_reason: ChatMessage | None = None
     """The last assistant message with its tool calls (replayed on HITL resume)."""
+    batch: list[BatchCall] | None = None
+    """The tool batch in progress (None between batches)."""
     extras: dict[str, Any] = Field(default_factory=dict)
     _session: Any = PrivateAttr(default=None)
     _scope: Any = PrivateAttr(default=None)
@@ -72,6 +98,7 @@ class ReActTrace(BaseModel):
         self.final_answer = None
         self.abnormal = False
         self.last_reason = None
+        self.batch = None
         self.extras = {}
 
 

@@ -41,11 +41,15 @@ class AgentBase:
         return AgentRequest(self._request, text)
 
     async def _request(
-        self, session: AgentSession, prompt: str | None, sink: Callable[[Event], None] | None
+        self,
+        session: AgentSession,
+        prompt: str | None,
+        sink: Callable[[Event], None] | None,
+        pacer: Callable[[], Coroutine[Any, Any, None]] | None,
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
-        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink)
+        scope = RunScope(self.ids("run"), self._name, session, self.clock, sink, pacer)
         return await self._exclusive(session, self.run(session, prompt, scope, top_level=True))
 
     @staticmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,7 +42,7 @@ async def counted_reply(
     trace: _CountsReplies,
     messages: list[ChatMessage],
     tools: list[ToolSchema],
-) -> AsyncIterator[ModelChunk]:
+) -> AsyncGenerator[ModelChunk, None]:
     """``model.stream(messages, tools)``, counting the reply in ``trace.model_replies``.
 
     A real model reads where a conversation stands from the messages; a scripted one counts
@@ -50,14 +50,26 @@ async def counted_reply(
     start its script over. The count is kept in the agent's trace (persisted with the
     session) and handed to a model with a ``catch_up(replies)`` method
     (:class:`~intermission.ScriptedModel`) before each call; other models have none. A
-    reply counts once its first chunk arrives, as the scripted model counts it.
+    reply counts once its first chunk arrives, as the scripted model counts it, and stops
+    counting when it is abandoned before its end (a reader that stopped the stream): the
+    scripted model then gives the same reply again, as a real model is simply asked again.
     """
     catch_up = getattr(model, "catch_up", None)
     if catch_up is not None:
         catch_up(trace.model_replies)
-    first = True
-    async for chunk in model.stream(messages, tools):
-        if first:
-            trace.model_replies += 1
-            first = False
-        yield chunk
+    counted = finished = False
+    stream = model.stream(messages, tools)
+    try:
+        async for chunk in stream:
+            if not counted:
+                trace.model_replies += 1
+                counted = True
+            yield chunk
+        finished = True
+    finally:
+        if not finished:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()  # the model's own stream learns it was abandoned
+            if counted:
+                trace.model_replies -= 1

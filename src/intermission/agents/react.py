@@ -18,7 +18,7 @@ from ..events import (
     ToolCallStartEvent,
 )
 from ..messages import ChatMessage, ToolCall
-from ..traces import ReActTrace
+from ..traces import BatchCall, ReActTrace
 from ._base import AgentBase
 from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
@@ -152,6 +152,7 @@ class ReActAgent(AgentBase):
         try:
             await call_hook(self.interceptors, "on_agent_start", trace)
             scope.emit(RunStartEvent, prompt=prompt)
+            await scope.pace()
             while not session.is_pending:
                 if trace.route == "reason":
                     await self._reason(session, trace, scope)
@@ -201,18 +202,24 @@ class ReActAgent(AgentBase):
         texts: list[str] = []
         calls: list[ToolCall] = []
         try:
-            async for chunk in counted_reply(
+            await scope.pace()
+            reply = counted_reply(
                 self.model, trace, self._messages(trace), [t.schema for t in self.tools.values()]
-            ):
-                if chunk.text:
-                    texts.append(chunk.text)
-                    scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
-                calls.extend(chunk.tool_calls)
+            )
+            try:
+                async for chunk in reply:
+                    if chunk.text:
+                        texts.append(chunk.text)
+                        scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
+                        await scope.pace()  # the model is read as fast as the stream is
+                    calls.extend(chunk.tool_calls)
+            finally:
+                await reply.aclose()  # a reply left unfinished is given again (see counted_reply)
         except Exception as exc:  # model errors become an abnormal final answer (R13)
             trace.set_final_answer(f"Model error: {type(exc).__name__}: {exc}", abnormal=True)
             return
         except BaseException:
-            trace.turn -= 1  # cancelled mid-call: the model is asked again on resume
+            trace.turn -= 1  # stopped mid-reply: the model is asked again on resume
             raise
         calls = [c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
         message = ChatMessage.assistant("".join(texts), calls)
@@ -234,52 +241,110 @@ class ReActAgent(AgentBase):
         else:
             trace.working_memory.append(message)
             trace.set_final_answer(message.content)
+        await scope.pace()  # the reply is kept: a reader that stops here resumes from it
 
     async def _action(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
+        assert trace.last_reason is not None
+        if trace.batch is None and not await self._open_batch(session, trace, scope):
+            return
+        assert trace.batch is not None
+        exchanges = [
+            ToolExchange(c.call_uuid, c.tool_name, dict(c.args), c.result, c.note, c.error)
+            for c in trace.batch
+        ]
+        for call, ex in zip(trace.batch, exchanges, strict=True):
+            if call.done:
+                continue  # ended before a stop: its result is kept, it does not run again
+            await call_hook(self.interceptors, "on_tool_call_start", trace, ex)
+            if session.is_pending or _ended(trace):
+                await call_hook(self.interceptors, "on_tool_call_end", trace, ex, None, None, 0.0)
+                trace.batch = None
+                trace.route = "reason" if session.is_pending else trace.route
+                return  # the batch is abandoned: nothing of it reaches memory (R6)
+            call.args = dict(ex.args)
+            scope.emit(
+                ToolCallStartEvent, call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=ex.args
+            )
+            await scope.pace()  # a reader that stops here: the tool never starts (R41)
+            await self._call(session, trace, scope, call, ex)
+            await scope.pace()
+        results = [ChatMessage.tool(c.call_uuid, c.tool_name, c.observation) for c in trace.batch]
+        trace.working_memory.append(trace.last_reason)
+        trace.working_memory.extend(results)
+        trace.tool_count += len(results)
+        trace.batch = None
+        trace.route = "reason"
+        await call_hook(self.interceptors, "on_action_end", trace, exchanges)
+        scope.emit(ActionEndEvent)
+        await scope.pace()
+
+    async def _open_batch(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> bool:
+        """Run the batch's ``on_action_start`` hooks (HITL suspends or applies decisions
+        here) and keep the batch in the trace; False when it does not run."""
         assert trace.last_reason is not None
         calls = trace.last_reason.tool_calls
         trace.route = "reason"
         exchanges = [ToolExchange(c.id or "", c.name, dict(c.args)) for c in calls]
         await call_hook(self.interceptors, "on_action_start", trace, exchanges)
         if session.is_pending:
-            return  # vetoed before anything ran (HITL suspends here, R19)
+            await scope.pace()  # (HITLPending reaches the reader before RunEnd)
+            return False  # vetoed before anything ran (HITL suspends here, R19)
         if _ended(trace):
             scope.emit(ActionEndEvent)  # single reject: ActionEnd without ActionStart (R25)
-            return
+            await scope.pace()
+            return False
+        trace.batch = [
+            BatchCall(call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=dict(ex.args),
+                      result=ex.result, note=ex.note, error=ex.error)
+            for ex in exchanges
+        ]  # fmt: skip
+        trace.route = "action"
         scope.emit(ActionStartEvent, tool_calls=list(calls))
-        results: list[ChatMessage] = []
-        for ex in exchanges:
-            await call_hook(self.interceptors, "on_tool_call_start", trace, ex)
-            if session.is_pending or _ended(trace):
-                await call_hook(self.interceptors, "on_tool_call_end", trace, ex, None, None, 0.0)
-                trace.route = "reason" if session.is_pending else trace.route
-                return  # the batch is abandoned: nothing of it reaches memory (R6)
-            scope.emit(
-                ToolCallStartEvent, call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=ex.args
-            )
-            started = scope.clock.now_ms()
-            if ex.result is None:
-                ex.result, ex.error = await self._invoke(ex, session)
-            duration = scope.clock.now_ms() - started
-            await call_hook(
-                self.interceptors, "on_tool_call_end", trace, ex, ex.result, ex.error, duration
-            )
-            observation = ex.result + (f" (Note: {ex.note})" if ex.note else "")
-            scope.emit(
-                ToolCallEndEvent,
-                call_uuid=ex.call_uuid,
-                tool_name=ex.tool_name,
-                args=ex.args,
-                observation=observation,
-                error=ex.error,
-                duration_ms=duration,
-            )
-            results.append(ChatMessage.tool(ex.call_uuid, ex.tool_name, observation))
-        trace.working_memory.append(trace.last_reason)
-        trace.working_memory.extend(results)
-        trace.tool_count += len(results)
-        await call_hook(self.interceptors, "on_action_end", trace, exchanges)
-        scope.emit(ActionEndEvent)
+        await scope.pace()
+        return True
+
+    async def _call(
+        self,
+        session: AgentSession,
+        trace: ReActTrace,
+        scope: RunScope,
+        call: BatchCall,
+        ex: ToolExchange,
+    ) -> None:
+        """Run one call and record it. Once started, a tool finishes even when the run is
+        cancelled meanwhile (shielded): its end is recorded, then the cancel goes on."""
+        import asyncio
+
+        started = scope.clock.now_ms()
+        cancelled = False
+        if ex.result is None:
+            task = asyncio.ensure_future(self._invoke(ex, session))
+            while True:
+                try:
+                    ex.result, ex.error = await asyncio.shield(task)
+                    break
+                except asyncio.CancelledError:
+                    if task.done():
+                        raise  # the tool itself was cancelled (not by us): not recorded
+                    cancelled = True  # let the tool finish; the cancel is raised after
+        duration = scope.clock.now_ms() - started
+        call.result, call.error, call.note = ex.result, ex.error, ex.note
+        call.duration_ms = duration
+        call.done = True
+        await call_hook(
+            self.interceptors, "on_tool_call_end", trace, ex, ex.result, ex.error, duration
+        )
+        scope.emit(
+            ToolCallEndEvent,
+            call_uuid=ex.call_uuid,
+            tool_name=ex.tool_name,
+            args=ex.args,
+            observation=call.observation,
+            error=ex.error,
+            duration_ms=duration,
+        )
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def _invoke(self, ex: ToolExchange, session: AgentSession) -> tuple[str, str | None]:
         """Run one tool; failures become observations, never exceptions (R14)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from .._ids import RANDOM_IDS, IdFactory
@@ -36,6 +37,7 @@ class ScriptedModel:
         chunk_size: int = 16,
         chunk_delay: float = 0.0,
         ids: IdFactory | None = None,
+        keep_calls: int = 20,
     ) -> None:
         if not callable(script) and (
             isinstance(script, (str, bytes)) or not isinstance(script, Sequence)
@@ -50,10 +52,13 @@ class ScriptedModel:
         self.chunk_size = max(1, chunk_size)
         self.chunk_delay = chunk_delay
         self.ids = ids or RANDOM_IDS
+        if not isinstance(keep_calls, int) or keep_calls < 0:
+            raise UsageError(f"keep_calls is a count (0 or more), not {keep_calls!r}")
         self.turn = 0
         """How many replies were given so far."""
-        self.calls: list[list[ChatMessage]] = []
-        """The messages of every call (for tests)."""
+        self.calls: deque[list[ChatMessage]] = deque(maxlen=keep_calls)
+        """The messages of the last ``keep_calls`` calls (for tests); bounded, so a model
+        that lives as long as a server does not grow without end."""
         self._lock = threading.Lock()
 
     def _next_reply(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> Reply:
@@ -75,25 +80,44 @@ class ScriptedModel:
         with self._lock:
             self.turn = max(self.turn, replies)
 
+    def _give_back(self, turn: int) -> None:
+        with self._lock:
+            if self.turn == turn:
+                self.turn -= 1
+
     async def stream(
         self, messages: list[ChatMessage], tools: list[ToolSchema]
     ) -> AsyncIterator[ModelChunk]:
-        """Stream the next scripted reply."""
+        """Stream the next scripted reply. A reply abandoned before its end (the run was
+        stopped while reading it) is given again on the next call."""
         reply = self._next_reply(messages, tools)
-        if isinstance(reply, str):
-            for i in range(0, max(len(reply), 1), self.chunk_size):
-                if self.chunk_delay:
-                    await _sleep(self.chunk_delay)
-                yield ModelChunk(text=reply[i : i + self.chunk_size])
-            return
-        calls = list(reply)
-        if not calls or not all(isinstance(c, ToolCall) for c in calls):
-            raise ModelError(f"turn {self.turn}: a reply is a str or a non-empty list of ToolCall")
-        if self.chunk_delay:
-            await _sleep(self.chunk_delay)
-        yield ModelChunk(
-            tool_calls=[c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
-        )
+        turn = self.turn
+        finished = False
+        try:
+            if isinstance(reply, str):
+                for i in range(0, max(len(reply), 1), self.chunk_size):
+                    if self.chunk_delay:
+                        await _sleep(self.chunk_delay)
+                    yield ModelChunk(text=reply[i : i + self.chunk_size])
+                finished = True
+                return
+            calls = list(reply)
+            if not calls or not all(isinstance(c, ToolCall) for c in calls):
+                finished = True  # a broken script is not given again
+                raise ModelError(
+                    f"turn {turn}: a reply is a str or a non-empty list of ToolCall"
+                )
+            if self.chunk_delay:
+                await _sleep(self.chunk_delay)
+            yield ModelChunk(
+                tool_calls=[
+                    c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls
+                ]
+            )
+            finished = True
+        finally:
+            if not finished:
+                self._give_back(turn)
 
     def __repr__(self) -> str:
         size = "fn" if self._fn else f"{len(self._replies)} replies"

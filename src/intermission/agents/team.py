@@ -115,6 +115,7 @@ class TeamAgent(AgentBase):
         ctx.attrs.pop(PENDING_REPLY, None)
         try:
             scope.emit(TeamStartEvent, prompt=prompt)
+            await scope.pace()
             result = await self.engine.eval_async(graph, ctx, steps, scope=scope)
         finally:
             ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved

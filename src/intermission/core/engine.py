@@ -23,6 +23,7 @@ from ..events import NodeEndEvent, NodeStartEvent
 from .context import FlowContext
 from .events_log import RunScope
 from .graph import Graph, Node
+from .session_status import SessionStatus
 from .spec import GraphSpec
 from .state import GraphRun
 
@@ -163,9 +164,11 @@ class FlowEngine:
         budget = _Budget(steps)
         try:
             status = yield from self._run(g, run, ctx, budget, scope)
-        except BaseException:
+        except BaseException as exc:
             if session is not None:
-                session.status = "failed"
+                # a cancel (a stream's reader left) leaves the run resumable where it stood
+                stopped: SessionStatus = "pending" if ctx.is_stopped else "paused"
+                session.status = "failed" if isinstance(exc, Exception) else stopped
             raise
         if session is not None:
             session.status = (
@@ -206,6 +209,13 @@ class FlowEngine:
             started = 0.0
             if scope is not None:
                 started = scope.node_event(NodeStartEvent, g.id, nid, node.kind)
+                if scope.pacer is not None:
+                    try:  # a stream's reader that stops here: the node's task never runs
+                        yield scope.pace()
+                    except BaseException:
+                        if parked:
+                            run.tokens = parked + stack
+                        raise
             for ic in interceptors:
                 hook = getattr(ic, "on_node_start", None)
                 if hook is not None:
@@ -269,6 +279,13 @@ class FlowEngine:
             for target, key in reversed(route):
                 stack.append(target)
                 taken[key] = taken.get(key, 0) + 1
+            if scope is not None and scope.pacer is not None:
+                try:
+                    yield scope.pace()
+                except BaseException:
+                    if parked:  # stopped here: branches parked earlier keep their place
+                        run.tokens = parked + stack
+                    raise
         if status is None:
             status = "parked" if parked else "done"
             if not parked:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
@@ -297,9 +297,13 @@ def _materialize(item: Any) -> Any:
 
 class RunScope:
     """One request's identity: stamps events with run id, agent, session, seq and time,
-    appends them to the session log and forwards them to a stream sink."""
+    appends them to the session log and forwards them to a stream sink.
 
-    __slots__ = ("agent", "clock", "log", "run_id", "session_id", "sink")
+    ``pacer`` (set by a stream) is awaited at the run's check points: it returns once the
+    reader has taken every event so far and asked for the next, so a run never gets ahead
+    of its reader (R41)."""
+
+    __slots__ = ("agent", "clock", "log", "pacer", "run_id", "session_id", "sink")
 
     def __init__(
         self,
@@ -308,6 +312,7 @@ class RunScope:
         session: AgentSession,
         clock: Clock | None = None,
         sink: Callable[[Event], None] | None = None,
+        pacer: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -315,6 +320,12 @@ class RunScope:
         self.log: EventLog = session.events
         self.clock = clock or getattr(session, "clock", None) or SYSTEM_CLOCK
         self.sink = sink
+        self.pacer = pacer
+
+    async def pace(self) -> None:
+        """A check point: wait here until the stream's reader wants the next event."""
+        if self.pacer is not None:
+            await self.pacer()
 
     def child(self, run_id: str, agent: str) -> RunScope:
         """A scope for a member agent that shares this scope's log, clock and sink."""
@@ -325,6 +336,7 @@ class RunScope:
         scope.log = self.log
         scope.clock = self.clock
         scope.sink = self.sink
+        scope.pacer = self.pacer
         return scope
 
     def node_event(
