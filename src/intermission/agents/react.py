@@ -119,7 +119,12 @@ class ReActAgent(AgentBase):
         existing = session.traces.get(self._name)
         trace = existing if isinstance(existing, ReActTrace) else None
         if not prompt:
-            if trace is None or trace.original_prompt is None or trace.route == "end":
+            # ended for good only once its end was delivered: a run stopped between its
+            # final answer and its RunEnd (a stream's reader left) still finishes on resume
+            finished = trace is not None and trace.route == "end" and (
+                not top_level or session.status == "done"
+            )
+            if trace is None or trace.original_prompt is None or finished:
                 raise NothingToResumeError(
                     f"agent {self._name!r} has nothing to resume on session "
                     f"{session.session_id!r}: the run already ended; send a new prompt",
@@ -146,7 +151,7 @@ class ReActAgent(AgentBase):
             trace.working_memory.append(user)
             if top_level:
                 session.add_message(user)
-        else:
+        elif trace.route != "end":  # (an answer already reached is delivered as it is)
             trace.final_answer = None
             trace.abnormal = False
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.engine import FlowEngine, FlowInterceptor
+from ..core.engine import FlowEngine, FlowInterceptor, FlowResult
 from ..core.spec import END, GraphSpec
 from ..errors import GraphDefinitionError, NothingToResumeError
 from ..events import TeamEndEvent, TeamStartEvent
@@ -116,7 +116,12 @@ class TeamAgent(AgentBase):
         try:
             scope.emit(TeamStartEvent, prompt=prompt)
             await scope.pace()
-            result = await self.engine.eval_async(graph, ctx, steps, scope=scope)
+            if ctx.trace.is_end(graph.id):
+                # stopped between its last node and its TeamEnd (a stream's reader left):
+                # nothing is left to run, the end is delivered now
+                result = FlowResult("done", 0, ())
+            else:
+                result = await self.engine.eval_async(graph, ctx, steps, scope=scope)
         finally:
             ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved
             member_reply = ctx.attrs.pop(PENDING_REPLY, None)
