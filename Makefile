@@ -16,6 +16,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The real mermaid parser (npm's mermaid in jsdom) for the diagram-escaping test.
+JS_STAMP := tests/js/node_modules/.installed-stamp
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+	touch $@
+
 # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -26,7 +32,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
 	$(VENV)/bin/mypy --strict src
 
-unit: setup
+unit: setup $(JS_STAMP)
 	$(PY) -m pytest tests -q
 
 notebooks-test: setup

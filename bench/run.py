@@ -638,6 +638,43 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
     bigf.close()
 
 
+def bench_memory_pending(tmp: Path, count: int) -> None:
+    """MemoryStore keeps a pending index (sorted keys), so its first page costs what
+    SQLite's indexed query does instead of a scan of every session."""
+    from intermission import FlowEngine, InMemoryAgentSession
+    from intermission.stores import MemoryStore, SQLiteStore
+
+    graph, engine = approval_spec(), FlowEngine()
+    mem = MemoryStore()
+    for i in range(count):
+        s = InMemoryAgentSession.of(f"m{i:06d}")
+        if i % 3 == 0:
+            engine.eval(graph, s.context)  # a third wait for a human
+        mem.save(s)
+    sql = SQLiteStore(tmp / "memory-peer.db", synchronous="NORMAL")
+    snap = InMemoryAgentSession.of("x").to_json()
+    with sql._tx() as run:
+        run("SELECT 1").executemany(
+            "INSERT INTO im_sessions (id, version, status, agent, reason, tasks, deadline_ms, "
+            "request, snapshot, updated_ms) VALUES (?, 1, ?, 'approve3', 'needs approval', "
+            "'[]', NULL, 'null', ?, ?)",
+            [(f"m{i:06d}", "pending" if i % 3 == 0 else "new", snap, float(i))
+             for i in range(count)],
+        )  # fmt: skip
+    med = median_rounds(
+        {
+            "memory": lambda: timed(lambda: mem.pending(limit=50), 20),
+            "sqlite": lambda: timed(lambda: sql.pending(limit=50), 20),
+        },
+        rounds=7,
+    )
+    r = med["memory"] / med["sqlite"]
+    row(f"MemoryStore.pending() first page at {count:,}", f"{med['memory'] * 1e3:.3f} ms",
+        f"{r:.2f}× SQLiteStore's ({med['sqlite'] * 1e3:.3f} ms)",
+        verdict(r <= 2) + " (≤ 2×)")  # fmt: skip
+    sql.close()
+
+
 # -- 4. cold import -----------------------------------------------------------------------------
 def bench_import(reps: int) -> None:
     print("\n4. cold import (fresh interpreter per sample, wall time minus a bare interpreter)")
@@ -753,6 +790,7 @@ def main() -> None:
         bench_pause_resume(2 * rounds + 1, tmp)  # fsync is noisy: more rounds
         bench_commits(tmp)
         bench_scale(tmp, 2_000 if args.quick else 10_000, 100_000 if args.quick else 1_000_000)
+        bench_memory_pending(tmp, 20_000 if args.quick else 100_000)
     bench_import(3 if args.quick else 7)
     bench_render()
     write_readme()

@@ -37,6 +37,10 @@ class FakeClock:
     """
 
     def __init__(self, start_ms: float = 1_700_000_000_000.0, step_ms: float = 1.0) -> None:
+        from ._check import number
+
+        number("start_ms", start_ms, 0, 1e15)
+        number("step_ms", step_ms, 0, 1e12)
         self._t = float(start_ms)
         self._step = float(step_ms)
 
@@ -48,7 +52,9 @@ class FakeClock:
 
     def advance(self, ms: float) -> None:
         """Move the clock forward by ``ms`` milliseconds."""
-        self._t += ms
+        from ._check import number
+
+        self._t += number("ms", ms, 0, 1e15)
 
     def __repr__(self) -> str:
         return f"FakeClock(at={self._t}, step_ms={self._step})"

@@ -43,7 +43,9 @@ class SequentialIds:
     """
 
     def __init__(self, prefix: str = "") -> None:
-        self._prefix = prefix
+        from ._check import text
+
+        self._prefix = text("prefix", prefix)
         self._counters: dict[str, itertools.count[int]] = {}
 
     def __call__(self, kind: str) -> str:

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import NotSerializableError, UsageError
+from .limits import MAX_DEPTH as _MAX_DEPTH
+from .limits import MAX_TEXT_BYTES as _MAX_TEXT
 
-__all__ = ["canonical_dumps", "check_json", "check_text", "escape_surrogates"]
+__all__ = ["canonical_dumps", "check_json", "check_text", "escape_surrogates", "loads"]
 
 _SCALARS = (str, int, float, bool, type(None))
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -49,27 +51,47 @@ def escape_surrogates(text: str) -> str:
     return text
 
 
-def check_json(key: str, value: Any) -> None:
+def check_json(key: str, value: Any, depth: int = 0) -> None:
     """Raise NotSerializableError naming ``key`` unless ``value`` is plain JSON data (NaN
-    and infinities are not JSON)."""
+    and infinities are not JSON) nested at most ``MAX_DEPTH`` deep."""
     if isinstance(value, _SCALARS):
         if isinstance(value, float) and not math.isfinite(value):
             raise NotSerializableError(key, value)
         return
+    if depth >= _MAX_DEPTH:
+        raise NotSerializableError(key, value, f"nested deeper than {_MAX_DEPTH} levels")
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            check_json(f"{key}[{i}]", item)
+            check_json(f"{key}[{i}]", item, depth + 1)
         return
     if isinstance(value, dict):
         for k, item in value.items():
             if not isinstance(k, str):
                 raise NotSerializableError(f"{key}.{k!r}", k)
-            check_json(f"{key}.{k}", item)
+            check_json(f"{key}.{k}", item, depth + 1)
         return
     raise NotSerializableError(key, value)
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def loads(text: Any, what: str) -> Any:
+    """Parse JSON text (``str``/``bytes``) no larger than ``MAX_TEXT_BYTES``; anything that
+    is not JSON (too deep for the parser, ``NaN``, bad bytes) raises ``ValueError`` with
+    ``what`` in the message, for the caller to turn into its typed error."""
+    if len(text) > _MAX_TEXT:
+        raise ValueError(f"{what} is larger than {_MAX_TEXT} bytes")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def _make_fast() -> Callable[[Any], str]:
@@ -84,7 +106,7 @@ def _make_fast() -> Callable[[Any], str]:
     if make_encoder is None or encode_basestring is None:
         return lambda data: escape_surrogates(_ENCODER.encode(data))
     encode = make_encoder(
-        None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, True
+        None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, False
     )
 
     def fast(data: Any) -> str:
@@ -100,5 +122,9 @@ _fast = _make_fast()
 
 def canonical_dumps(data: Any) -> str:
     """Compact JSON with sorted keys: the same data always gives the same text. Lone
-    surrogates are escaped (so every store can write the text) and come back unchanged."""
-    return _fast(data)
+    surrogates are escaped (so every store can write the text) and come back unchanged;
+    NaN, infinities and objects that are not JSON raise NotSerializableError."""
+    try:
+        return _fast(data)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise NotSerializableError("value", data, f"not JSON: {exc}") from None

@@ -1,5 +1,7 @@
 """``python -m intermission``: run the demo, list pending sessions, show one, decide and
-resume — against a SQLite file or a PostgreSQL URL. Errors are one line and exit code 2."""
+resume — against a SQLite file or a PostgreSQL URL. Errors are one line and exit code 2.
+Every field printed passes through ``visible``: a reason taken from model output cannot
+rewrite the approver's terminal (R42)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import IntermissionError
 from .hitl import HITL, decide_graph
@@ -51,15 +54,13 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
         session
     ).call()
     store.save(session)
-    print(f"session {session.session_id} is pending: {session.pending_reason}")
-    print(f"request: {session.context.get('approval.request')}")
-    target = args.store
+    sid, target = _v(session.session_id), _v(args.store)
+    print(f"session {sid} is pending: {_v(session.pending_reason)}")
+    print(f"request: {_v(session.context.get('approval.request'))}")
     print("continue with one of:")
+    print(f"  python -m intermission approve {sid} --reviewer alice --store {target}")
     print(
-        f"  python -m intermission approve {session.session_id} --reviewer alice --store {target}"
-    )
-    print(
-        f"  python -m intermission reject {session.session_id} --reason 'not now' "
+        f"  python -m intermission reject {sid} --reason 'not now' "
         f"--reviewer alice --store {target}"
     )
 
@@ -71,27 +72,27 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         return
     print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
     for item in items:
-        agent, reason = item.agent or "-", item.reason or ""
-        print(f"{item.session_id:<24} {agent:<16} {len(item.tasks):>5}  {reason}")
+        agent, reason = _v(item.agent or "-"), _v(item.reason or "")
+        print(f"{_v(item.session_id):<24} {agent:<16} {len(item.tasks):>5}  {reason}")
 
 
 def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
     s = store.load(args.session_id)
-    print(f"session:  {s.session_id}")
-    print(f"status:   {s.status}   agent: {s.agent}   version: {s.store_version}")
+    print(f"session:  {_v(s.session_id)}")
+    print(f"status:   {s.status}   agent: {_v(s.agent)}   version: {s.store_version}")
     if s.is_pending:
-        print(f"reason:   {s.pending_reason}")
+        print(f"reason:   {_v(s.pending_reason)}")
     if s.context.get("approval.request") is not None:
-        print(f"request:  {s.context.get('approval.request')}")
+        print(f"request:  {_v(s.context.get('approval.request'))}")
     for task in HITL.pending_tasks(s):
-        call = f"{task.tool_name}({json.dumps(task.args)})"
-        print(f"task:     {task.call_uuid} {call} {task.reason or ''}")
+        call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
+        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}")
     for key, entry in sorted(s.ledger.items()):
-        print(f"effect:   {key} {entry.status}")
+        print(f"effect:   {_v(key)} {entry.status}")
     for line in ("result", "content"):
         value = s.context.get(f"change.{line}")
         if value is not None:
-            print(f"{line}:   {value}")
+            print(f"{line}:   {_v(value)}")
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
@@ -121,9 +122,9 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     with store.resume(args.session_id) as s:
         response = agent.prompt().session(s).call()
     state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
-    print(f"session {s.session_id} {state}")
+    print(f"session {_v(s.session_id)} {_v(state)}")
     if response.content:
-        print(response.content)
+        print(_v(response.content, keep_newlines=True))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,12 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         store = open_store(args.store)
     except IntermissionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
     try:
         commands[args.command](args, store)
     except IntermissionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
     finally:
         store.close()

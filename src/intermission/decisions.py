@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from ._json import canonical_dumps
-from .errors import InvalidDecisionError
+from ._json import canonical_dumps, check_json
+from ._model import Model
+from .errors import InvalidDecisionError, NotSerializableError
 
 __all__ = ["DecisionRecord", "HITLDecision", "HITLState", "HITLTask", "Verdict", "fingerprint"]
 
@@ -21,7 +23,7 @@ def fingerprint(args: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_dumps(args).encode()).hexdigest()[:16]
 
 
-class HITLTask(BaseModel):
+class HITLTask(Model):
     """A tool call waiting for a human, keyed by its call UUID (R19)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
@@ -42,10 +44,10 @@ class HITLTask(BaseModel):
         return fingerprint(self.args)
 
 
-class DecisionRecord(BaseModel):
+class DecisionRecord(Model):
     """A decision as stored in the session and shown in timelines (R23a)."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
     call_uuid: str
     tool_name: str
@@ -59,7 +61,7 @@ class DecisionRecord(BaseModel):
     applied: bool = False
 
 
-class HITLState(BaseModel):
+class HITLState(Model):
     """The suspended batch of a session: its tasks and the decisions taken so far."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -68,6 +70,19 @@ class HITLState(BaseModel):
     tasks: list[HITLTask] = Field(default_factory=list)
     decisions: dict[str, DecisionRecord] = Field(default_factory=dict)
     expired: list[str] = Field(default_factory=list)
+
+
+def _edited(args: Any) -> dict[str, Any]:
+    """A copy of edited arguments: a dict of names to JSON values."""
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise InvalidDecisionError(
+            f"modified_args takes a dict of argument names to values, not {type(args).__name__}"
+        )
+    try:
+        check_json("modified_args", args)
+    except NotSerializableError as exc:
+        raise InvalidDecisionError(str(exc)) from None
+    return json.loads(canonical_dumps(args))  # type: ignore[no-any-return]
 
 
 class HITLDecision:
@@ -91,11 +106,18 @@ class HITLDecision:
     ) -> None:
         if verdict not in ("approve", "reject", "skip"):
             raise InvalidDecisionError(f"unknown verdict {verdict!r}: approve, reject or skip")
-        if modified_args is not None and verdict != "approve":
-            raise InvalidDecisionError("only an approval can carry edited arguments")
+        for name, value in (("comment", comment), ("reviewer", reviewer)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidDecisionError(f"{name} is text, not {type(value).__name__}")
+        if not isinstance(always_allow, bool):
+            raise InvalidDecisionError(f"always_allow is True or False, not {always_allow!r}")
+        if modified_args is not None:
+            if verdict != "approve":
+                raise InvalidDecisionError("only an approval can carry edited arguments")
+            modified_args = _edited(modified_args)
         self.verdict: Verdict = verdict
         self.comment_text = comment
-        self.edited_args = dict(modified_args) if modified_args is not None else None
+        self.edited_args = modified_args
         self.always = always_allow
         self.reviewer_name = reviewer
 
@@ -131,12 +153,7 @@ class HITLDecision:
 
     def modified_args(self, args: dict[str, Any]) -> HITLDecision:
         """Edited arguments merged over the proposed ones; validated against the tool schema."""
-        if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
-            raise InvalidDecisionError(
-                "modified_args takes a dict of argument names to values, "
-                f"not {type(args).__name__}"
-            )
-        return self._with(modified_args=dict(args))
+        return self._with(modified_args=_edited(args))
 
     def always_allow(self) -> HITLDecision:
         """Mark the approval as 'always allow' (calls the interceptor's ``on_approved``)."""

@@ -153,17 +153,20 @@ class SnapshotError(IntermissionError, ValueError):
 class NotSerializableError(SnapshotError):
     """A context value is not JSON-serialisable; ``key`` names it (R28)."""
 
-    def __init__(self, key: str, value: object) -> None:
+    def __init__(self, key: str, value: object, why: str | None = None) -> None:
         self.key = key
+        if why is not None:
+            super().__init__(f"{key!r}: {why}")
+            return
         what = (
             "a float that is not finite"
             if isinstance(value, float)
             else f"a {type(value).__name__}"
         )
         super().__init__(
-            f"context key {key!r} holds {what}, which is not JSON: store plain data (str, "
-            "int, finite float, bool, None, lists and dicts of them); keep live objects "
-            "in ctx.attrs, which is never saved"
+            f"{key!r} holds {what}, which is not JSON: store plain data (str, int, finite "
+            "float, bool, None, lists and dicts of them); keep live objects in ctx.attrs, "
+            "which is never saved"
         )
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
+from ._model import Model
 from .decisions import DecisionRecord, HITLTask
 from .messages import ToolCall
 
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-class EventBase(BaseModel):
+class EventBase(Model):
     """Fields every event has."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)

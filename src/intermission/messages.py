@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
+
+from ._json import check_json
+from ._model import Model
+from .errors import NotSerializableError
 
 __all__ = ["ChatMessage", "Role", "ToolCall"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-class ToolCall(BaseModel):
+class ToolCall(Model):
     """A tool call proposed by a model. ``id`` is the call UUID HITL decisions are keyed by.
 
     ``ToolCall(name, args, id=None)``: an explicit ``id`` pins the call UUID (tests, replays);
@@ -41,8 +45,18 @@ class ToolCall(BaseModel):
             data["id"] = id
         super().__init__(**data)
 
+    @field_validator("args")
+    @classmethod
+    def _plain_json(cls, args: dict[str, Any]) -> dict[str, Any]:
+        # tool arguments are stored with the session and sent to models: JSON only (R42)
+        try:
+            check_json("args", args)
+        except NotSerializableError as exc:
+            raise ValueError(str(exc)) from None
+        return args
 
-class ChatMessage(BaseModel):
+
+class ChatMessage(Model):
     """One message of a conversation."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
+from ._model import Model
 from .messages import ChatMessage
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ __all__ = ["BatchCall", "ReActTrace", "Route", "TeamRecord", "TeamTrace"]
 Route = Literal["reason", "action", "end"]
 
 
-class BatchCall(BaseModel):
+class BatchCall(Model):
     """One call of the tool batch a ReAct agent is running, kept in its trace so that a run
     stopped in the middle (a reader that left, a cancel) resumes the same batch: calls
     that ended keep their result and do not run again (R41)."""
@@ -40,7 +41,7 @@ class BatchCall(BaseModel):
         return (self.result or "") + (f" (Note: {self.note})" if self.note else "")
 
 
-class ReActTrace(BaseModel):
+class ReActTrace(Model):
     """Where a ReAct agent stands in a session: prompt, memory, counters, route, answer."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, validate_assignment=False)
@@ -102,7 +103,7 @@ class ReActTrace(BaseModel):
         self.extras = {}
 
 
-class TeamRecord(BaseModel):
+class TeamRecord(Model):
     """One member step of a team run."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -113,7 +114,7 @@ class TeamRecord(BaseModel):
     role: Literal["assistant", "user", "system"] = "assistant"
 
 
-class TeamTrace(BaseModel):
+class TeamTrace(Model):
     """Where a team stands: its records, route and final answer (R16)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)

@@ -13,6 +13,7 @@ from tests._helpers import linear
 from intermission import (
     FlowEngine,
     InMemoryAgentSession,
+    NotSerializableError,
     SnapshotSchemaError,
 )
 from intermission._json import canonical_dumps
@@ -37,7 +38,11 @@ def _reload(session: InMemoryAgentSession) -> InMemoryAgentSession:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
@@ -48,6 +53,12 @@ JSON = st.recursive(
 def test_canonical_dumps_is_json_dumps_with_sorted_keys(value: Any) -> None:
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_dumps(value) == expected
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), [1e308 * 10]])
+def test_canonical_dumps_refuses_what_is_not_json(bad: Any) -> None:  # R42
+    with pytest.raises(NotSerializableError):
+        canonical_dumps(bad)
 
 
 def _seen(session: InMemoryAgentSession) -> list[tuple[Any, ...]]:

@@ -38,6 +38,9 @@ class AgentBase:
 
     def prompt(self, text: str | None = None) -> AgentRequest:
         """A new task (``text``), or — empty — continue the original prompt (R3)."""
+        from .. import _check
+
+        _check.text("prompt", text, optional=True)
         return AgentRequest(self._request, text)
 
     async def _request(

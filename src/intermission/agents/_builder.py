@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from .. import _check
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
+from ..errors import UsageError
 
 __all__ = ["BuilderBase"]
 
@@ -22,16 +24,23 @@ class BuilderBase:
 
     def name(self: B, name: str) -> B:
         """The agent's name (also its node id in a team)."""
+        from .._json import check_text
+
+        _check.text("name", name, empty=False)
+        check_text("agent name", name, allow_nul=False)
         self._name = name
         return self
 
     def clock(self: B, clock: Clock) -> B:
         """The clock stamping events (a FakeClock makes timelines deterministic);
         default: the session's clock."""
+        if not callable(getattr(clock, "now_ms", None)):
+            raise UsageError(f"clock has a now_ms() method (FakeClock, SystemClock), not {clock!r}")
         self._clock = clock
         return self
 
     def ids(self: B, ids: IdFactory) -> B:
         """The id factory for run, reason and call ids."""
+        _check.function("ids", ids)
         self._ids = ids
         return self

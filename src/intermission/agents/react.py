@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _check
 from ..errors import NothingToResumeError, SessionStateError, StoreError, UsageError
 from ..events import (
     ActionEndEvent,
@@ -17,6 +18,7 @@ from ..events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from ..limits import MAX_MESSAGES
 from ..messages import ChatMessage, ToolCall
 from ..traces import BatchCall, ReActTrace
 from ._base import AgentBase
@@ -48,11 +50,14 @@ class ReActAgentBuilder(BuilderBase):
 
     def system_prompt(self, text: str) -> ReActAgentBuilder:
         """The system prompt."""
-        self._system_prompt = text
+        self._system_prompt = _check.text("system_prompt", text)
         return self
 
     def tools(self, *tools: Tool | Callable[..., Any]) -> ReActAgentBuilder:
         """Add tools (``@tool`` objects or plain typed functions)."""
+        for t in tools:
+            if not isinstance(t, Tool) and not callable(t):
+                raise UsageError(f"a tool is a @tool or a typed function, not {type(t).__name__}")
         self._tools.extend(t if isinstance(t, Tool) else tool(t) for t in tools)
         return self
 
@@ -63,17 +68,17 @@ class ReActAgentBuilder(BuilderBase):
 
     def max_turns(self, n: int) -> ReActAgentBuilder:
         """How many model calls a request may make (default 8)."""
-        self._max_turns = n
+        self._max_turns = _check.count("max_turns", n, 1, 10_000)
         return self
 
     def session_window(self, n: int) -> ReActAgentBuilder:
         """How many earlier session messages a new prompt sees (default 8)."""
-        self._window = n
+        self._window = _check.count("session_window", n, 0, MAX_MESSAGES)
         return self
 
     def output_key(self, key: str) -> ReActAgentBuilder:
         """Also store the final answer in the session context under ``key``."""
-        self._output_key = key
+        self._output_key = _check.text("output_key", key, empty=False)
         return self
 
     def build(self) -> ReActAgent:

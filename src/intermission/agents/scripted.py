@@ -6,6 +6,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 
+from .. import _check
 from .._ids import RANDOM_IDS, IdFactory
 from ..errors import ModelError, ScriptExhaustedError, UsageError
 from ..messages import ChatMessage, ToolCall
@@ -49,8 +50,17 @@ class ScriptedModel:
             )
         self._fn: ScriptFn | None = script if callable(script) else None
         self._replies: list[Reply] = [] if callable(script) else list(script)
-        self.chunk_size = max(1, chunk_size)
-        self.chunk_delay = chunk_delay
+        for i, reply in enumerate(self._replies):
+            calls = isinstance(reply, Sequence) and not isinstance(reply, (str, bytes))
+            if not isinstance(reply, str) and not (
+                calls and reply and all(isinstance(c, ToolCall) for c in reply)
+            ):
+                raise UsageError(
+                    f"reply {i + 1} of the script is text or a non-empty list of ToolCall, "
+                    f"not {reply!r}"
+                )
+        self.chunk_size = _check.count("chunk_size", chunk_size, 1, 10**9)
+        self.chunk_delay = _check.number("chunk_delay", chunk_delay, 0, 3600)
         self.ids = ids or RANDOM_IDS
         if not isinstance(keep_calls, int) or keep_calls < 0:
             raise UsageError(f"keep_calls is a count (0 or more), not {keep_calls!r}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.engine import FlowEngine, FlowInterceptor, FlowResult
 from ..core.spec import END, GraphSpec
-from ..errors import GraphDefinitionError, NothingToResumeError
+from ..errors import GraphDefinitionError, NothingToResumeError, UsageError
 from ..events import TeamEndEvent, TeamStartEvent
 from ..messages import ChatMessage
 from ..traces import TeamTrace
@@ -40,11 +40,18 @@ class TeamAgentBuilder(BuilderBase):
 
     def graph(self, spec: GraphSpec) -> TeamAgentBuilder:
         """The team graph (activities, gateways, ``spec.add_agent(member)``)."""
+        if not isinstance(spec, GraphSpec):
+            raise GraphDefinitionError(f"graph() takes a GraphSpec, not {type(spec).__name__}")
         self._spec = spec
         return self
 
     def interceptor(self, *interceptors: FlowInterceptor) -> TeamAgentBuilder:
         """Node interceptors (``on_node_start`` / ``on_node_end``)."""
+        for ic in interceptors:
+            if not any(callable(getattr(ic, h, None)) for h in ("on_node_start", "on_node_end")):
+                raise UsageError(
+                    f"a node interceptor has on_node_start/on_node_end, not {type(ic).__name__}"
+                )
         self._interceptors.extend(interceptors)
         return self
 
@@ -71,11 +78,17 @@ class TeamAgent(AgentBase):
     @staticmethod
     def of(model: ChatModel | None = None) -> TeamAgentBuilder:
         """Start building a team (the model is used by supervisor protocols)."""
+        if model is not None and not callable(getattr(model, "stream", None)):
+            raise UsageError(f"TeamAgent.of takes a chat model or None, not {type(model).__name__}")
         return TeamAgentBuilder(model)
 
     def step(self, session: AgentSession, steps: int, prompt: str | None = None) -> AgentResponse:
         """Advance the team graph at most ``steps`` nodes, then stop resumably (R10)."""
+        from .. import _check
         from .._sync import run_sync
+
+        _check.count("steps", steps, 0, 10**9)
+        _check.text("prompt", prompt, optional=True)
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)

@@ -131,6 +131,12 @@ def tool(
         >>> delete_user.schema["parameters"]["properties"]["user_id"]["type"]
         'integer'
     """
+    if name is not None and not isinstance(name, str):
+        raise ToolDefinitionError(f"a tool name is text, not {type(name).__name__}")
+    if not isinstance(description, str):
+        raise ToolDefinitionError(f"a description is text, not {type(description).__name__}")
     if fn is not None:
+        if not callable(fn):
+            raise ToolDefinitionError(f"@tool takes a function, not {type(fn).__name__}")
         return Tool(fn, name, description)
-    return lambda f: Tool(f, name, description)
+    return lambda f: Tool(f, name, description) if callable(f) else tool(f)

@@ -29,6 +29,17 @@ class FlowContext(MutableMapping[str, Any]):
     __slots__ = ("_data", "_interrupted", "_stopped", "attrs", "instance_id", "session", "trace")
 
     def __init__(self, instance_id: str = "tmp", data: dict[str, Any] | None = None) -> None:
+        if not isinstance(instance_id, str):
+            from ..errors import UsageError
+
+            raise UsageError(f"instance_id is text, not {type(instance_id).__name__}")
+        if data is not None:
+            if not isinstance(data, dict):
+                from ..errors import UsageError
+
+                raise UsageError(f"data is a dict, not {type(data).__name__}")
+            for key, value in data.items():
+                _check_entry(key, value)
         self.instance_id = instance_id
         self._data: dict[str, Any] = dict(data) if data else {}
         self._stopped = False

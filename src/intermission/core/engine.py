@@ -11,14 +11,14 @@ inclusive branches is exact (R9) — the Java original keeps one cursor per grap
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
 from .._sync import run_sync
-from ..errors import FlowRuntimeError, NothingToResumeError, UsageError
+from ..errors import FlowRuntimeError, NothingToResumeError, SnapshotSchemaError, UsageError
 from ..events import NodeEndEvent, NodeStartEvent
 from .context import FlowContext
 from .events_log import RunScope
@@ -83,7 +83,13 @@ class FlowEngine:
         clock: Clock | None = None,
         ids: IdFactory | None = None,
     ) -> None:
+        if isinstance(interceptors, (str, bytes)) or not isinstance(interceptors, Iterable):
+            raise UsageError(f"interceptors is a list, not {type(interceptors).__name__}")
         self.interceptors = tuple(interceptors)
+        if clock is not None and not callable(getattr(clock, "now_ms", None)):
+            raise UsageError(f"clock has a now_ms() method, not {clock!r}")
+        if ids is not None and not callable(ids):
+            raise UsageError(f"ids is an id factory (a function), not {ids!r}")
         self.clock = clock
         self.ids = ids or RANDOM_IDS
 
@@ -139,6 +145,10 @@ class FlowEngine:
                 "eval runs a GraphSpec or Graph on a FlowContext (session.context); got "
                 f"a {type(bad).__name__}"
             )
+        if steps is not None and (
+            not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps <= 10**9
+        ):
+            raise UsageError(f"steps is a whole number from 0 to 1e9 (or None), not {steps!r}")
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
         done = ctx.trace.graphs.get(g.id)
@@ -155,6 +165,8 @@ class FlowEngine:
                 session.agent = g.id
         # A new request clears pending at its start (R3); the race with a concurrent
         # pending() is documented there (R5).
+        if done is not None:
+            _check_positions(g, done, f"flow.graphs.{g.id}")
         if session is not None:
             session.pending(False, None)
             session.status = "running"
@@ -378,6 +390,24 @@ class FlowEngine:
             if len(node.links) > 1:
                 run.inclusive.append(len(targets))
         return targets
+
+
+def _check_positions(g: Graph, run: GraphRun, path: str) -> None:
+    """Recorded positions must name nodes of the graph that runs them (a snapshot from
+    another graph, or edited by hand): a typed error before anything changes (R42)."""
+    for where, names in (("tokens", run.tokens), ("joins", run.joins), ("loops", run.loops)):
+        for name in names:
+            if name not in g.nodes:
+                raise SnapshotSchemaError(
+                    f"{name!r} is not a node of graph {g.id!r}", path=f"{path}.{where}"
+                )
+    for name, child in run.children.items():
+        node = g.nodes.get(name)
+        if node is None or node.subgraph is None:
+            raise SnapshotSchemaError(
+                f"{name!r} is not a subgraph node of graph {g.id!r}", path=f"{path}.children"
+            )
+        _check_positions(node.subgraph, child, f"{path}.children.{name}")
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:

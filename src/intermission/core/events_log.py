@@ -96,7 +96,10 @@ class EventLog(Sequence[Event]):
     """
 
     def __init__(self, max_events: int = 1000) -> None:
-        self.max_events = max_events
+        from .. import _check
+        from ..limits import MAX_EVENTS
+
+        self.max_events = _check.count("max_events", max_events, 0, MAX_EVENTS)
         self._items: deque[Any] = deque(maxlen=max_events)
         self._lazy = False
         self.next_seq = 1

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from .._model import Model
 
 __all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt"]
 
@@ -19,7 +21,7 @@ def new_attempt() -> str:
     return os.urandom(6).hex()
 
 
-class LedgerEntry(BaseModel):
+class LedgerEntry(Model):
     """One idempotency key: ``started`` before the effect, then ``completed`` or ``failed``.
 
     An entry left at ``started`` means the process died mid-effect: its outcome is unknown.

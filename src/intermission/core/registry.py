@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import GraphDefinitionError
+from ..errors import GraphDefinitionError, UsageError
 
 __all__ = ["Registry"]
 
@@ -29,6 +29,15 @@ class Registry:
 
     def add(self, kind: str, name: str, obj: Any) -> None:
         """Register ``obj`` under ``name`` for ``kind`` (task, condition, agent)."""
+        if kind not in self._items:
+            raise UsageError(f"kind is one of {sorted(self._items)}, not {kind!r}")
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"a registry name is a non-empty string, not {name!r}")
+        if kind == "agent":
+            if not callable(getattr(obj, "run_as_member", None)):
+                raise UsageError(f"an agent (ReActAgent, TeamAgent), not {type(obj).__name__}")
+        elif not callable(obj):
+            raise UsageError(f"a {kind} is a function, not {type(obj).__name__}")
         self._items[kind][name] = obj
 
     def task(self, name: str) -> Callable[[F], F]:
@@ -51,11 +60,13 @@ class Registry:
 
     def agent(self, agent: Any) -> Any:
         """Register an agent under its name."""
-        self.add("agent", agent.name, agent)
+        self.add("agent", getattr(agent, "name", ""), agent)
         return agent
 
     def resolve(self, kind: str, name: str, *, graph_id: str = "", node_id: str = "") -> Any:
         """Return the object registered under ``name``; a typed error when unknown."""
+        if kind not in self._items:
+            raise UsageError(f"kind is one of {sorted(self._items)}, not {kind!r}")
         try:
             return self._items[kind][name]
         except KeyError:
@@ -69,7 +80,7 @@ class Registry:
 
     def name_of(self, kind: str, obj: Any) -> str | None:
         """The name ``obj`` is registered under, or None."""
-        for name, item in self._items[kind].items():
+        for name, item in self._items.get(kind, {}).items():
             if item is obj:
                 return name
         return None

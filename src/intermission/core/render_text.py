@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._text import visible
 from .ir import GraphIR, NodeIR
 
 __all__ = ["STYLE", "to_dot", "to_mermaid", "to_text"]
@@ -30,8 +31,11 @@ GATEWAY_MARK = {"exclusive": "×", "parallel": "+", "inclusive": "○"}
 
 
 def _q(text: str) -> str:
-    """A DOT double-quoted string (quotes, backslashes and newlines escaped)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    r"""A DOT double-quoted string: control characters shown as escapes (a raw ``\r`` or
+    NUL would break the file or the layout), then backslashes, quotes and newlines escaped
+    (a backslash would otherwise start DOT's own ``\l``/``\r`` justification)."""
+    shown = visible(text, keep_newlines=True)
+    return '"' + shown.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def node_label(node: NodeIR) -> str:
@@ -87,8 +91,20 @@ def to_dot(ir: GraphIR, legend: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+_MERMAID_SAFE = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:!?'()-_/+*=@"
+)
+
+
 def _m(text: str) -> str:
-    return text.replace('"', "#quot;").replace("\n", "<br/>")
+    """A mermaid quoted label: every character its grammar could read as syntax (quotes,
+    ``#`` entities, ``%%`` comments, brackets, ``<>``, control characters that end a line)
+    written as a ``#code;`` entity; newlines as ``<br/>``."""
+    out = []
+    for line in visible(text, keep_newlines=True).split("\n"):
+        out.append("".join(c if c in _MERMAID_SAFE or ord(c) > 0x7F else f"#{ord(c)};"
+                           for c in line))  # fmt: skip
+    return "<br/>".join(out)
 
 
 def to_mermaid(ir: GraphIR) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphDefinitionError
+from ..limits import MAX_DEPTH
 
 if TYPE_CHECKING:
     from .registry import Registry
     from .spec import GraphSpec, NodeSpec
 
-__all__ = ["spec_from_dict", "spec_to_dict"]
+__all__ = ["check_document", "spec_from_dict", "spec_to_dict"]
 
 _KINDS = {
     "start",
@@ -86,14 +87,56 @@ def spec_to_dict(spec: GraphSpec, registry: Registry | None) -> dict[str, Any]:
     return data
 
 
-def spec_from_dict(data: Any, registry: Registry | None) -> GraphSpec:
-    """Build and validate a spec from plain data; unknown names fail now, not at run time."""
+def check_document(data: Any, what: str) -> None:
+    """A loaded JSON/YAML document must be plain data of bounded depth and size: YAML
+    aliases can make a small file expand into billions of nodes when walked."""
+    budget = _MAX_NODES
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise GraphDefinitionError(f"{what} has more than {_MAX_NODES} values")
+        if depth > MAX_DEPTH:
+            raise GraphDefinitionError(f"{what} is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise GraphDefinitionError(f"{what}: keys are strings, not {key!r}")
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+        elif not isinstance(value, (str, int, float, bool, type(None))):
+            raise GraphDefinitionError(f"{what} holds a {type(value).__name__}, not plain data")
+
+
+_MAX_NODES = 200_000
+
+
+def _field(item: dict[str, Any], key: str, kinds: Any, default: Any, **where: Any) -> Any:
+    value = item.get(key, default)
+    if value is default or isinstance(value, kinds):
+        return value
+    names = kinds.__name__ if isinstance(kinds, type) else "/".join(k.__name__ for k in kinds)
+    raise GraphDefinitionError(f"{key!r} is {names}, not {type(value).__name__}", **where)
+
+
+def spec_from_dict(data: Any, registry: Registry | None, depth: int = 0) -> GraphSpec:
+    """Build and validate a spec from plain data; unknown names fail now, not at run time.
+    Every field is checked for its type: a hostile file gets a GraphDefinitionError
+    naming the node, never a bare error."""
     from .spec import GraphSpec
 
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+    if depth == 0:
+        check_document(data, "the graph")
+    if depth > MAX_DEPTH:
+        raise GraphDefinitionError(f"subgraphs nested deeper than {MAX_DEPTH} levels")
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
         raise GraphDefinitionError("a graph is an object with a string 'id' and a 'layout' list")
-    spec = GraphSpec(data["id"], data.get("title"), registry=registry)
-    spec.meta = dict(data.get("meta") or {})
+    gid = data["id"]
+    title = _field(data, "title", str, None, graph_id=gid)
+    spec = GraphSpec(gid, title, registry=registry)
+    spec.meta = dict(_field(data, "meta", dict, None, graph_id=gid) or {})
     layout = data.get("layout")
     if not isinstance(layout, list):
         raise GraphDefinitionError("'layout' must be a list of nodes", graph_id=spec.id)
@@ -101,49 +144,59 @@ def spec_from_dict(data: Any, registry: Registry | None) -> GraphSpec:
         if not isinstance(item, dict):
             raise GraphDefinitionError(f"layout[{index}] is not an object", graph_id=spec.id)
         node_id = item.get("id") or f"n-{index}"
+        if not isinstance(node_id, str):
+            raise GraphDefinitionError(f"layout[{index}].id is not a string", graph_id=gid)
+        where = {"graph_id": gid, "node_id": node_id}
         kind = item.get("type", "activity")
-        if kind not in _KINDS:
+        if not isinstance(kind, str) or kind not in _KINDS:
             raise GraphDefinitionError(
-                f"unknown node type {kind!r}; use one of {sorted(_KINDS)}",
-                graph_id=spec.id,
-                node_id=node_id,
+                f"unknown node type {kind!r}; use one of {sorted(_KINDS)}", **where
             )
         if kind == "agent":
-            node = spec.add_agent(item.get("agent") or node_id, node_id)
+            node = spec.add_agent(_field(item, "agent", str, None, **where) or node_id, node_id)
         elif kind == "loop":
-            node = spec.add_loop(node_id, item.get("over", ""), item.get("item", "item"))
-            if item.get("body"):
-                node.body(item["body"])
+            over = _field(item, "over", str, "", **where)
+            node = spec.add_loop(node_id, over, _field(item, "item", str, "item", **where))
+            body = _field(item, "body", str, None, **where)
+            if body:
+                node.body(body)
         elif kind == "subgraph":
-            node = spec.add_subgraph(node_id, spec_from_dict(item.get("graph"), registry))
+            child = spec_from_dict(item.get("graph"), registry, depth + 1)
+            node = spec.add_subgraph(node_id, child)
         else:
-            node = spec._add(node_id, kind)
-        if item.get("title"):
-            node.title(item["title"])
-        for key, value in (item.get("meta") or {}).items():
+            node = spec._add(node_id, kind)  # type: ignore[arg-type]  # (checked above)
+        title = _field(item, "title", str, None, **where)
+        if title:
+            node.title(title)
+        for key, value in (_field(item, "meta", dict, None, **where) or {}).items():
             node.meta_put(key, value)
-        if item.get("task"):
-            node.task(item["task"])
-        if item.get("when"):
-            node.when(item["when"])
+        task = _field(item, "task", str, None, **where)
+        if task:
+            node.task(task)
+        when = _field(item, "when", str, None, **where)
+        if when:
+            node.when(when)
         links = item.get("link", [])
         if isinstance(links, (str, dict)):
             links = [links]
+        if not isinstance(links, list):
+            raise GraphDefinitionError("'link' is a list of links", **where)
         for link in links:
             if isinstance(link, str):
                 node.link_add(link)
             elif isinstance(link, dict) and isinstance(link.get("next_id"), str):
+                priority = _field(link, "priority", int, 0, **where)
+                if isinstance(priority, bool):
+                    raise GraphDefinitionError("'priority' is a whole number", **where)
                 node.link_add(
                     link["next_id"],
-                    link.get("when"),
-                    link.get("title"),
-                    int(link.get("priority", 0)),
+                    _field(link, "when", str, None, **where),
+                    _field(link, "title", str, None, **where),
+                    priority,
                 )
             else:
                 raise GraphDefinitionError(
-                    "a link is a node id or an object with 'next_id'",
-                    graph_id=spec.id,
-                    node_id=node_id,
+                    "a link is a node id or an object with 'next_id'", **where
                 )
     spec.build()  # resolve every name and validate now (R12)
     return spec

@@ -6,10 +6,12 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
 from ..decisions import HITLState
 from ..errors import EffectOutcomeUnknownError, NotSerializableError, UsageError
+from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
@@ -101,6 +103,10 @@ class InMemoryAgentSession:
         clock: Clock | None = None,
     ) -> None:
         check_session_id(session_id)
+        _check.count("max_messages", max_messages, 0, MAX_MESSAGES)
+        _check.count("max_events", max_events, 0, MAX_EVENTS)
+        if clock is not None and not callable(getattr(clock, "now_ms", None)):
+            raise UsageError(f"clock has a now_ms() method (FakeClock, SystemClock), not {clock!r}")
         self.session_id = session_id
         self.context = FlowContext(session_id)
         self.context.session = self
@@ -134,6 +140,8 @@ class InMemoryAgentSession:
     def pending(self, pending: bool, reason: str | None = None) -> None:
         """``True``: stop the running flow at its next check point and keep ``reason``.
         ``False``: clear the flag; ``reason`` None clears the reason, else sets it."""
+        _check.flag("pending", pending)
+        _check.text("reason", reason, optional=True)
         ctx = self.context
         if pending:
             ctx.stop()
@@ -157,6 +165,8 @@ class InMemoryAgentSession:
     # -- history (R6a) ---------------------------------------------------------------
     def add_message(self, message: ChatMessage) -> None:
         """Append to the chat history; system messages are not stored; oldest evicted."""
+        if not isinstance(message, ChatMessage):
+            raise UsageError(f"add_message takes a ChatMessage, not {type(message).__name__}")
         if message.role == "system":
             return
         self.messages.append(message)
@@ -222,6 +232,7 @@ class InMemoryAgentSession:
         recorded as completed). A stored session shares its ledger with every copy and
         fork: an effect one of them completed is returned here, not run again.
         """
+        _check.function("fn", fn)
         done = self._ledger_start(key)
         if done is not None:
             return done.result  # type: ignore[no-any-return]
@@ -235,6 +246,7 @@ class InMemoryAgentSession:
 
     async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
         """Async twin of :meth:`once` (``fn`` may be sync or async)."""
+        _check.function("fn", fn)
         done = self._ledger_start(key)
         if done is not None:
             return done.result  # type: ignore[no-any-return]

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from .. import _check
 from .._clock import SYSTEM_CLOCK
-from .._json import canonical_dumps, check_json
+from .._json import canonical_dumps, check_json, loads
+from .._model import Model
 from ..decisions import HITLState
-from ..errors import SnapshotSchemaError
+from ..errors import IntermissionError, SnapshotSchemaError
 from ..events import Event
+from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
 from ..traces import ReActTrace, TeamTrace
 from .context import FlowContext
 from .events_log import EventLog
 from .ledger import LedgerEntry
+from .session import check_effect_key, check_session_id
 from .state import FlowTrace, GraphRun
 
 if TYPE_CHECKING:
@@ -39,7 +42,7 @@ SCHEMA_VERSION = 1
 _STRICT = ConfigDict(extra="forbid", defer_build=True)
 
 
-class GraphRunModel(BaseModel):
+class GraphRunModel(Model):
     """Persisted form of a graph's positions (see :class:`~intermission.core.state.GraphRun`)."""
 
     model_config = _STRICT
@@ -57,7 +60,7 @@ class GraphRunModel(BaseModel):
     failed: str | None = None
 
 
-class FlowTraceModel(BaseModel):
+class FlowTraceModel(Model):
     """Persisted positions of every graph in the context."""
 
     model_config = _STRICT
@@ -69,7 +72,7 @@ class FlowTraceModel(BaseModel):
 AnyTrace = Annotated[ReActTrace | TeamTrace, Field(discriminator="kind")]
 
 
-class SessionSnapshot(BaseModel):
+class SessionSnapshot(Model):
     """Everything a session needs to continue in another process (R28)."""
 
     model_config = _STRICT
@@ -257,10 +260,11 @@ def parse_snapshot(data: Any) -> SessionSnapshot:
 def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
     """The validated snapshot and, when it came as data, its raw event dicts."""
     if isinstance(data, SessionSnapshot):
+        check_snapshot(data)
         return data, None
-    if isinstance(data, (str, bytes)):
+    if isinstance(data, (str, bytes, bytearray)):
         try:
-            data = json.loads(data)
+            data = loads(data, "the snapshot")
         except ValueError as exc:
             raise SnapshotSchemaError(f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -280,10 +284,62 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
             path="schema_version",
         )
     try:
-        return SessionSnapshot.model_validate(data), stored_events
+        snap = SessionSnapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SnapshotSchemaError(first["msg"], path=_path(exc)) from None
+    except RecursionError:
+        raise SnapshotSchemaError("nested too deeply") from None
+    check_snapshot(snap)
+    return snap, stored_events
+
+
+def check_snapshot(snap: SessionSnapshot) -> None:
+    """What validation alone cannot see, checked at load (R42): values a store could not
+    write back, and parts that contradict each other (a route with nothing to run, a
+    decision for no task). Positions are checked against the graph when the session first
+    meets it (the engine), since a snapshot does not carry its graph."""
+    try:
+        check_session_id(snap.session_id)
+        check_json("context", snap.context)
+        for key, entry in snap.ledger.items():
+            check_effect_key(key)
+            check_json(f"ledger.{key}.result", entry.result)
+        _check.count("max_events", snap.max_events, 0, MAX_EVENTS)
+        _check.count("max_messages", snap.max_messages, 0, MAX_MESSAGES)
+        _check.count("next_seq", snap.next_seq, 1, 2**62)
+    except IntermissionError as exc:
+        raise SnapshotSchemaError(str(exc)) from None
+    for name, trace in snap.traces.items():
+        if isinstance(trace, ReActTrace) and trace.route == "action":
+            if trace.last_reason is None or not trace.last_reason.tool_calls:
+                raise SnapshotSchemaError(
+                    "route 'action' needs last_reason with the tool calls to run",
+                    path=f"traces.{name}.last_reason",
+                )
+    tasks = {t.call_uuid for t in snap.hitl.tasks}
+    if len(tasks) != len(snap.hitl.tasks):
+        raise SnapshotSchemaError("two tasks share a call UUID", path="hitl.tasks")
+    for uuid, record in snap.hitl.decisions.items():
+        if uuid not in tasks or record.call_uuid != uuid:
+            raise SnapshotSchemaError(
+                "a decision for no task of the batch", path=f"hitl.decisions.{uuid}"
+            )
+    for gid, run in snap.flow.graphs.items():
+        _check_run(run, f"flow.graphs.{gid}", 0)
+    if snap.flow.root is not None and snap.flow.root not in snap.flow.graphs:
+        raise SnapshotSchemaError("names no recorded graph", path="flow.root")
+
+
+def _check_run(run: GraphRunModel, path: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise SnapshotSchemaError("subgraphs nested too deeply", path=path)
+    if any(not t for t in run.tokens):
+        raise SnapshotSchemaError("a position is an empty node id", path=f"{path}.tokens")
+    if any(v < -1 for v in run.joins.values()) or any(v < 0 for v in run.loops.values()):
+        raise SnapshotSchemaError("negative join or loop count", path=path)
+    for key, child in run.children.items():
+        _check_run(child, f"{path}.children.{key}", depth + 1)
 
 
 def restore_session(session: InMemoryAgentSession, data: Any) -> None:
@@ -317,6 +373,8 @@ def restore_stored(
         snap = SessionSnapshot.model_validate_json(state)
     except ValidationError:
         snap = _parse(state)[0]  # the same failure, reported as a typed error
+    else:
+        check_snapshot(snap)
     if snap.events:
         raise SnapshotSchemaError("a stored row keeps its events apart", path="events")
     if len(chunks) == 1:

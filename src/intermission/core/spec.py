@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ..errors import GraphDefinitionError
+from .._json import check_json
+from ..errors import GraphDefinitionError, NotSerializableError
 
 if TYPE_CHECKING:
     from .context import FlowContext
@@ -89,26 +90,35 @@ class NodeSpec:
 
     def title(self, title: str) -> NodeSpec:
         """Set the human-readable title."""
-        self.title_text = title
+        self.title_text = self._text("title", title)
         return self._changed()
 
     def task(self, task: Task | str) -> NodeSpec:
         """Set the task run when the node is entered (a callable or a registry name)."""
-        self.task_ref = task
+        self.task_ref = self._ref("task", task)
         return self._changed()
 
     def when(self, condition: Condition | str) -> NodeSpec:
         """Run the task only when ``condition(ctx)`` holds (the node is still passed)."""
-        self.when_ref = condition
+        self.when_ref = self._ref("condition", condition)
         return self._changed()
 
     def meta_put(self, key: str, value: Any) -> NodeSpec:
         """Attach metadata (JSON) to the node."""
+        self._text("meta key", key)
+        try:
+            check_json(f"meta.{key}", value)
+        except NotSerializableError as exc:
+            raise GraphDefinitionError(str(exc), graph_id=self._graph.id, node_id=self.id) from None
         self.meta[key] = value
         return self._changed()
 
     def prompt(self, fn: Callable[[FlowContext], str]) -> NodeSpec:
         """For a member agent node: build the member's prompt from the context (R16)."""
+        if not callable(fn):
+            raise GraphDefinitionError(
+                "prompt() takes a function of the context", graph_id=self._graph.id, node_id=self.id
+            )
         self.prompt_fn = fn
         return self._changed()
 
@@ -120,6 +130,17 @@ class NodeSpec:
         priority: int = 0,
     ) -> NodeSpec:
         """Add a link to ``target``: higher ``priority`` is tried first; no ``when`` = default."""
+        self._text("target", target)
+        if when is not None:
+            self._ref("condition", when)
+        if title is not None:
+            self._text("title", title)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise GraphDefinitionError(
+                f"priority is a whole number, not {priority!r}",
+                graph_id=self._graph.id,
+                node_id=self.id,
+            )
         self.links.append(LinkSpec(target, when, title, priority))
         return self._changed()
 
@@ -129,7 +150,7 @@ class NodeSpec:
             raise GraphDefinitionError(
                 "body() is only for loop nodes", graph_id=self._graph.id, node_id=self.id
             )
-        self.loop_body = target
+        self.loop_body = self._text("body", target)
         return self._changed()
 
     def link_remove(self, target: str) -> NodeSpec:
@@ -141,6 +162,24 @@ class NodeSpec:
         """Remove all links."""
         self.links.clear()
         return self._changed()
+
+    def _text(self, name: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise GraphDefinitionError(
+                f"{name} is a non-empty string, not {value!r}",
+                graph_id=self._graph.id,
+                node_id=self.id,
+            )
+        return value
+
+    def _ref(self, kind: str, ref: Any) -> Any:
+        if not (callable(ref) or (isinstance(ref, str) and ref)):
+            raise GraphDefinitionError(
+                f"a {kind} is a function or a registry name, not {type(ref).__name__}",
+                graph_id=self._graph.id,
+                node_id=self.id,
+            )
+        return ref
 
     def __repr__(self) -> str:
         return f"<NodeSpec {self.kind} {self.id!r} -> {[x.target for x in self.links]}>"
@@ -160,6 +199,14 @@ class GraphSpec:
     """
 
     def __init__(self, graph_id: str, title: str | None = None, registry: Registry | None = None):
+        from .registry import Registry
+
+        if not isinstance(graph_id, str) or not graph_id:
+            raise GraphDefinitionError(f"a graph id is a non-empty string, not {graph_id!r}")
+        if title is not None and not isinstance(title, str):
+            raise GraphDefinitionError("a graph title is text", graph_id=graph_id)
+        if registry is not None and not isinstance(registry, Registry):
+            raise GraphDefinitionError("registry is a Registry", graph_id=graph_id)
         self.id = graph_id
         self.title = title
         self.registry = registry
@@ -213,6 +260,12 @@ class GraphSpec:
         """Add a loop: for each element of ``over`` (a context key or a function), put it
         under ``item`` and run the body (``.body(first_node)``, which links back here);
         when exhausted, follow the loop's own link."""
+        if not (callable(over) or isinstance(over, str)) or not isinstance(item, str) or not item:
+            raise GraphDefinitionError(
+                "a loop goes over a context key or a function, into a named item",
+                graph_id=self.id,
+                node_id=node_id if isinstance(node_id, str) else None,
+            )
         node = self._add(node_id, "loop")
         node.loop_over = over
         node.loop_item = item
@@ -220,6 +273,15 @@ class GraphSpec:
 
     def add_agent(self, agent: MemberAgent | str, node_id: str | None = None) -> NodeSpec:
         """Add a member agent node; its id is the agent's name (R7, R16)."""
+        named = isinstance(getattr(agent, "name", None), str)
+        if not isinstance(agent, str) and not (
+            named and callable(getattr(agent, "run_as_member", None))
+        ):
+            raise GraphDefinitionError(
+                f"add_agent takes an agent (ReActAgent, TeamAgent) or a registry name, not "
+                f"{type(agent).__name__}",
+                graph_id=self.id,
+            )
         name = agent if isinstance(agent, str) else agent.name
         node = self._add(node_id or name, "agent")
         node.agent = agent
@@ -227,6 +289,11 @@ class GraphSpec:
 
     def add_subgraph(self, node_id: str, spec: GraphSpec) -> NodeSpec:
         """Add a node that runs ``spec`` as a child graph (a parked child parks this branch)."""
+        if not isinstance(spec, GraphSpec) or spec is self:
+            raise GraphDefinitionError(
+                "add_subgraph takes another GraphSpec", graph_id=self.id,
+                node_id=node_id if isinstance(node_id, str) else None,
+            )  # fmt: skip
         node = self._add(node_id, "subgraph")
         node.subgraph = spec
         return node
@@ -282,12 +349,14 @@ class GraphSpec:
     @classmethod
     def from_json(cls, text: str, registry: Registry | None = None) -> GraphSpec:
         """Load a spec from JSON text."""
-        import json
+        from .._json import loads
 
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise GraphDefinitionError(f"from_json takes JSON text, not {type(text).__name__}")
         try:
-            data = json.loads(text)
+            data = loads(text, "the graph")
         except ValueError as exc:
-            raise GraphDefinitionError(f"not valid JSON: {exc}") from exc
+            raise GraphDefinitionError(f"not valid JSON: {exc}") from None
         return cls.from_dict(data, registry)
 
     @classmethod
@@ -295,10 +364,16 @@ class GraphSpec:
         """Load a spec from YAML text (safe loader only)."""
         import yaml
 
+        from ..limits import MAX_TEXT_BYTES
+
+        if not isinstance(text, (str, bytes)):
+            raise GraphDefinitionError(f"from_yaml takes YAML text, not {type(text).__name__}")
+        if len(text) > MAX_TEXT_BYTES:
+            raise GraphDefinitionError(f"the graph is larger than {MAX_TEXT_BYTES} bytes")
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise GraphDefinitionError(f"not valid YAML: {exc}") from exc
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
+            raise GraphDefinitionError(f"not valid YAML: {type(exc).__name__}: {exc}") from None
         return cls.from_dict(data, registry)
 
     def __repr__(self) -> str:

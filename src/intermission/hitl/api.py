@@ -2,25 +2,40 @@
 
 Every check runs before anything changes: a refused decision leaves the session exactly as
 it was (compare snapshots). Submitting does not resume; call ``agent.prompt().session(s)``.
+Everything returned here is a copy (R42): editing a task's ``args`` changes nothing that
+runs; the one way to change what runs is ``HITLDecision.approve().modified_args(...)``,
+which is validated, recorded and fingerprinted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from .. import _check
 from ..agents.tools import TOOL_INDEX, ToolArgumentError
 from ..core.session import AgentSession
-from ..decisions import DecisionRecord, HITLDecision, HITLTask
+from ..decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
 from ..errors import (
     AmbiguousTaskError,
     DecisionConflictError,
     InvalidDecisionError,
     ReviewerNotAllowedError,
     UnknownTaskError,
+    UsageError,
 )
 from .interceptor import APPROVER_POLICIES
 
 __all__ = ["HITL"]
+
+
+def _state(session: Any) -> HITLState:
+    state = getattr(session, "hitl", None)
+    if not isinstance(state, HITLState):
+        raise UsageError(
+            f"HITL works on a session (InMemoryAgentSession), not {type(session).__name__}"
+        )
+    return state
 
 
 class HITL:
@@ -28,13 +43,14 @@ class HITL:
 
     @staticmethod
     def pending_tasks(session: AgentSession) -> list[HITLTask]:
-        """The undecided tasks of the suspended batch."""
-        decided = session.hitl.decisions
-        return [t for t in session.hitl.tasks if t.call_uuid not in decided]
+        """The undecided tasks of the suspended batch (copies)."""
+        decided = _state(session).decisions
+        return [t.model_copy(deep=True) for t in session.hitl.tasks if t.call_uuid not in decided]
 
     @staticmethod
     def get_pending_task_by_call_uuid(session: AgentSession, call_uuid: str) -> HITLTask | None:
         """The undecided task with this call UUID, or None."""
+        _check.text("call_uuid", call_uuid)
         for task in HITL.pending_tasks(session):
             if task.call_uuid == call_uuid:
                 return task
@@ -43,6 +59,7 @@ class HITL:
     @staticmethod
     def get_pending_task_by_tool_name(session: AgentSession, tool_name: str) -> HITLTask | None:
         """The undecided task of ``tool_name``; refused when several calls share the name."""
+        _check.text("tool_name", tool_name)
         found = [t for t in HITL.pending_tasks(session) if t.tool_name == tool_name]
         if len(found) > 1:
             raise AmbiguousTaskError(
@@ -55,6 +72,7 @@ class HITL:
     def expired_tasks(session: AgentSession, now_ms: float | None = None) -> list[HITLTask]:
         """Undecided tasks past their deadline (R23b): visible before anyone resumes; the
         interceptor's ``on_expire`` decides what the next resume does with them."""
+        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
         now = session.clock.now_ms() if now_ms is None else now_ms
         return [
             t
@@ -64,14 +82,21 @@ class HITL:
 
     @staticmethod
     def get_decision(session: AgentSession, call_uuid: str) -> DecisionRecord | None:
-        """The decision recorded for ``call_uuid`` (not yet applied), or None."""
-        return session.hitl.decisions.get(call_uuid)
+        """The decision recorded for ``call_uuid`` (not yet applied), or None (a copy)."""
+        _check.text("call_uuid", call_uuid)
+        record = _state(session).decisions.get(call_uuid)
+        return None if record is None else record.model_copy(deep=True)
 
     @staticmethod
     def _check(
         session: AgentSession, task: HITLTask | str, decision: HITLDecision
     ) -> DecisionRecord:
         """Validate one decision against the session; returns the record, mutates nothing."""
+        _state(session)
+        if not isinstance(task, (str, HITLTask)):
+            raise InvalidDecisionError(
+                f"a task is an HITLTask or its call UUID, not {type(task).__name__}"
+            )
         uuid = task if isinstance(task, str) else task.call_uuid
         if not isinstance(decision, HITLDecision):
             raise InvalidDecisionError("a decision is an HITLDecision", call_uuid=uuid)
@@ -147,22 +172,28 @@ class HITL:
         DecisionConflictError. Resume afterwards with an empty prompt."""
         record = HITL._check(session, task, decision)
         session.hitl.decisions.setdefault(record.call_uuid, record)
-        return record
+        return record.model_copy(deep=True)
 
     @staticmethod
     def submit_all(
         session: AgentSession, decisions: Mapping[str, HITLDecision]
     ) -> list[DecisionRecord]:
         """Record several decisions by call UUID; all are checked before any is stored."""
+        if not isinstance(decisions, Mapping):
+            raise InvalidDecisionError(
+                f"submit_all takes a mapping of call UUIDs to decisions, not "
+                f"{type(decisions).__name__}"
+            )
         records = [HITL._check(session, uuid, d) for uuid, d in decisions.items()]
         for record in records:
             session.hitl.decisions.setdefault(record.call_uuid, record)
-        return records
+        return [record.model_copy(deep=True) for record in records]
 
     @staticmethod
     def approve_all(session: AgentSession, reviewer: str | None = None) -> list[DecisionRecord]:
         """Approve every task of the suspended batch (a task already rejected or skipped
         raises DecisionConflictError and nothing is recorded)."""
+        _check.text("reviewer", reviewer, optional=True)
         decision = HITLDecision.approve()
         if reviewer:
             decision = decision.reviewer(reviewer)
@@ -174,6 +205,8 @@ class HITL:
     ) -> list[DecisionRecord]:
         """Reject every task of the suspended batch (a task already approved raises
         DecisionConflictError and nothing is recorded)."""
+        _check.text("reason", reason, optional=True)
+        _check.text("reviewer", reviewer, optional=True)
         decision = HITLDecision.reject(reason)
         if reviewer:
             decision = decision.reviewer(reviewer)
@@ -182,6 +215,7 @@ class HITL:
     @staticmethod
     def clear(session: AgentSession) -> None:
         """Forget the suspended batch and its decisions."""
+        _state(session)
         session.hitl.tasks.clear()
         session.hitl.decisions.clear()
         session.hitl.expired.clear()

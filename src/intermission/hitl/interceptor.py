@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from .. import _check
 from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
@@ -34,6 +35,8 @@ class HITLInterceptor(ReActInterceptor):
     """
 
     def __init__(self, on_expire: Literal["reject", "wait"] = "wait") -> None:
+        if on_expire not in ("reject", "wait"):
+            raise UsageError(f"on_expire is 'reject' or 'wait', not {on_expire!r}")
         self._policies: dict[str, tuple[Policy | None, float | None]] = {}
         self._approvers: dict[str, frozenset[str] | ApproverPolicy] = {}
         self._last: str | None = None
@@ -44,6 +47,9 @@ class HITLInterceptor(ReActInterceptor):
         self, name: str, policy: Policy | None = None, *, deadline_ms: float | None = None
     ) -> HITLInterceptor:
         """Ask before ``name`` runs (when ``policy`` returns a reason; always without one)."""
+        _check.text("name", name, empty=False)
+        _check.function("policy", policy, optional=True)
+        _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
         self._policies[name] = (policy, deadline_ms)
         self._last = name
         return self
@@ -52,12 +58,23 @@ class HITLInterceptor(ReActInterceptor):
         """Who may decide for the last ``on_tool`` (a set of reviewers or a callable, R23c)."""
         if self._last is None:
             raise UsageError("call on_tool(...) before approvers(...)")
-        self._approvers[self._last] = allowed if callable(allowed) else frozenset(allowed)
+        if callable(allowed):
+            self._approvers[self._last] = allowed
+            return self
+        if isinstance(allowed, str) or not isinstance(allowed, Iterable):
+            raise UsageError(
+                "approvers takes reviewer names (a set of str) or a function of "
+                f"(reviewer, task), not {allowed!r}"
+            )
+        names = frozenset(allowed)
+        if not all(isinstance(n, str) and n for n in names):
+            raise UsageError(f"approvers are reviewer names (non-empty str), not {allowed!r}")
+        self._approvers[self._last] = names
         return self
 
     def on_approved(self, callback: Callable[[str, dict[str, Any]], Any]) -> HITLInterceptor:
         """Called with ``(tool_name, args)`` when a decision says ``always_allow()``."""
-        self._on_approved = callback
+        self._on_approved = _check.function("callback", callback)
         return self
 
     def _targets(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> list[HITLTask]:
@@ -127,7 +144,7 @@ class HITLInterceptor(ReActInterceptor):
                 call_uuid=task.call_uuid,
                 tool_name=task.tool_name,
                 args=dict(ex.args),
-                decision=record,
+                decision=record.model_copy(deep=True),
             )
             if record.verdict == "approve":
                 ex.note = record.comment
@@ -187,7 +204,9 @@ class HITLInterceptor(ReActInterceptor):
         trace.final_answer = summary
         trace.abnormal = True
         trace.route = "action"  # resume replays the same calls, no model call (R22)
-        trace.emit(HITLPendingEvent, tasks=list(undecided), reason=summary)
+        # the event gets copies: what a reader does to it never reaches the session (R42)
+        tasks = [t.model_copy(deep=True) for t in undecided]
+        trace.emit(HITLPendingEvent, tasks=tasks, reason=summary)
 
 
 def _now(trace: ReActTrace) -> float:

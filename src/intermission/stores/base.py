@@ -30,6 +30,7 @@ from ..errors import (
     NothingToResumeError,
     SessionBusyError,
     StoreError,
+    UsageError,
 )
 from .lease import Leases
 
@@ -255,6 +256,45 @@ class _Claimable(Protocol):
     def _holder(self, session_id: str) -> str | None:
         """Who claims the session now."""
         ...
+
+
+def check_id(session_id: Any) -> str:
+    """A session id argument (typed error before any query)."""
+    from ..core.session import check_session_id
+
+    check_session_id(session_id)
+    return str(session_id)
+
+
+def check_saved(session: Any) -> InMemoryAgentSession:
+    """A session argument of ``save``."""
+    if not isinstance(session, InMemoryAgentSession):
+        kind = type(session).__name__
+        raise UsageError(f"save takes a session (InMemoryAgentSession), not {kind}")
+    return session
+
+
+def check_page(limit: Any, agent: Any, before: Any) -> None:
+    """The arguments of ``pending()``."""
+    from .. import _check
+    from ..limits import MAX_PAGE
+
+    _check.count("limit", limit, 1, MAX_PAGE)
+    _check.text("agent", agent, optional=True)
+    if before is not None and not isinstance(before, PendingSession):
+        raise UsageError(f"before is an entry of pending(), not {type(before).__name__}")
+
+
+def check_options(lease_ms: Any, **flags: Any) -> None:
+    """Store constructor options."""
+    from .. import _check
+
+    _check.number("lease_ms", lease_ms, 1, 1e10)
+    for name, value in flags.items():
+        if name == "outage_s":
+            _check.number(name, value, 0, 3600)
+        else:
+            _check.flag(name, value)
 
 
 def not_resumable(session_id: str, status: str) -> NothingToResumeError:

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
@@ -23,6 +24,10 @@ from .base import (
     RESUMABLE,
     PendingSession,
     StoredRow,
+    check_id,
+    check_options,
+    check_page,
+    check_saved,
     claimed,
     not_resumable,
     pending_of,
@@ -84,6 +89,7 @@ class MemoryStore:
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
     ) -> None:
+        check_options(lease_ms, heartbeat=heartbeat)
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self._rows: dict[str, _Entry] = {}
@@ -98,7 +104,7 @@ class MemoryStore:
     # -- saves -------------------------------------------------------------------------
     def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
-        return self._save(session, release=False)
+        return self._save(check_saved(session), release=False)
 
     def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         row = row_of(session)
@@ -164,6 +170,7 @@ class MemoryStore:
     # -- loads -------------------------------------------------------------------------
     def load(self, session_id: str) -> InMemoryAgentSession:
         """Load a session."""
+        check_id(session_id)
         with self._lock:
             entry = self._rows.get(session_id)
             if entry is None:
@@ -176,6 +183,7 @@ class MemoryStore:
 
     def delete(self, session_id: str) -> None:
         """Remove a session and its ledger."""
+        check_id(session_id)
         with self._lock:
             entry = self._rows.pop(session_id, None)
             if entry is not None and entry.row.status == "pending":
@@ -186,6 +194,7 @@ class MemoryStore:
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
     ) -> list[PendingSession]:
         """Pending sessions, newest first; page with ``before=<last item>``."""
+        check_page(limit, agent, before)
         start = (before.updated_ms, before.session_id) if before is not None else None
         with self._lock:
             keys = self._pending.page(limit, agent, start, agent is not None)
@@ -201,11 +210,11 @@ class MemoryStore:
     def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Claim, load, yield; save and release on success, release only on error.
         Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
-        return claimed(self, session_id, resumable_only=True)
+        return claimed(self, check_id(session_id), resumable_only=True)
 
     def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
-        return claimed(self, session_id, resumable_only=False)
+        return claimed(self, check_id(session_id), resumable_only=False)
 
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
@@ -245,6 +254,7 @@ class MemoryStore:
     # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
         """Validate and store a snapshot (see :meth:`SQLStore.put_snapshot`)."""
+        _check.count("version", version, 0, 2**62)
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
         session.store_version = version
         return self.save(session)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._compat import require
-from ..errors import StoreUnavailableError
+from ..errors import StoreUnavailableError, UsageError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
@@ -35,6 +35,8 @@ class PostgresStore(SQLStore):
         outage_s: float = 10.0,
         connect_timeout_s: float = 5.0,
     ) -> None:
+        if not isinstance(dsn, str) or not dsn:
+            raise UsageError("dsn is a PostgreSQL connection string (postgresql://…)")
         self.dsn = dsn
         self.connect_timeout_s = connect_timeout_s
         self._psycopg = require("psycopg", "postgres")

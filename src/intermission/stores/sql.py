@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
@@ -24,6 +25,10 @@ from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
     PendingSession,
+    check_id,
+    check_options,
+    check_page,
+    check_saved,
     claimed,
     ledger_of,
     ledger_text,
@@ -140,6 +145,7 @@ class SQLStore(Pool):
         heartbeat: bool = True,
         outage_s: float = 10.0,
     ) -> None:
+        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s)
         super().__init__()
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
@@ -179,7 +185,7 @@ class SQLStore(Pool):
     # -- saves -------------------------------------------------------------------------
     def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
-        return self._save(session, release=False)
+        return self._save(check_saved(session), release=False)
 
     def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         try:
@@ -369,6 +375,7 @@ class SQLStore(Pool):
 
     def load(self, session_id: str) -> InMemoryAgentSession:
         """Load a session (its live ledger rows included)."""
+        check_id(session_id)
         with self._tx("read") as run:
             rows = self._rows(run, session_id)
         if rows is None:
@@ -377,6 +384,7 @@ class SQLStore(Pool):
 
     def delete(self, session_id: str) -> None:
         """Remove a session and its ledger."""
+        check_id(session_id)
         with self._tx() as run:
             run("DELETE FROM im_ledger WHERE session_id = ?", (session_id,))
             run("DELETE FROM im_events WHERE session_id = ?", (session_id,))
@@ -401,6 +409,7 @@ class SQLStore(Pool):
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
     ) -> list[PendingSession]:
         """Pending sessions, newest first; page with ``before=<last item>``."""
+        check_page(limit, agent, before)
         sql, params = self.pending_query(limit, agent, before)
         with self._tx("query") as run:
             rows = run(sql, params).fetchall()
@@ -410,11 +419,11 @@ class SQLStore(Pool):
     def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Claim, load, yield; save and release on success, release only on error.
         Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
-        return claimed(self, session_id, resumable_only=True)
+        return claimed(self, check_id(session_id), resumable_only=True)
 
     def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
-        return claimed(self, session_id, resumable_only=False)
+        return claimed(self, check_id(session_id), resumable_only=False)
 
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
@@ -500,6 +509,7 @@ class SQLStore(Pool):
         """Validate a snapshot (JSON text, dict or model) and store it: ``version`` 0 inserts,
         otherwise compare-and-set. Invalid data raises a typed error and changes nothing.
         Its ledger entries are written only where they move the stored ledger forward."""
+        _check.count("version", version, 0, 2**62)
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
         session.store_version = version
         return self.save(session)

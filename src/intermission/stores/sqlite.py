@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._clock import Clock
-from ..errors import StoreError
+from ..errors import StoreError, UsageError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
@@ -41,6 +41,10 @@ class SQLiteStore(SQLStore):
         heartbeat: bool = True,
         outage_s: float = 10.0,
     ) -> None:
+        if not isinstance(path, (str, Path)) or not str(path):
+            raise UsageError(f"path is a file path (or ':memory:'), not {path!r}")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise UsageError(f"synchronous is 'FULL' or 'NORMAL', not {synchronous!r}")
         self.path = str(path)
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
