@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ._check import shown
 from .errors import NotSerializableError, UsageError
 from .limits import MAX_DEPTH as _MAX_DEPTH
 from .limits import MAX_TEXT_BYTES as _MAX_TEXT
@@ -26,14 +27,14 @@ def check_text(what: str, text: str, *, allow_nul: bool = True) -> None:
     if text.isascii():
         if allow_nul or "\x00" not in text:
             return
-        raise UsageError(f"{what} {text!r} holds a NUL character, which no store keeps in a key")
+        raise UsageError(f"{what} {shown(text)} holds a NUL character, which no store keeps")
     if _SURROGATE.search(text):
         raise UsageError(
-            f"{what} {text!r} holds a lone surrogate (not Unicode text); decode bytes "
+            f"{what} {shown(text)} holds a lone surrogate (not Unicode text); decode bytes "
             "with errors='replace' or keep them as base64"
         )
     if not allow_nul and "\x00" in text:
-        raise UsageError(f"{what} {text!r} holds a NUL character, which no store keeps in a key")
+        raise UsageError(f"{what} {shown(text)} holds a NUL character, which no store keeps")
 
 
 def escape_surrogates(text: str) -> str:
@@ -67,7 +68,10 @@ def check_json(key: str, value: Any, depth: int = 0) -> None:
     if isinstance(value, dict):
         for k, item in value.items():
             if not isinstance(k, str):
-                raise NotSerializableError(f"{key}.{k!r}", k)
+                raise NotSerializableError(f"{key}.{shown(k)}", k)
+            if not k.isascii() and _SURROGATE.search(k):
+                # kept faithfully in values, but not as keys (pydantic cannot write them)
+                raise NotSerializableError(f"{key}.{shown(k)}", k, "a key with a lone surrogate")
             check_json(f"{key}.{k}", item, depth + 1)
         return
     raise NotSerializableError(key, value)

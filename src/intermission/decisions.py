@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from ._check import shown
 from ._json import canonical_dumps, check_json
 from ._model import Model
 from .errors import InvalidDecisionError, NotSerializableError
@@ -105,12 +106,12 @@ class HITLDecision:
         reviewer: str | None = None,
     ) -> None:
         if verdict not in ("approve", "reject", "skip"):
-            raise InvalidDecisionError(f"unknown verdict {verdict!r}: approve, reject or skip")
+            raise InvalidDecisionError(f"unknown verdict {shown(verdict)}: approve, reject or skip")
         for name, value in (("comment", comment), ("reviewer", reviewer)):
             if value is not None and not isinstance(value, str):
                 raise InvalidDecisionError(f"{name} is text, not {type(value).__name__}")
         if not isinstance(always_allow, bool):
-            raise InvalidDecisionError(f"always_allow is True or False, not {always_allow!r}")
+            raise InvalidDecisionError(f"always_allow is True or False, not {shown(always_allow)}")
         if modified_args is not None:
             if verdict != "approve":
                 raise InvalidDecisionError("only an approval can carry edited arguments")

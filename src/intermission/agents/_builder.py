@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from .. import _check
+from .._check import shown
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
 from ..errors import UsageError
@@ -35,7 +36,7 @@ class BuilderBase:
         """The clock stamping events (a FakeClock makes timelines deterministic);
         default: the session's clock."""
         if not callable(getattr(clock, "now_ms", None)):
-            raise UsageError(f"clock has a now_ms() method (FakeClock, SystemClock), not {clock!r}")
+            raise UsageError(f"clock has a now_ms() method (FakeClock), not {shown(clock)}")
         self._clock = clock
         return self
 

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from .. import _check
+from .._check import shown
 from .._ids import RANDOM_IDS, IdFactory
 from ..errors import ModelError, ScriptExhaustedError, UsageError
 from ..messages import ChatMessage, ToolCall
@@ -57,13 +58,14 @@ class ScriptedModel:
             ):
                 raise UsageError(
                     f"reply {i + 1} of the script is text or a non-empty list of ToolCall, "
-                    f"not {reply!r}"
+                    f"not {shown(reply)}"
                 )
         self.chunk_size = _check.count("chunk_size", chunk_size, 1, 10**9)
         self.chunk_delay = _check.number("chunk_delay", chunk_delay, 0, 3600)
         self.ids = ids or RANDOM_IDS
-        if not isinstance(keep_calls, int) or keep_calls < 0:
-            raise UsageError(f"keep_calls is a count (0 or more), not {keep_calls!r}")
+        _check.count("keep_calls", keep_calls, 0, 1_000_000)
+        if ids is not None and not callable(ids):
+            raise UsageError(f"ids is an id factory (a function), not {shown(ids)}")
         self.turn = 0
         """How many replies were given so far."""
         self.calls: deque[list[ChatMessage]] = deque(maxlen=keep_calls)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.engine import FlowEngine, FlowInterceptor, FlowResult
+from ..core.engine import FlowEngine, FlowInterceptor, FlowResult, check_positions
 from ..core.spec import END, GraphSpec
 from ..errors import GraphDefinitionError, NothingToResumeError, UsageError
 from ..events import TeamEndEvent, TeamStartEvent
@@ -109,6 +109,8 @@ class TeamAgent(AgentBase):
         trace = existing if isinstance(existing, TeamTrace) else None
         graph = self.spec.build()
         ctx = session.context
+        if not prompt:  # resuming: the recorded positions must name this graph's nodes
+            check_positions(graph, ctx)
         if not prompt and (trace is None or trace.original_prompt is None or trace.finished):
             raise NothingToResumeError(
                 f"team {self._name!r} has nothing to resume on session {session.session_id!r}: "

@@ -49,10 +49,12 @@ class Tool:
         except Exception as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: cannot read type hints: {exc}") from exc
         fields: dict[str, Any] = {}
-        self.injected: tuple[str, ...] = tuple(
-            p for p in inspect.signature(fn).parameters if p in INJECTED
-        )
-        for param in inspect.signature(fn).parameters.values():
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError) as exc:  # builtins and some C callables have none
+            raise ToolDefinitionError(f"tool {self.name!r}: no signature to read: {exc}") from None
+        self.injected: tuple[str, ...] = tuple(p for p in signature.parameters if p in INJECTED)
+        for param in signature.parameters.values():
             if param.name in INJECTED:
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from .._check import shown
 from .._clock import Clock
 from .._ids import RANDOM_IDS, IdFactory
 from .._sync import run_sync
@@ -27,7 +28,7 @@ from .session_status import SessionStatus
 from .spec import GraphSpec
 from .state import GraphRun
 
-__all__ = ["FlowEngine", "FlowInterceptor", "FlowResult", "FlowStatus"]
+__all__ = ["FlowEngine", "FlowInterceptor", "FlowResult", "FlowStatus", "check_positions"]
 
 FlowStatus = Literal["done", "stopped", "parked", "budget"]
 """done: reached the end · stopped: ``stop()``/pending ended the run · parked: some branch
@@ -87,9 +88,9 @@ class FlowEngine:
             raise UsageError(f"interceptors is a list, not {type(interceptors).__name__}")
         self.interceptors = tuple(interceptors)
         if clock is not None and not callable(getattr(clock, "now_ms", None)):
-            raise UsageError(f"clock has a now_ms() method, not {clock!r}")
+            raise UsageError(f"clock has a now_ms() method, not {shown(clock)}")
         if ids is not None and not callable(ids):
-            raise UsageError(f"ids is an id factory (a function), not {ids!r}")
+            raise UsageError(f"ids is an id factory (a function), not {shown(ids)}")
         self.clock = clock
         self.ids = ids or RANDOM_IDS
 
@@ -148,7 +149,7 @@ class FlowEngine:
         if steps is not None and (
             not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps <= 10**9
         ):
-            raise UsageError(f"steps is a whole number from 0 to 1e9 (or None), not {steps!r}")
+            raise UsageError(f"steps is a whole number from 0 to 1e9 (or None), not {shown(steps)}")
         g = graph.build() if isinstance(graph, GraphSpec) else graph
         session = ctx.session
         done = ctx.trace.graphs.get(g.id)
@@ -390,6 +391,14 @@ class FlowEngine:
             if len(node.links) > 1:
                 run.inclusive.append(len(targets))
         return targets
+
+
+def check_positions(graph: Graph, ctx: FlowContext) -> None:
+    """Raise SnapshotSchemaError unless the positions ``ctx`` recorded for ``graph`` name
+    its nodes (callers that change the session before running check first)."""
+    run = ctx.trace.graphs.get(graph.id)
+    if run is not None:
+        _check_positions(graph, run, f"flow.graphs.{graph.id}")
 
 
 def _check_positions(g: Graph, run: GraphRun, path: str) -> None:

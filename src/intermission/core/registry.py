@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .._check import shown
 from ..errors import GraphDefinitionError, UsageError
 
 __all__ = ["Registry"]
@@ -29,10 +30,10 @@ class Registry:
 
     def add(self, kind: str, name: str, obj: Any) -> None:
         """Register ``obj`` under ``name`` for ``kind`` (task, condition, agent)."""
-        if kind not in self._items:
-            raise UsageError(f"kind is one of {sorted(self._items)}, not {kind!r}")
+        if not isinstance(kind, str) or kind not in self._items:
+            raise UsageError(f"kind is one of {sorted(self._items)}, not {shown(kind)}")
         if not isinstance(name, str) or not name:
-            raise UsageError(f"a registry name is a non-empty string, not {name!r}")
+            raise UsageError(f"a registry name is a non-empty string, not {shown(name)}")
         if kind == "agent":
             if not callable(getattr(obj, "run_as_member", None)):
                 raise UsageError(f"an agent (ReActAgent, TeamAgent), not {type(obj).__name__}")
@@ -65,8 +66,10 @@ class Registry:
 
     def resolve(self, kind: str, name: str, *, graph_id: str = "", node_id: str = "") -> Any:
         """Return the object registered under ``name``; a typed error when unknown."""
-        if kind not in self._items:
-            raise UsageError(f"kind is one of {sorted(self._items)}, not {kind!r}")
+        if not isinstance(kind, str) or kind not in self._items:
+            raise UsageError(f"kind is one of {sorted(self._items)}, not {shown(kind)}")
+        if not isinstance(name, str):
+            raise UsageError(f"a registry name is text, not {shown(name)}")
         try:
             return self._items[kind][name]
         except KeyError:
@@ -80,7 +83,7 @@ class Registry:
 
     def name_of(self, kind: str, obj: Any) -> str | None:
         """The name ``obj`` is registered under, or None."""
-        for name, item in self._items.get(kind, {}).items():
+        for name, item in (self._items.get(kind, {}) if isinstance(kind, str) else {}).items():
             if item is obj:
                 return name
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._check import shown
 from ..errors import GraphDefinitionError
 from ..limits import MAX_DEPTH
 
@@ -33,7 +34,7 @@ def _name(spec: GraphSpec, node: NodeSpec, kind: str, ref: Any, registry: Regist
     if name is None:
         raise GraphDefinitionError(
             f"this {kind} is a Python callable with no registry name; register it "
-            f"(Registry.add({kind!r}, name, fn)) to save the graph",
+            f"(Registry.add({shown(kind)}, name, fn)) to save the graph",
             graph_id=spec.id,
             node_id=node.id,
         )
@@ -102,7 +103,7 @@ def check_document(data: Any, what: str) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
-                    raise GraphDefinitionError(f"{what}: keys are strings, not {key!r}")
+                    raise GraphDefinitionError(f"{what}: keys are strings, not {shown(key)}")
                 stack.append((item, depth + 1))
         elif isinstance(value, list):
             stack.extend((item, depth + 1) for item in value)
@@ -118,7 +119,7 @@ def _field(item: dict[str, Any], key: str, kinds: Any, default: Any, **where: An
     if value is default or isinstance(value, kinds):
         return value
     names = kinds.__name__ if isinstance(kinds, type) else "/".join(k.__name__ for k in kinds)
-    raise GraphDefinitionError(f"{key!r} is {names}, not {type(value).__name__}", **where)
+    raise GraphDefinitionError(f"{shown(key)} is {names}, not {type(value).__name__}", **where)
 
 
 def spec_from_dict(data: Any, registry: Registry | None, depth: int = 0) -> GraphSpec:
@@ -150,7 +151,7 @@ def spec_from_dict(data: Any, registry: Registry | None, depth: int = 0) -> Grap
         kind = item.get("type", "activity")
         if not isinstance(kind, str) or kind not in _KINDS:
             raise GraphDefinitionError(
-                f"unknown node type {kind!r}; use one of {sorted(_KINDS)}", **where
+                f"unknown node type {shown(kind)}; use one of {sorted(_KINDS)}", **where
             )
         if kind == "agent":
             node = spec.add_agent(_field(item, "agent", str, None, **where) or node_id, node_id)

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .. import _check
+from .._check import shown
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
 from ..decisions import HITLState
@@ -32,14 +33,14 @@ store's bound method, so a session and its store hold no reference cycle."""
 def check_session_id(session_id: object) -> None:
     """A session id is a non-empty string every store can keep as a key."""
     if not isinstance(session_id, str) or not session_id:
-        raise UsageError(f"a session id is a non-empty string, not {session_id!r}")
+        raise UsageError(f"a session id is a non-empty string, not {shown(session_id)}")
     check_text("session id", session_id, allow_nul=False)
 
 
 def check_effect_key(key: object) -> None:
     """An idempotency key is a non-empty string every store can keep as a key."""
     if not isinstance(key, str) or not key:
-        raise UsageError(f"an effect key is a non-empty string, not {key!r}")
+        raise UsageError(f"an effect key is a non-empty string, not {shown(key)}")
     check_text("effect key", key, allow_nul=False)
 
 
@@ -106,7 +107,7 @@ class InMemoryAgentSession:
         _check.count("max_messages", max_messages, 0, MAX_MESSAGES)
         _check.count("max_events", max_events, 0, MAX_EVENTS)
         if clock is not None and not callable(getattr(clock, "now_ms", None)):
-            raise UsageError(f"clock has a now_ms() method (FakeClock, SystemClock), not {clock!r}")
+            raise UsageError(f"clock has a now_ms() method (FakeClock), not {shown(clock)}")
         self.session_id = session_id
         self.context = FlowContext(session_id)
         self.context.session = self
@@ -212,7 +213,7 @@ class InMemoryAgentSession:
             self._ledger_put(key, entry.failed(f"{type(error).__name__}: {error}", now))
             return
         try:
-            check_json(f"result of effect {key!r}", result)
+            check_json(f"result of effect {shown(key)}", result)
         except NotSerializableError:
             # the effect ran: record that, without the result no store could keep
             kept = entry.completed(None, now).model_copy(
@@ -264,7 +265,7 @@ class InMemoryAgentSession:
         """Record by hand that an effect of unknown outcome did complete with ``result``
         (written to the store at once when the session came from one)."""
         check_effect_key(key)
-        check_json(f"result of effect {key!r}", result)
+        check_json(f"result of effect {shown(key)}", result)
         entry = self.ledger.get(key) or LedgerEntry(
             status="started", started_ms=0.0, attempt=new_attempt()
         )

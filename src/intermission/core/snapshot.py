@@ -12,7 +12,7 @@ from .._clock import SYSTEM_CLOCK
 from .._json import canonical_dumps, check_json, loads
 from .._model import Model
 from ..decisions import HITLState
-from ..errors import IntermissionError, SnapshotSchemaError
+from ..errors import IntermissionError, NotSerializableError, SnapshotSchemaError
 from ..events import Event
 from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
@@ -267,6 +267,13 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
             data = loads(data, "the snapshot")
         except ValueError as exc:
             raise SnapshotSchemaError(f"not valid JSON: {exc}") from None
+    elif isinstance(data, dict):
+        # a dict may hold anything Python can (bytes, sets, NaN): what is not JSON is
+        # refused here, so every value kept below is plain JSON data
+        try:
+            data = loads(canonical_dumps(data), "the snapshot")
+        except (NotSerializableError, RecursionError, ValueError) as exc:
+            raise SnapshotSchemaError(f"not JSON data: {exc}") from None
     if not isinstance(data, dict):
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")
     version = data.get("schema_version")
@@ -283,8 +290,8 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
             f"{SCHEMA_VERSION}); upgrade intermission or migrate the snapshot",
             path="schema_version",
         )
-    try:
-        snap = SessionSnapshot.model_validate(data)
+    try:  # strict: "5" is not an int here; a snapshot is written by us, exactly typed
+        snap = SessionSnapshot.model_validate(data, strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SnapshotSchemaError(first["msg"], path=_path(exc)) from None

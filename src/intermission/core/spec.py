@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from .._check import shown
 from .._json import check_json
 from ..errors import GraphDefinitionError, NotSerializableError
 
@@ -137,7 +138,7 @@ class NodeSpec:
             self._text("title", title)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise GraphDefinitionError(
-                f"priority is a whole number, not {priority!r}",
+                f"priority is a whole number, not {shown(priority)}",
                 graph_id=self._graph.id,
                 node_id=self.id,
             )
@@ -166,7 +167,7 @@ class NodeSpec:
     def _text(self, name: str, value: Any) -> str:
         if not isinstance(value, str) or not value:
             raise GraphDefinitionError(
-                f"{name} is a non-empty string, not {value!r}",
+                f"{name} is a non-empty string, not {shown(value)}",
                 graph_id=self._graph.id,
                 node_id=self.id,
             )
@@ -202,7 +203,7 @@ class GraphSpec:
         from .registry import Registry
 
         if not isinstance(graph_id, str) or not graph_id:
-            raise GraphDefinitionError(f"a graph id is a non-empty string, not {graph_id!r}")
+            raise GraphDefinitionError(f"a graph id is a non-empty string, not {shown(graph_id)}")
         if title is not None and not isinstance(title, str):
             raise GraphDefinitionError("a graph title is text", graph_id=graph_id)
         if registry is not None and not isinstance(registry, Registry):

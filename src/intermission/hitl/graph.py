@@ -7,8 +7,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from .._check import shown
 from ..core.session import AgentSession
-from ..errors import DecisionConflictError, InvalidDecisionError, ReviewerNotAllowedError
+from ..errors import (
+    DecisionConflictError,
+    InvalidDecisionError,
+    ReviewerNotAllowedError,
+    UsageError,
+)
 
 __all__ = ["ApprovalKeys", "decide_graph"]
 
@@ -40,8 +46,16 @@ def decide_graph(
     waiting, waits for tool approvals instead, or ``approvers`` does not allow
     ``reviewer``. The first decision wins (R39): the same verdict again changes nothing;
     the other one raises DecisionConflictError naming who decided and when."""
-    if verdict not in ("APPROVE", "REJECT"):
-        raise InvalidDecisionError(f"a graph decision is APPROVE or REJECT, not {verdict!r}")
+    if not isinstance(verdict, str) or verdict not in ("APPROVE", "REJECT"):
+        raise InvalidDecisionError(f"a graph decision is APPROVE or REJECT, not {shown(verdict)}")
+    if not isinstance(keys, ApprovalKeys):
+        raise UsageError(f"keys is an ApprovalKeys, not {type(keys).__name__}")
+    if approvers is not None and not callable(approvers) and (
+        isinstance(approvers, (str, bytes))
+        or not isinstance(approvers, Iterable)
+        or not all(isinstance(a, str) for a in approvers)
+    ):
+        raise UsageError(f"approvers are reviewer names or a function, not {shown(approvers)}")
     for name, value in (("reviewer", reviewer), ("reason", reason), ("comment", comment)):
         if value is not None and not isinstance(value, str):
             raise InvalidDecisionError(f"{name} is text, not {type(value).__name__}")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from .. import _check
+from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
@@ -36,7 +37,7 @@ class HITLInterceptor(ReActInterceptor):
 
     def __init__(self, on_expire: Literal["reject", "wait"] = "wait") -> None:
         if on_expire not in ("reject", "wait"):
-            raise UsageError(f"on_expire is 'reject' or 'wait', not {on_expire!r}")
+            raise UsageError(f"on_expire is 'reject' or 'wait', not {shown(on_expire)}")
         self._policies: dict[str, tuple[Policy | None, float | None]] = {}
         self._approvers: dict[str, frozenset[str] | ApproverPolicy] = {}
         self._last: str | None = None
@@ -64,11 +65,14 @@ class HITLInterceptor(ReActInterceptor):
         if isinstance(allowed, str) or not isinstance(allowed, Iterable):
             raise UsageError(
                 "approvers takes reviewer names (a set of str) or a function of "
-                f"(reviewer, task), not {allowed!r}"
+                f"(reviewer, task), not {shown(allowed)}"
             )
-        names = frozenset(allowed)
-        if not all(isinstance(n, str) and n for n in names):
-            raise UsageError(f"approvers are reviewer names (non-empty str), not {allowed!r}")
+        items = list(allowed)
+        if not all(isinstance(n, str) and n for n in items):
+            raise UsageError(
+                f"approvers are reviewer names (non-empty str), not {shown(allowed)}"
+            )
+        names = frozenset(items)
         self._approvers[self._last] = names
         return self
 

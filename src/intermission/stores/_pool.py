@@ -90,6 +90,11 @@ class Pool:
         connection (modes as in :meth:`_transaction`)."""
         return Tx(self, mode)
 
+    @property
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        # text a driver cannot encode (a lone surrogate) is refused by the database too
+        return (*self.driver_errors, UnicodeEncodeError)
+
     def _mapped(self, exc: BaseException, conn: Any, *, committing: bool) -> StoreError:
         """The StoreError for a driver error. ``conn`` (None: already discarded) is
         discarded when it is lost, else handed back to the pool."""
@@ -150,7 +155,7 @@ class Tx:
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         store, conn = self.store, self.conn
-        errors = store.driver_errors
+        errors = store._errors
         try:
             self.inner.__exit__(kind, exc, tb)  # commit, or roll back after an error
         except BaseException as err:

@@ -29,6 +29,7 @@ from .base import (
     check_page,
     check_saved,
     claimed,
+    column_text,
     not_resumable,
     pending_of,
     row_of,
@@ -197,7 +198,8 @@ class MemoryStore:
         check_page(limit, agent, before)
         start = (before.updated_ms, before.session_id) if before is not None else None
         with self._lock:
-            keys = self._pending.page(limit, agent, start, agent is not None)
+            filtered = agent is not None
+            keys = self._pending.page(limit, column_text(agent), start, filtered)
             rows = [(t, self._rows[sid].row) for t, sid in keys]
         return [
             pending_of(

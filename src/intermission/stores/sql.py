@@ -30,6 +30,7 @@ from .base import (
     check_page,
     check_saved,
     claimed,
+    column_text,
     ledger_of,
     ledger_text,
     not_resumable,
@@ -398,7 +399,7 @@ class SQLStore(Pool):
         params: tuple[Any, ...] = ()
         if agent is not None:
             sql += " AND agent = ?"
-            params += (agent,)
+            params += (column_text(agent),)  # as the column keeps it (see row_of)
         if before is not None:
             sql += " AND (updated_ms < ? OR (updated_ms = ? AND id < ?))"
             params += (before.updated_ms, before.updated_ms, before.session_id)

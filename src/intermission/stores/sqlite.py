@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
+from .._check import shown
 from .._clock import Clock
 from ..errors import StoreError, UsageError
 from .base import DEFAULT_LEASE_MS
@@ -42,9 +43,9 @@ class SQLiteStore(SQLStore):
         outage_s: float = 10.0,
     ) -> None:
         if not isinstance(path, (str, Path)) or not str(path):
-            raise UsageError(f"path is a file path (or ':memory:'), not {path!r}")
+            raise UsageError(f"path is a file path (or ':memory:'), not {shown(path)}")
         if synchronous not in ("FULL", "NORMAL"):
-            raise UsageError(f"synchronous is 'FULL' or 'NORMAL', not {synchronous!r}")
+            raise UsageError(f"synchronous is 'FULL' or 'NORMAL', not {shown(synchronous)}")
         self.path = str(path)
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
