@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from .events import (
         ActionEndEvent,
         ActionStartEvent,
+        ApprovalDecidedEvent,
         Event,
         HITLDecidedEvent,
         HITLExpiredEvent,
@@ -113,6 +114,7 @@ _WHERE: dict[str, str] = {
     "AgentResponse": ".agents",
     "AgentSession": ".core",
     "AmbiguousTaskError": ".errors",
+    "ApprovalDecidedEvent": ".events",
     "ApprovalKeys": ".hitl",
     "ChatMessage": ".messages",
     "ChatModel": ".agents",
@@ -227,6 +229,7 @@ __all__ = [
     "AgentResponse",
     "AgentSession",
     "AmbiguousTaskError",
+    "ApprovalDecidedEvent",
     "ApprovalKeys",
     "ChatMessage",
     "ChatModel",

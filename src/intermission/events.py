@@ -23,6 +23,7 @@ from .messages import ToolCall
 __all__ = [
     "ActionEndEvent",
     "ActionStartEvent",
+    "ApprovalDecidedEvent",
     "Event",
     "EventBase",
     "HITLDecidedEvent",
@@ -160,6 +161,17 @@ class HITLExpiredEvent(EventBase):
     resolution: Literal["reject", "wait"]
 
 
+class ApprovalDecidedEvent(EventBase):
+    """A graph approval was decided (``decide_graph``, an ApprovalWidget): who, what, why.
+    Recorded when the decision is written, before the resume applies it."""
+
+    kind: Literal["approval_decided"] = "approval_decided"
+    verdict: Literal["APPROVE", "REJECT"]
+    reviewer: str | None = None
+    reason: str | None = None
+    comment: str | None = None
+
+
 class NodeStartEvent(EventBase):
     """A graph node was entered."""
 
@@ -209,6 +221,7 @@ Event = Annotated[
     | HITLPendingEvent
     | HITLDecidedEvent
     | HITLExpiredEvent
+    | ApprovalDecidedEvent
     | NodeStartEvent
     | NodeEndEvent
     | TeamStartEvent

@@ -26,7 +26,7 @@ def test_load_ext_registers_rich_display() -> None:
         s = InMemoryAgentSession.of("c")
         resp = team.prompt("Upgrade").session(s).call()
         data, _ = ip.display_formatter.format(team.spec)
-        assert "text/vnd.mermaid" in data and ("image/svg+xml" in data or "text/html" in data)
+        assert "image/svg+xml" in data and "text/vnd.mermaid" not in data  # one look (R33)
         data, _ = ip.display_formatter.format(s)
         assert "pending: Change plan awaits human review" in data["text/html"]
         data, _ = ip.display_formatter.format(resp)

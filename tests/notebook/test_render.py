@@ -55,7 +55,11 @@ def test_paused_change_graph_marks_approval_pending_with_reason_and_taken_path()
         (key["start"], key["proposal_agent"]),
         (key["proposal_agent"], key["approval"]),
     }
-    assert bundle["text/vnd.mermaid"].startswith("flowchart LR")
+    # one look everywhere (R33): with dot there is no mermaid text for Lab to prefer
+    assert "text/vnd.mermaid" not in bundle
+    assert GraphView(team, s, mermaid=True)._repr_mimebundle_()["text/vnd.mermaid"].startswith(
+        "flowchart LR"
+    )
     assert "[pending] approval" in bundle["text/plain"]
 
 

@@ -88,3 +88,16 @@ def test_live_mode_redraws_while_a_stream_runs() -> None:
     assert view._handle.updates == node_events + 2  # node events, team end, final redraw
     kinds = [e.kind for e in timeline.follow(iter(events))]
     assert kinds == [e.kind for e in events] and timeline._handle.updates == len(events) + 1
+
+
+def test_one_table_per_session_with_short_ids_and_scoped_resets() -> None:  # issue 15
+    html = Timeline(run_session()).html()
+    assert html.count("<table>") == 1 and html.count("<colgroup>") == 1  # columns line up
+    assert html.count("class='im-req-row'") == 3  # two requests and the ledger
+    # Lab right-aligns and fixes table cells in outputs: the scoped CSS resets that
+    assert ".im-timeline td" in html and "text-align:left!important" in html
+    uuid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    from intermission.notebook._html import id_html
+
+    short = id_html(uuid)
+    assert f"title='{uuid}'" in short and ">0f8fad5b…<" in short

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from tests._helpers import linear
@@ -52,14 +53,43 @@ def test_approve_button_and_code_twin_take_the_same_path() -> None:
     assert log2 == ["change-001"] and resp.content == "Change executed: applied change-001"
 
 
-def test_reject_button_and_twin() -> None:
+def test_reject_needs_a_reason_and_it_shows_in_the_timeline() -> None:  # R47
     team, s, log = paused()
     w = ApprovalWidget(team, s, reviewer="bob")
-    w.comment.value = "no window"
+    before = s.to_json()
+    assert w.reject_button.disabled  # until a reason is typed
+    w.reject_button.click()  # (a frontend would not even send this click)
+    assert "needs a reason" in w.runner.status.value and s.to_json() == before
+    with pytest.raises(InvalidDecisionError, match="needs a reason"):
+        w.reject("")
+    w.reason.value = "no window"
+    w.comment.value = "ask again on Monday"
+    assert not w.reject_button.disabled
     w.reject_button.click()
     assert w.wait().content == "Change rejected: no window" and log == []
+    assert s.context["approval.reason"] == "no window" and s.context["approval.operator"] == "bob"
+    timeline = w.runner.timeline.value
+    assert "REJECT</b> by bob — ask again on Monday" in timeline and "reason: no window" in timeline
     team2, s2, _ = paused()
     assert ApprovalWidget(team2, s2).reject("no window").content == "Change rejected: no window"
+
+
+def test_the_reviewer_defaults_from_the_settings_and_an_empty_one_is_refused_by_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from intermission.notebook import settings
+
+    monkeypatch.setattr(settings, "reviewer", "carol")
+    team, s, _ = paused()
+    w = ApprovalWidget(team, s, approvers={"carol"})
+    assert w.operator.value == "carol"
+    w.operator.value = ""
+    w.approve_button.click()
+    w.wait()
+    assert "ReviewerNotAllowedError" in w.runner.status.value and s.is_pending
+    monkeypatch.setattr(settings, "reviewer", None)
+    monkeypatch.setenv("INTERMISSION_REVIEWER", "dave")
+    assert ApprovalWidget(team, paused()[1]).operator.value == "dave"
 
 
 def test_double_click_resumes_once() -> None:
@@ -229,3 +259,53 @@ def test_stepper_advances_n_nodes_and_resets() -> None:
     assert team_stepper.session.context.trace.positions("change") == ["approval"]
     team_stepper.step(1)
     assert team_stepper.session.is_pending
+
+
+def test_code_twins_leave_the_click_to_a_person_and_never_decide_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # issue 15: tutorials that work both ways
+    from intermission.notebook import settings
+
+    monkeypatch.setattr(settings, "autopilot", False)
+    team, s, log = paused()
+    w = ApprovalWidget(team, s, reviewer="alice")
+    assert w.code_twin(lambda x: x.approve()) is None  # a person is expected to click
+    assert "Waiting for your decision" in w.runner.hint.value and s.is_pending and log == []
+    assert not w.decided
+    w.approve_button.click()  # the person clicks
+    response = w.code_twin(lambda x: x.reject("never runs"))  # shows the click's result
+    assert response.content.startswith("Change executed") and log == ["change-001"]
+    assert w.decided and w.runner.hint.value == ""
+    monkeypatch.setattr(settings, "autopilot", True)  # nbval: the twin decides
+    team2, s2, log2 = paused()
+    w2 = ApprovalWidget(team2, s2, reviewer="alice")
+    assert w2.code_twin(lambda x: x.approve(comment="auto")).content.startswith("Change executed")
+    assert log2 == ["change-001"] and w2.decided
+
+
+def test_the_inbox_preselects_refreshes_itself_and_shows_one_graph() -> None:  # R47
+    store = MemoryStore()
+    team, s, log = paused()
+    store.save(s)
+    ops = InMemoryAgentSession.of("ops-1")
+    build_ops_agent().prompt("delete user 1001").session(ops).call()
+    store.save(ops)
+    inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent}, poll_s=0.05)
+    assert inbox.picker.value == "ops-1"  # the newest pending session, preselected
+    late = InMemoryAgentSession.of("change-002")
+    team.prompt("Another change").session(late).call()
+    store.save(late)
+    deadline = time.monotonic() + 5
+    while "change-002" not in inbox.picker.options and time.monotonic() < deadline:
+        time.sleep(0.01)  # the poll finds it without a click on Refresh
+    assert "change-002" in inbox.table.value
+    inbox.picker.value = "change-001"
+    inbox.open_button.click()
+    widget = inbox.current
+    assert isinstance(widget, ApprovalWidget) and inbox.detail.children == (widget,)
+    assert widget.runner.graph.value.count("<svg") == 1  # one graph, the widget's
+    widget.approve_button.click()
+    widget.wait()
+    assert log == ["change-001"] and "change-001" not in inbox.picker.options  # refreshed
+    assert "change-001" not in inbox.table.value
+    inbox.close()

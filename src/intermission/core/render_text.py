@@ -57,7 +57,7 @@ def _legend() -> list[str]:
         for state, (fill, border, _) in STYLE.items()
     )
     return [
-        f'  legend [shape=plaintext, fontsize=9, label=<<TABLE BORDER="0" CELLSPACING="3">'
+        f'  legend [shape=plaintext, fontsize=12, label=<<TABLE BORDER="0" CELLSPACING="4">'
         f"<TR>{cells}</TR></TABLE>>];"
     ]
 
@@ -68,7 +68,7 @@ def to_dot(ir: GraphIR, legend: bool = True) -> str:
         f"digraph {_q(ir.id)} {{",
         "  rankdir=LR;",
         '  node [fontname="Helvetica"];',
-        '  edge [fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=12];',
     ]
     if legend:
         lines += _legend()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._check import shown
+from ..core.events_log import RunScope
 from ..core.session import AgentSession
 from ..errors import (
     DecisionConflictError,
@@ -15,6 +16,7 @@ from ..errors import (
     ReviewerNotAllowedError,
     UsageError,
 )
+from ..events import ApprovalDecidedEvent
 
 __all__ = ["ApprovalKeys", "decide_graph"]
 
@@ -99,3 +101,8 @@ def decide_graph(
         ctx.put(keys.reason, reason)
     if comment:
         ctx.put(keys.comment, comment)
+    # the timeline shows who decided, and why, next to the run it resumes (R47)
+    scope = RunScope(f"decision-{session.events.next_seq}", session.agent or "", session)
+    scope.emit(
+        ApprovalDecidedEvent, verdict=verdict, reviewer=reviewer, reason=reason, comment=comment
+    )

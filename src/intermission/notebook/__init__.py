@@ -13,6 +13,7 @@ from .formatters import load_ipython_extension, unload_ipython_extension  # noqa
 from .graph_view import GraphView, show_graph  # noqa: E402
 from .hitl_panel import HITLPanel  # noqa: E402
 from .inbox import Inbox  # noqa: E402
+from .settings import Settings, default_reviewer, settings  # noqa: E402
 from .stepper import Stepper  # noqa: E402
 from .timeline import Timeline, render_timeline  # noqa: E402
 
@@ -21,10 +22,13 @@ __all__ = [
     "GraphView",
     "HITLPanel",
     "Inbox",
+    "Settings",
     "Stepper",
     "Timeline",
+    "default_reviewer",
     "load_ipython_extension",
     "render_timeline",
+    "settings",
     "show_graph",
     "unload_ipython_extension",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import ipywidgets as w
 
@@ -13,11 +13,13 @@ from ..core.session import AgentSession
 from ..errors import RequestInProgressError
 from ._html import esc
 from .graph_view import GraphView
+from .settings import settings
 from .timeline import Timeline
 
-__all__ = ["ResumeRunner"]
+__all__ = ["CodeTwins", "ResumeRunner"]
 
 Action = Callable[[AgentSession], None]
+W = TypeVar("W", bound="CodeTwins")
 
 
 class ResumeRunner:
@@ -37,6 +39,10 @@ class ResumeRunner:
         self.graph = w.HTML()
         self.graph.add_class("approval-graph")
         self.timeline = w.HTML()
+        self.hint = w.HTML()
+        self.hint.add_class("im-hint-box")
+        self.clicked = False
+        """True once a button (not a code twin) started a decision."""
         self._lock = threading.Lock()
         self._busy = False
         self._thread: threading.Thread | None = None
@@ -129,6 +135,8 @@ class ResumeRunner:
         """What buttons do: decide and resume on a worker thread, never blocking the cell."""
         if not self._begin():
             return
+        self.clicked = True
+        self.hint.value = ""
 
         def work() -> None:
             try:
@@ -141,10 +149,11 @@ class ResumeRunner:
         self._thread = threading.Thread(target=work, name="intermission-widget", daemon=True)
         self._thread.start()
 
-    def wait(self, timeout: float | None = 30.0) -> Any:
+    def wait(self, timeout: float | None = 60.0) -> Any:
         """Wait for a button-started resume to end; returns the response."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
         return self.response
 
     # -- display ---------------------------------------------------------------------
@@ -155,3 +164,38 @@ class ResumeRunner:
             bundle = view._repr_mimebundle_()
             self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
         self.timeline.value = Timeline(self.session).html()
+
+
+class CodeTwins:
+    """What decision widgets share for notebooks that work both ways: a person clicks in
+    JupyterLab, nbval runs the code twin. ``runner`` is the widget's ResumeRunner."""
+
+    runner: ResumeRunner
+
+    @property
+    def decided(self) -> bool:
+        """True once a decision was applied (by a click or a code twin) and the session no
+        longer waits for this widget."""
+        self.runner.wait()
+        return self.runner.response is not None and not self.runner.busy
+
+    def code_twin(self: W, decide: Callable[[W], Any]) -> Any:
+        """The cell after a widget: what its buttons would do, in code.
+
+        - A person clicked already: nothing is decided again; waits for the resume the click
+          started and returns its response.
+        - On autopilot (nbval, ``make notebooks``; see ``settings.autopilot``): runs
+          ``decide(widget)`` — the same path as the buttons — and returns the response.
+        - Otherwise the decision is left to a person: says where to click, returns None.
+        """
+        runner = self.runner
+        if runner.clicked:
+            return runner.wait()
+        if settings.autopilot:
+            return decide(self)
+        runner.hint.value = (
+            "<div class='im-hint'>&#8593; Waiting for your decision in the widget above. "
+            "After clicking, run the cells below again (or Run &#9658; Run Selected Cell and "
+            "All Below).</div>"
+        )
+        return None

@@ -1,5 +1,5 @@
 """ApprovalWidget: decide a graph approval (the seed's ``approval.decision``) and resume
-(R35)."""
+(R35, R47)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,24 @@ from typing import Any
 import ipywidgets as w
 
 from ..core.session import AgentSession
+from ..errors import InvalidDecisionError
 from ..hitl.graph import ApprovalKeys, decide_graph
-from ._html import esc, pre_json
-from ._runner import ResumeRunner
+from ._html import CSS, esc, pre_json
+from ._runner import CodeTwins, ResumeRunner
+from .settings import default_reviewer
 
 __all__ = ["ApprovalWidget"]
 
 
-class ApprovalWidget(w.VBox):
+class ApprovalWidget(CodeTwins, w.VBox):
     """Shows the pending reason and request; Approve / Reject write the decision keys
-    (``approval.decision``/``operator``/``time``/``reason``) and resume the agent.
+    (``approval.decision``/``operator``/``time``/``reason``/``comment``) and resume the
+    agent. A decision carries the Reviewer (default:
+    :func:`~intermission.notebook.settings.default_reviewer`) and an optional Comment;
+    Reject also needs a Reason and stays disabled until one is typed.
 
-    ``approve()`` and ``reject(reason)`` do the same from code and return the response.
+    ``approve()`` and ``reject(reason)`` do the same from code and return the response;
+    ``code_twin(...)`` is the cell after the widget (see :class:`CodeTwins`).
     """
 
     def __init__(
@@ -30,31 +36,37 @@ class ApprovalWidget(w.VBox):
         store: Any = None,
         keys: ApprovalKeys | None = None,
         approvers: Any = None,
-        reviewer: str = "",
+        reviewer: str | None = None,
     ) -> None:
         self.approval_keys = keys or ApprovalKeys()
         self.approvers = approvers
         self.runner = ResumeRunner(agent, session, store)
         self.request = w.HTML()
-        self.operator = w.Text(value=reviewer, description="Reviewer", placeholder="your name")
-        self.comment = w.Textarea(description="Comment", placeholder="why (required to reject)")
+        self.request.add_class("approval-request")
+        self.operator = w.Text(
+            value=default_reviewer() if reviewer is None else reviewer,
+            description="Reviewer",
+            placeholder="your name",
+        )
+        self.operator.add_class("approval-reviewer")
+        self.comment = w.Textarea(description="Comment", placeholder="optional note", rows=2)
         self.comment.add_class("approval-comment")
+        self.reason = w.Text(description="Reason", placeholder="required to reject")
+        self.reason.add_class("approval-reason")
+        self.reason.observe(lambda _change: self._show_request(), names=["value"])
         self.approve_button = w.Button(description="Approve", button_style="success", icon="check")
         self.approve_button.add_class("approval-approve")
         self.reject_button = w.Button(description="Reject", button_style="danger", icon="times")
         self.reject_button.add_class("approval-reject")
-        self.approve_button.on_click(
-            lambda _b: self.runner.run_in_background(self._approve_action())
-        )
-        self.reject_button.on_click(lambda _b: self.runner.run_in_background(self._reject_action()))
-        self.runner.buttons = [self.approve_button, self.reject_button]
+        self.approve_button.on_click(lambda _b: self._click(self._approve_action))
+        self.reject_button.on_click(lambda _b: self._click(self._reject_action))
         self.runner.state_hook = self._show_request
         r = self.runner
         super().__init__(
             [
-                self.request, self.operator, self.comment,
+                w.HTML(CSS), self.request, self.operator, self.comment, self.reason,
                 w.HBox([self.approve_button, self.reject_button]),
-                r.status, r.result, r.graph, r.timeline,
+                r.hint, r.status, r.result, r.graph, r.timeline,
             ]
         )  # fmt: skip
         self.add_class("approval-widget")
@@ -70,17 +82,28 @@ class ApprovalWidget(w.VBox):
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
-            self.request.value = f"<b>Waiting for a decision:</b> {esc(s.pending_reason)}" + (
-                f"<div>Request:</div>{pre_json(req)}" if req is not None else ""
+            self.request.value = (
+                f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
+                + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
+                + "</div>"
             )
         else:
             self.request.value = f"<b>Nothing to decide</b> (session {esc(s.status)})"
-        for b in self.runner.buttons:
-            b.disabled = not s.is_pending
+        waiting = s.is_pending and not self.runner.busy
+        self.approve_button.disabled = not waiting
+        self.reject_button.disabled = not (waiting and bool(self.reason.value.strip()))
+
+    def _click(self, action: Any) -> None:
+        try:
+            decide = action()
+        except Exception as exc:  # a refused decision: shown, nothing changed
+            self.runner.show_error(exc)
+            return
+        self.runner.run_in_background(decide)
 
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
-        who = reviewer if reviewer is not None else (self.operator.value or None)
-        note = comment if comment is not None else (self.comment.value or None)
+        who = reviewer if reviewer is not None else (self.operator.value.strip() or None)
+        note = comment if comment is not None else (self.comment.value.strip() or None)
         return lambda s: decide_graph(
             s,
             "APPROVE",
@@ -90,22 +113,33 @@ class ApprovalWidget(w.VBox):
             approvers=self.approvers,
         )
 
-    def _reject_action(self, reason: str | None = None, reviewer: str | None = None) -> Any:
-        who = reviewer if reviewer is not None else (self.operator.value or None)
-        why = reason if reason is not None else (self.comment.value or "rejected")
+    def _reject_action(
+        self, reason: str | None = None, reviewer: str | None = None, comment: str | None = None
+    ) -> Any:
+        who = reviewer if reviewer is not None else (self.operator.value.strip() or None)
+        why = reason if reason is not None else self.reason.value.strip()
+        note = comment if comment is not None else (self.comment.value.strip() or None)
+        if not why:
+            raise InvalidDecisionError("a rejection needs a reason: type it in the Reason field")
         return lambda s: decide_graph(
-            s, "REJECT", reviewer=who, reason=why, keys=self.approval_keys, approvers=self.approvers
+            s,
+            "REJECT",
+            reviewer=who,
+            reason=why,
+            comment=note,
+            keys=self.approval_keys,
+            approvers=self.approvers,
         )
 
     def approve(self, reviewer: str | None = None, comment: str | None = None) -> Any:
         """Code twin of Approve: decide, resume, return the response."""
         return self.runner.run_now(self._approve_action(reviewer, comment))
 
-    def reject(self, reason: str | None = None, reviewer: str | None = None) -> Any:
-        """Code twin of Reject."""
-        return self.runner.run_now(self._reject_action(reason, reviewer))
+    def reject(self, reason: str, reviewer: str | None = None, comment: str | None = None) -> Any:
+        """Code twin of Reject (a reason is required): decide, resume, return the response."""
+        return self.runner.run_now(self._reject_action(reason, reviewer, comment))
 
-    def wait(self, timeout: float | None = 30.0) -> Any:
+    def wait(self, timeout: float | None = 60.0) -> Any:
         """Wait for a button-started resume; returns the response."""
         return self.runner.wait(timeout)
 

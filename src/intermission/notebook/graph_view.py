@@ -38,15 +38,20 @@ def svg_of(dot: str) -> str | None:
 class GraphView(LiveDisplay):
     """Draw a spec, graph or team, with a session's state when given.
 
-    It displays itself (``_repr_mimebundle_``: SVG, mermaid, text); ``display()`` shows it
-    with a display id and ``update()`` redraws in place while a run moves.
+    It displays itself (``_repr_mimebundle_``): Graphviz's SVG and plain text. Mermaid text
+    only when ``dot`` is missing, or with ``mermaid=True``: JupyterLab ranks its mermaid
+    renderer above SVG, so one graph would otherwise look two ways on one page (R33).
+    ``display()`` shows it with a display id and ``update()`` redraws in place.
     """
 
-    def __init__(self, agent_or_spec: Any, session: Any = None, *, legend: bool = True) -> None:
+    def __init__(
+        self, agent_or_spec: Any, session: Any = None, *, legend: bool = True, mermaid: bool = False
+    ) -> None:
         check_drawable(agent_or_spec)
         self.target = agent_or_spec
         self.session = session
         self.legend = legend
+        self.with_mermaid = mermaid
 
     @property
     def ir(self) -> GraphIR:
@@ -71,14 +76,17 @@ class GraphView(LiveDisplay):
         ir = self.ir
         dot = to_dot(ir, legend=self.legend)
         svg = svg_of(dot)
-        bundle = {"text/plain": to_text(ir), "text/vnd.mermaid": to_mermaid(ir)}
+        bundle = {"text/plain": to_text(ir)}
         if svg is not None:
             bundle["image/svg+xml"] = svg
+            if self.with_mermaid:
+                bundle["text/vnd.mermaid"] = to_mermaid(ir)
         else:
+            mermaid = bundle["text/vnd.mermaid"] = to_mermaid(ir)
             bundle["text/plain"] = f"{NO_DOT_HINT}\n\n{dot}"
             bundle["text/html"] = (
                 f"<div><p>{esc(NO_DOT_HINT)}</p><pre>{esc(dot)}</pre>"
-                f"<pre>{esc(bundle['text/vnd.mermaid'])}</pre></div>"
+                f"<pre>{esc(mermaid)}</pre></div>"
             )
         return bundle
 

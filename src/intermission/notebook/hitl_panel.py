@@ -13,8 +13,8 @@ from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
-from ._html import esc, short_id
-from ._runner import ResumeRunner
+from ._html import CSS, esc, short_id
+from ._runner import CodeTwins, ResumeRunner
 from .settings import default_reviewer
 
 __all__ = ["HITLPanel"]
@@ -49,7 +49,7 @@ class _Row:
         self.box.add_class("hitl-row")
 
 
-class HITLPanel(w.VBox):
+class HITLPanel(CodeTwins, w.VBox):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
     Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
     Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
@@ -58,7 +58,8 @@ class HITLPanel(w.VBox):
     a different one is refused (DecisionConflictError, shown here; nothing changes).
 
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
-    ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``.
+    ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
+    ``code_twin(...)`` for the cell after the panel (see :class:`CodeTwins`).
     """
 
     def __init__(
@@ -87,12 +88,12 @@ class HITLPanel(w.VBox):
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
         r = self.runner
-        r.state_hook = self._build_rows
+        r.state_hook = self._sync
         super().__init__(
             [
-                self.rows_box, self.reviewer, self.comment, self.reason,
+                w.HTML(CSS), self.rows_box, self.reviewer, self.comment, self.reason,
                 w.HBox([self.approve_all_button, self.reject_all_button, self.resume_button]),
-                r.status, r.result, r.timeline,
+                r.hint, r.status, r.result, r.timeline,
             ]
         )  # fmt: skip
         self.add_class("hitl-panel")
@@ -105,6 +106,15 @@ class HITLPanel(w.VBox):
         return self.runner.session
 
     # -- state -----------------------------------------------------------------------
+    def _sync(self) -> None:
+        """After a run or a refusal: new rows when the batch changed, else new states."""
+        s = self.runner.session
+        batch = [t.call_uuid for t in s.hitl.tasks] if s.is_pending else []
+        if batch != list(self.rows):
+            self._build_rows()
+        else:
+            self._enable()
+
     def _build_rows(self) -> None:
         s = self.runner.session
         self._chosen = {}

@@ -1,60 +1,122 @@
-"""Inbox: the pending sessions of a store; open one, decide, resume, save (R37)."""
+"""Inbox: the pending sessions of a store; open one, decide, resume, save (R37, R47)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import ipywidgets as w
 
 from ..errors import UsageError
-from ._html import esc
+from ._html import CSS, esc, id_html
 from .approval import ApprovalWidget
-from .graph_view import GraphView
 from .hitl_panel import HITLPanel
+from .settings import settings
 
 __all__ = ["Inbox"]
 
 
 class Inbox(w.VBox):
-    """A table of ``store.pending()``; pick a session to see its graph and request and
-    decide it. ``agents`` maps agent names to agents (or factories) that can resume."""
+    """A live table of ``store.pending()``: the first pending session is preselected; Open
+    shows it in the right decision widget (an ApprovalWidget with its graph, or an
+    HITLPanel). The table refreshes after every decision made here and every
+    ``poll_s`` seconds (``settings.inbox_poll_s``; off on autopilot, and for
+    ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume.
 
-    def __init__(self, store: Any, agents: dict[str, Any], *, limit: int = 50) -> None:
+    Code twins: ``open_session(id)``, ``refresh()``; ``code_twin(...)`` as on the decision
+    widgets (``CodeTwins``).
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        agents: dict[str, Any],
+        *,
+        limit: int = 50,
+        poll_s: float | str | None = "default",
+    ) -> None:
+        if not isinstance(agents, dict):
+            raise UsageError(f"agents maps agent names to agents, not {type(agents).__name__}")
         self.store = store
         self.agents = agents
         self.limit = limit
+        self.poll_s: float | None = (
+            settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
+        )
         self.table = w.HTML()
+        self.table.add_class("inbox-table")
         self.picker = w.Dropdown(description="Session")
+        self.picker.add_class("inbox-picker")
         self.open_button = w.Button(description="Open", button_style="primary")
         self.open_button.add_class("inbox-open")
-        self.open_button.on_click(lambda _b: self.open_session(self.picker.value))
+        self.open_button.on_click(lambda _b: self._open_clicked())
         self.refresh_button = w.Button(description="Refresh")
+        self.refresh_button.add_class("inbox-refresh")
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.detail = w.VBox()
         self.current: Any = None
+        """The decision widget of the opened session."""
+        self.hint = w.HTML()
+        self.status = w.HTML()
+        self._opened_by_click = False
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
         super().__init__(
-            [self.table, w.HBox([self.picker, self.open_button, self.refresh_button]), self.detail]
-        )
+            [
+                w.HTML(CSS), self.table,
+                w.HBox([self.picker, self.open_button, self.refresh_button]),
+                self.hint, self.status, self.detail,
+            ]
+        )  # fmt: skip
         self.add_class("inbox")
         self.refresh()
+        if self.poll_s and not settings.autopilot:
+            self._poller = threading.Thread(
+                target=self._poll, name="intermission-inbox", daemon=True
+            )
+            self._poller.start()
 
+    # -- the list --------------------------------------------------------------------
     def refresh(self) -> list[Any]:
-        """Reload the pending list."""
+        """Re-read the pending list (keeping the selection when it is still pending)."""
         items: list[Any] = self.store.pending(limit=self.limit)
         rows = "".join(
-            f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td><td>{len(p.tasks)}</td>"
-            f"<td>{esc(p.reason)}</td></tr>"
+            f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
+            f"<td>{len(p.tasks)}</td><td>{esc(p.reason)}"
+            + "".join(f" {id_html(t.call_uuid)}" for t in p.tasks)
+            + "</td></tr>"
             for p in items
         )
         self.table.value = (
-            "<table class='im-inbox'><tr><th>session</th><th>agent</th><th>tasks</th>"
-            f"<th>reason</th></tr>{rows}</table>"
+            "<div class='im-inbox'><table><colgroup><col style='width:22%'>"
+            "<col style='width:14%'><col style='width:8%'><col></colgroup>"
+            "<tr><th>session</th><th>agent</th><th>tasks</th><th>reason</th></tr>"
+            f"{rows}</table></div>"
             if items
-            else "<i>no pending sessions</i>"
+            else "<div class='im-inbox'><i>no pending sessions</i></div>"
         )
-        self.picker.options = [p.session_id for p in items]
+        ids = [p.session_id for p in items]
+        keep = self.picker.value if self.picker.value in ids else (ids[0] if ids else None)
+        if list(self.picker.options) != ids:
+            self.picker.options = ids
+        self.picker.value = keep
+        self.open_button.disabled = keep is None
         return items
 
+    def _poll(self) -> None:
+        while not self._stop.wait(float(self.poll_s or 5.0)):
+            try:
+                if self.current is None or not self.current.runner.busy:
+                    self.refresh()
+            except Exception:  # the store is away: the next poll tries again
+                continue
+
+    def close(self) -> None:
+        """Stop polling and close the widget."""
+        self._stop.set()
+        super().close()
+
+    # -- opening ---------------------------------------------------------------------
     def _agent(self, name: str | None) -> Any:
         agent = self.agents.get(name or "")
         if agent is None:
@@ -62,6 +124,18 @@ class Inbox(w.VBox):
                 f"no agent named {name!r} in this inbox (known: {sorted(self.agents)})"
             )
         return agent if hasattr(agent, "prompt") else agent()  # an agent, or a factory
+
+    def _open_clicked(self) -> None:
+        if self.picker.value is None:
+            return
+        try:
+            self.open_session(self.picker.value)
+            self._opened_by_click = True
+        except Exception as exc:
+            self.status.value = (
+                f"<span class='im-error' style='color:#c62828'>error: "
+                f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
+            )
 
     def open_session(self, session_id: str) -> Any:
         """Show one session and return its decision widget (ApprovalWidget or HITLPanel)."""
@@ -71,13 +145,38 @@ class Inbox(w.VBox):
             widget: Any = HITLPanel(agent, session, store=self.store)
         else:
             widget = ApprovalWidget(agent, session, store=self.store)
-        graph = w.HTML()
-        if hasattr(agent, "spec"):
-            bundle = GraphView(agent, session)._repr_mimebundle_()
-            graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
-        self.detail.children = [graph, widget]
+        inner = widget.runner.state_hook
+
+        def after() -> None:  # a decision made here refreshes the list next to it
+            if inner is not None:
+                inner()
+            if not widget.runner.busy:
+                self.refresh()
+
+        widget.runner.state_hook = after
+        self.detail.children = [widget]  # the widget draws the session's graph: one graph
         self.current = widget
+        self.hint.value = self.status.value = ""
         return widget
+
+    # -- code twins ------------------------------------------------------------------
+    @property
+    def decided(self) -> bool:
+        """True once the opened session was decided and resumed."""
+        return self.current is not None and self.current.decided
+
+    def code_twin(self, decide: Any) -> Any:
+        """The cell after the Inbox (see :class:`CodeTwins`): when a person opened a session
+        and decided it, that response; on autopilot ``decide(inbox)``; else a hint."""
+        if self.current is not None and self.current.runner.clicked:
+            return self.current.runner.wait()
+        if settings.autopilot:
+            return decide(self)
+        self.hint.value = (
+            "<div class='im-hint'>&#8593; Pick a session, click <b>Open</b> and decide it above. "
+            "Then run the cells below again.</div>"
+        )
+        return None
 
     def __repr__(self) -> str:
         return f"<Inbox {len(self.picker.options)} pending session(s)>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Settings", "default_reviewer", "settings"]
 
@@ -16,8 +16,11 @@ class Settings:
     reviewer: str | None = None
     """The reviewer name widgets fill in; None: ``$INTERMISSION_REVIEWER``, else the OS user."""
     inbox_poll_s: float | None = 5.0
-    """How often an Inbox re-reads ``store.pending()`` (None: never; off under nbval and
-    whenever ``$INTERMISSION_INBOX_POLL`` is ``0``)."""
+    """How often an Inbox re-reads ``store.pending()`` (None: never; off on autopilot)."""
+    autopilot: bool = field(default_factory=lambda: os.environ.get("INTERMISSION_AUTOPILOT") == "1")
+    """Code twins decide in place of a person (``$INTERMISSION_AUTOPILOT=1``: set by
+    ``make test`` for nbval and by ``make notebooks``). Off, a code-twin cell leaves the
+    decision to a click and says so."""
 
 
 settings = Settings()

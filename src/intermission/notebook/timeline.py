@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._html import CSS, esc, pre_json
+from ._html import CSS, esc, id_html, pre_json
 from ._live import LiveDisplay
 
 __all__ = ["Timeline", "render_timeline"]
@@ -17,6 +17,7 @@ _BADGE = {
     "action_end": ("action end", "im-action"), "tool_call_start": ("tool", "im-tool"),
     "tool_call_end": ("tool end", "im-tool"), "hitl_pending": ("awaiting human", "im-hitl"),
     "hitl_decided": ("decided", "im-hitl"), "hitl_expired": ("expired", "im-bad"),
+    "approval_decided": ("decided", "im-hitl"),
     "node_start": ("node", "im-node"), "node_end": ("node end", "im-node"),
     "team_start": ("team start", "im-team"), "team_end": ("team end", "im-team"),
 }  # fmt: skip
@@ -24,6 +25,12 @@ _BADGE = {
 
 def _ms(value: float) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
+
+
+def _decision(d: Any) -> str:
+    who = f" by {esc(d.reviewer)}" if d.reviewer else " (no reviewer named)"
+    note = f" — {esc(d.comment)}" if d.comment else ""
+    return f"<b>{esc(d.verdict)}</b>{who}{note}"
 
 
 def _detail(e: Any) -> str:
@@ -38,35 +45,40 @@ def _detail(e: Any) -> str:
     if k == "reason_delta":
         return esc(e.text)
     if k == "reason_end":
-        calls = ", ".join(f"{esc(c.name)}({esc(c.id)})" for c in e.tool_calls)
+        calls = ", ".join(f"{esc(c.name)} {id_html(c.id)}" for c in e.tool_calls)
         text = esc(e.content) or (f"calls {calls}" if calls else "")
         return f"{text} <span class='im-t'>{_ms(e.duration_ms)}</span>"
     if k == "action_start":
         return f"{len(e.tool_calls)} call(s)"
     if k == "tool_call_start":
-        head = f"{esc(e.tool_name)} · {esc(e.call_uuid)}"
+        head = f"{esc(e.tool_name)} {id_html(e.call_uuid)}"
         return f"<details><summary>{head}</summary>{pre_json(e.args)}</details>"
     if k == "tool_call_end":
         err = f" <span class='im-badge im-bad'>{esc(e.error)}</span>" if e.error else ""
+        skipped = (e.error or "") == "dry_run"
+        css = "im-skip" if skipped else ""
         return (
-            f"<details><summary>{esc(e.tool_name)} → {esc((e.observation or '')[:60])}{err} "
+            f"<details class='{css}'><summary>{esc(e.tool_name)} {id_html(e.call_uuid)} → "
+            f"{esc((e.observation or '')[:80])}{err} "
             f"<span class='im-t'>{_ms(e.duration_ms)}</span></summary>"
             f"{pre_json({'args': e.args, 'observation': e.observation})}</details>"
         )
     if k == "hitl_pending":
         items = "".join(
-            f"<li>{esc(t.tool_name)} · {esc(t.call_uuid)}: {esc(t.reason)}{pre_json(t.args)}</li>"
+            f"<li>{esc(t.tool_name)} {id_html(t.call_uuid)}: {esc(t.reason)}"
+            f"{pre_json(t.args)}</li>"
             for t in e.tasks
         )
         return f"<span class='im-reason-text'>{esc(e.reason)}</span><ul>{items}</ul>"
     if k == "hitl_decided":
         d = e.decision
-        who = f" by {esc(d.reviewer)}" if d.reviewer else ""
-        note = f" — {esc(d.comment)}" if d.comment else ""
         edited = f" edited {pre_json(d.modified_args)}" if d.modified_args else ""
-        return f"<b>{esc(d.verdict)}</b>{who} · {esc(e.tool_name)} {esc(e.call_uuid)}{note}{edited}"
+        return f"{_decision(d)} · {esc(e.tool_name)} {id_html(e.call_uuid)}{edited}"
+    if k == "approval_decided":
+        why = f" · reason: {esc(e.reason)}" if e.reason else ""
+        return f"{_decision(e)}{why}"
     if k == "hitl_expired":
-        return f"{esc(e.tool_name)} {esc(e.call_uuid)} → {esc(e.resolution)}"
+        return f"{esc(e.tool_name)} {id_html(e.call_uuid)} → {esc(e.resolution)}"
     if k == "node_start":
         return f"{esc(e.node_id)} <span class='im-t'>({esc(e.node_kind)})</span>"
     if k == "node_end":
@@ -77,17 +89,21 @@ def _detail(e: Any) -> str:
 def render_timeline(
     events: Sequence[Any], ledger: dict[str, Any] | None = None, max_events: int = 500
 ) -> str:
-    """HTML for ``events`` grouped by request; times are relative to the first event, so a
-    FakeClock gives byte-identical output. Only the last ``max_events`` rows are drawn."""
+    """HTML for ``events``: one table for the whole session, a header row per request, so
+    every request's columns line up. Times are relative to the first event, so a FakeClock
+    gives byte-identical output. Only the last ``max_events`` rows are drawn."""
     shown = list(events)[-max_events:] if max_events else list(events)
     parts = [CSS, "<div class='im-timeline'>"]
     if len(shown) < len(events):
         parts.append(f"<p><i>showing the last {len(shown)} of {len(events)} events</i></p>")
+    parts.append(
+        "<table><colgroup><col class='im-c-t'><col class='im-c-a'><col class='im-c-k'>"
+        "<col></colgroup><tbody>"
+    )
     t0 = events[0].ts if events else 0.0
     request = 0
-    open_table = False
     teams_open = 0  # a member's RunStart belongs to the team request around it
-    for e in shown:
+    for i, e in enumerate(shown):
         if e.kind == "reason_delta" and not e.final:
             continue  # streamed chunks: their text is in the ReasonEnd row
         starts = e.kind in ("team_start", "run_start") and teams_open == 0
@@ -95,18 +111,18 @@ def render_timeline(
             teams_open += 1
         elif e.kind == "team_end":
             teams_open = max(0, teams_open - 1)
-        if starts or not open_table:
-            if open_table:
-                parts.append("</table></div>")
+        if starts or i == 0 or e.kind == "approval_decided":
             request += 1
-            label = "new prompt" if getattr(e, "prompt", None) else "resume"
-            if e.kind not in ("run_start", "team_start"):
+            if e.kind == "approval_decided":
+                label = "decision"
+            elif e.kind in ("run_start", "team_start"):
+                label = "new prompt" if getattr(e, "prompt", None) else "resume"
+            else:
                 label = "continued"
             parts.append(
-                f"<div class='im-req'><div class='im-req-head'>Request {request} · "
-                f"{esc(e.agent)} · {label}</div><table>"
+                f"<tr><th colspan='4' class='im-req-row'><span class='im-req-head'>"
+                f"Request {request}</span> · {esc(e.agent)} · {label}</th></tr>"
             )
-            open_table = True
         name, css = _BADGE.get(e.kind, (e.kind, "im-run"))
         if e.kind == "run_end" and e.is_abnormal:
             css = "im-bad"
@@ -114,17 +130,17 @@ def render_timeline(
             f"<tr><td class='im-t'>+{_ms(e.ts - t0)}</td><td>{esc(e.agent)}</td>"
             f"<td><span class='im-badge {css}'>{esc(name)}</span></td><td>{_detail(e)}</td></tr>"
         )
-    if open_table:
-        parts.append("</table></div>")
     if ledger:
-        rows = "".join(
-            f"<tr><td>{esc(key)}</td><td>{esc(_ledger_state(entry))}</td>"
-            f"<td>{esc(entry.result if entry.status == 'completed' else entry.error)}</td></tr>"
-            for key, entry in sorted(ledger.items())
+        parts.append(
+            "<tr><th colspan='4' class='im-req-row'>Side effects (ledger)</th></tr>"
         )
-        parts.append(f"<div class='im-req'><div class='im-req-head'>Side effects (ledger)</div>"
-                     f"<table class='im-ledger'>{rows}</table></div>")  # fmt: skip
-    parts.append("</div>")
+        for key, entry in sorted(ledger.items()):
+            value = entry.result if entry.status == "completed" else entry.error
+            parts.append(
+                f"<tr><td colspan='2'>{esc(key)}</td><td>{esc(_ledger_state(entry))}</td>"
+                f"<td>{esc(value)}</td></tr>"
+            )
+    parts.append("</tbody></table></div>")
     return "".join(parts)
 
 
