@@ -1,0 +1,195 @@
+"""Driving a real JupyterLab 4 with Playwright and Debian's Chromium (issue 15).
+
+A ``Lab`` is a ``jupyter lab`` server on 127.0.0.1 with its own token, home, settings and
+runtime folders (no restored tabs, no news toast, no windowing), serving copies of the
+tutorials. A ``Notebook`` is one open tutorial: Run All, wait until the kernel is idle,
+find cells and widgets, click, read outputs. Selectors are the ones that work in Lab 4
+(``shared/reference/notebook-testing.md``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+]  # fmt: skip
+TOKEN = "intermission-lab-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Lab:
+    """A JupyterLab server for one test module."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.nb_dir = tmp / "notebooks"
+        self.nb_dir.mkdir()
+        for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+            shutil.copy(nb, self.nb_dir)
+        settings = tmp / "settings"
+        for path, value in {
+            "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
+                {"fetchNews": "false", "checkForUpdates": False},
+            "@jupyterlab/notebook-extension/tracker.jupyterlab-settings":
+                {"windowingMode": "none"},
+            "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings":
+                {"autosave": False},
+        }.items():  # fmt: skip
+            (settings / path).parent.mkdir(parents=True, exist_ok=True)
+            (settings / path).write_text(json.dumps(value))
+        env = {k: v for k, v in os.environ.items() if k != "INTERMISSION_AUTOPILOT"}
+        env.update(
+            HOME=str(tmp / "home"),
+            JUPYTER_CONFIG_DIR=str(tmp / "config"),
+            JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+            JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+            JUPYTERLAB_SETTINGS_DIR=str(settings),
+            JUPYTER_DATA_DIR=str(Path(sys.prefix) / "share" / "jupyter"),
+        )
+        (tmp / "home").mkdir()
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = (tmp / "lab.log").open("w")
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser",
+             "--ip=127.0.0.1", f"--port={self.port}", f"--IdentityProvider.token={TOKEN}",
+             "--allow-root", f"--notebook-dir={self.nb_dir}", "--ServerApp.open_browser=False"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base}/api?token={TOKEN}", timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.3)
+        self.stop()
+        raise AssertionError(f"JupyterLab did not start; see {self.log.name}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+
+
+IDLE = """() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  if (!panel) return false;
+  const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+  const kernel = document.querySelector('.jp-KernelName jp-button, .jp-Toolbar-kernelName');
+  const name = kernel && (kernel.getAttribute('aria-label') || kernel.textContent || '');
+  if (!ind || ind.getAttribute('data-status') !== 'idle' || !name.includes('Python')) return false;
+  return ![...panel.querySelectorAll('.jp-InputArea-prompt')]
+    .some(p => (p.textContent || '').includes('*'));
+}"""
+
+
+class Notebook:
+    """One tutorial open in the Lab page."""
+
+    def __init__(self, page: Any, lab: Lab, name: str) -> None:
+        self.page = page
+        self.name = name
+        page.goto(f"{lab.base}/lab/tree/{name}?token={TOKEN}", timeout=120_000)
+        self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        self.panel.wait_for(timeout=120_000)
+        self.wait_idle()
+
+    def wait_idle(self, timeout: float = 120_000) -> None:
+        # twice in a row: the indicator reads idle for a moment between queued cells
+        for _ in range(2):
+            self.page.wait_for_function(IDLE, timeout=timeout)
+            self.page.wait_for_timeout(400)
+        self._dismiss_toasts()
+
+    def _dismiss_toasts(self) -> None:
+        for button in self.page.locator(".jp-toast-button:has-text('No')").all():
+            try:
+                button.click(timeout=1000)
+            except Exception:
+                continue
+
+    def menu(self, menu: str, item: str) -> None:
+        self.page.locator(f".lm-MenuBar-item:has-text('{menu}')").first.click()
+        self.page.locator(".lm-Menu-item", has=self.page.locator(
+            f".lm-Menu-itemLabel:text-is('{item}')")).first.click()  # fmt: skip
+        dialog = self.page.locator(".jp-Dialog button.jp-mod-accept")
+        if item.startswith("Restart") and dialog.count() == 0:
+            self.page.wait_for_timeout(300)
+        if dialog.count():
+            dialog.first.click()
+
+    def run_all(self) -> None:
+        self.menu("Run", "Run All Cells")
+        self.page.wait_for_timeout(500)
+        self.wait_idle()
+
+    def restart_and_run_all(self) -> None:
+        self.menu("Kernel", "Restart Kernel and Run All Cells…")
+        self.page.wait_for_timeout(1500)
+        self.wait_idle()
+
+    def cell(self, text: str) -> Any:
+        """The code cell whose source contains ``text``."""
+        cells = self.panel.locator(".jp-CodeCell").filter(
+            has=self.page.locator(".jp-InputArea-editor", has_text=text)
+        )
+        return cells.first
+
+    def run_from(self, text: str) -> None:
+        """Run the cell containing ``text`` and every cell below it (a person who clicked
+        in a widget goes on with the notebook)."""
+        cell = self.cell(text)
+        cell.locator(".jp-InputPrompt").click()
+        self.page.keyboard.press("Escape")
+        self.menu("Run", "Run Selected Cell and All Below")
+        self.page.wait_for_timeout(500)
+        self.wait_idle()
+
+    def output_of(self, text: str) -> str:
+        return str(self.cell(text).locator(".jp-OutputArea").text_content() or "")
+
+    def problems(self) -> list[str]:
+        """Error outputs, widgets that failed to render, widgets shown as plain text."""
+        found = []
+        for out in self.panel.locator(".jp-OutputArea-output").all():
+            mime = out.get_attribute("data-mime-type") or ""
+            text = out.text_content() or ""
+            if mime == "application/vnd.jupyter.stderr" and "Traceback" in text:
+                found.append(text[:500])
+            if "Error displaying widget" in text:
+                found.append("Error displaying widget")
+            if mime == "text/plain" and any(
+                marker in text for marker in ("<HITLPanel ", "<ApprovalWidget ", "<Inbox ",
+                                              "<Stepper ", "VBox(", "HBox(")
+            ):  # fmt: skip
+                found.append(f"a widget shown as text: {text[:120]}")
+        found += [
+            f"error output: {(e.text_content() or '')[:500]}"
+            for e in self.panel.locator(".jp-OutputArea-output[data-mime-type="
+                                        "'application/vnd.jupyter.error']").all()
+        ]  # fmt: skip
+        return found

@@ -1,0 +1,206 @@
+"""Every tutorial in a real JupyterLab 4, driven by Playwright and Debian's Chromium
+(issue 15, R47): Run All leaves no error and renders every widget; then a person clicks —
+Approve in 01's HITLPanel, a reason and Reject in 04 (and Approve in a second run), Open and
+Approve in 05's Inbox — the page updates, and every cell after the widget runs.
+
+Screenshots go to tests/artifacts/. With UPDATE_README_SCREENSHOT=1 the README picture
+(docs/approval-widget.png: the decision moment beside the result after the click) is made
+from two of them. Under CI=true a missing Chromium or a Lab that does not start fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._helpers import need
+from tests.browser.lab import ARGS, CHROMIUM, ROOT, Lab, Notebook
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+TUTORIALS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+WIDGETS = {
+    "01_quickstart.ipynb": ".hitl-panel",
+    "04_graph_approval.ipynb": ".approval-widget",
+    "05_persistence.ipynb": ".inbox",
+    "06_parallel_and_interrupt.ipynb": ".jupyter-widgets",
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
+    need(shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is not None,
+         "JupyterLab (pip install jupyterlab)")  # fmt: skip
+    server = Lab(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        need(False, "Playwright (pip install playwright)")
+        raise
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def shot(locator: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"lab-{name}.png"
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", TUTORIALS)
+def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, name: str) -> None:
+    nb = Notebook(page, lab, name)
+    nb.run_all()
+    assert nb.problems() == []
+    if name in WIDGETS:
+        widget = nb.panel.locator(WIDGETS[name]).first
+        widget.wait_for(state="visible", timeout=60_000)
+        shot(widget, f"{name[:2]}-run-all")
+    # nothing was decided for the person: the cells after a widget say where to click
+    if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb"):
+        assert "Not decided yet" in nb.output_of("what this page taught")
+
+
+def test_01_a_person_approves_in_the_hitl_panel(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "01_quickstart.ipynb")
+    nb.run_all()
+    panel = nb.panel.locator(".hitl-panel")
+    expect(panel).to_contain_text("Waiting for your decision")
+    expect(panel.locator(".hitl-reviewer input")).to_have_value("alice")
+    panel.locator(".hitl-comment input").fill("confirmed by phone")
+    panel.locator("button.hitl-approve").first.click()
+    expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
+    expect(panel.locator(".approval-result")).to_contain_text("User 1001 has been deleted.")
+    expect(panel).to_contain_text("approve by alice — confirmed by phone")  # the timeline row
+    shot(panel, "01-after-approve")
+    nb.run_from("panel.code_twin(")
+    assert nb.problems() == []
+    assert "User 1001 has been deleted." in nb.output_of("panel.code_twin(")
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+
+def _decision_moment(nb: Notebook) -> Any:
+    widget = nb.panel.locator(".approval-widget")
+    widget.wait_for(state="visible", timeout=60_000)
+    from playwright.sync_api import expect
+
+    expect(widget).to_contain_text("Change plan awaits human review")
+    expect(widget.locator("button.approval-approve")).to_be_enabled()
+    expect(widget.locator("button.approval-reject")).to_be_disabled()  # no reason yet
+    assert "approval · pending" in widget.locator(".approval-graph").inner_html()
+    return widget
+
+
+def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "04_graph_approval.ipynb")
+    nb.run_all()
+    widget = _decision_moment(nb)
+    widget.locator(".approval-reason input").fill("no rollback plan yet")
+    expect(widget.locator("button.approval-reject")).to_be_enabled()
+    widget.locator("button.approval-reject").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change rejected: no rollback plan yet", timeout=60_000
+    )
+    html = widget.inner_html()
+    assert "reject_finish · visited" in html and "executor_agent · not_reached" in html
+    expect(widget).to_contain_text("REJECT by alice")  # the timeline row
+    expect(widget).to_contain_text("reason: no rollback plan yet")
+    shot(widget, "04-after-reject")
+    nb.run_from("widget.code_twin(")
+    assert nb.problems() == []
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+    nb.restart_and_run_all()  # a second run: this time the person approves
+    widget = _decision_moment(nb)
+    before = shot(widget, "04-decision-moment")
+    widget.locator(".approval-comment textarea").fill("maintenance window confirmed")
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(widget.locator(".approval-status")).to_contain_text("done")
+    html = widget.inner_html()
+    assert "executor_agent · visited" in html and "end · done" in html
+    expect(widget).to_contain_text("APPROVE by alice — maintenance window confirmed")
+    after = shot(widget, "04-after-approve")
+    nb.run_from("widget.code_twin(")
+    assert nb.problems() == []
+    assert "Change executed: applied change-001" in nb.output_of("widget.code_twin(")
+    assert nb.output_of("what this page taught").strip() == "ok"
+    if os.environ.get("UPDATE_README_SCREENSHOT") == "1":
+        readme_picture(nb.page, before, after)
+
+
+def test_05_a_person_opens_a_session_from_the_inbox_and_approves_it(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "05_persistence.ipynb")
+    nb.run_all()
+    inbox = nb.panel.locator(".inbox")
+    expect(inbox.locator(".inbox-table")).to_contain_text("Change plan awaits human review")
+    expect(inbox.locator(".inbox-picker select")).to_have_value("change-001")  # preselected
+    inbox.locator("button.inbox-open").click()
+    widget = inbox.locator(".approval-widget")
+    widget.wait_for(state="visible", timeout=60_000)
+    assert widget.locator(".approval-graph svg").count() == 1  # one graph per session
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(inbox.locator(".inbox-table")).to_contain_text("no pending sessions")  # refreshed
+    shot(inbox, "05-after-approve")
+    nb.run_from("inbox.code_twin(")
+    assert nb.problems() == []
+    assert "pending now: []" in nb.output_of("inbox.code_twin(")
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+
+def readme_picture(page: Any, before: Path, after: Path) -> None:
+    """docs/approval-widget.png: the decision moment and the result after the click, side
+    by side, whole (a page of the two screenshots, itself screenshotted)."""
+
+    def img(path: Path) -> str:
+        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+    page.set_content(
+        "<html><body style='margin:0;background:#fff;font-family:system-ui'>"
+        "<div id='pair' style='display:inline-flex;gap:16px;align-items:flex-start;padding:12px'>"
+        f"<figure style='margin:0'><figcaption><b>1 · Waiting for a decision</b></figcaption>"
+        f"<img src='{img(before)}' style='width:640px;border:1px solid #ddd'></figure>"
+        f"<figure style='margin:0'><figcaption><b>2 · After the click</b></figcaption>"
+        f"<img src='{img(after)}' style='width:640px;border:1px solid #ddd'></figure>"
+        "</div></body></html>"
+    )
+    page.locator("#pair").screenshot(path=str(ROOT / "docs" / "approval-widget.png"))
