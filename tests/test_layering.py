@@ -46,3 +46,35 @@ def test_core_imports_no_optional_dependency() -> None:
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK"
+
+
+STATE_SCRIPT = textwrap.dedent(
+    """
+    import sys, json
+    from intermission.core import InMemoryAgentSession
+    snapshot = json.loads(sys.argv[1])
+    s = InMemoryAgentSession.restore(snapshot)   # a session holding a ReAct agent's state
+    assert isinstance(s.traces["ops"], dict) and s.traces["ops"]["kind"] == "react"
+    assert s.to_json() == json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
+    leaked = sorted(m for m in sys.modules if m in ("intermission.traces", "intermission.agents"))
+    assert not leaked, leaked
+    print("OK")
+    """
+)
+
+
+def test_the_core_session_holds_agent_state_without_knowing_agents() -> None:
+    from intermission import ReActTrace
+    from intermission.testing.conformance import paused_ops
+
+    text = paused_ops("opaque").to_json()
+    out = subprocess.run(
+        [sys.executable, "-c", STATE_SCRIPT, text], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK"
+    # an agent claims its state when it runs: validated then, and typed
+    from intermission import InMemoryAgentSession
+
+    s = InMemoryAgentSession.restore(text)
+    assert isinstance(s.agent_state("ops", ReActTrace), ReActTrace)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ._model import Model
+from .core.agent_state import register_state
 from .messages import ChatMessage
 
 if TYPE_CHECKING:
@@ -81,6 +82,13 @@ class ReActTrace(Model):
     def emit(self, cls: Any, **fields: Any) -> Any:
         """Emit an event in the running request (used by interceptors such as HITL)."""
         return self._scope.emit(cls, **fields) if self._scope is not None else None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReActTrace:
+        # (checked when a snapshot loads: an action route with nothing to run, R42)
+        if self.route == "action" and (self.last_reason is None or not self.last_reason.tool_calls):
+            raise ValueError("route 'action' needs last_reason with the tool calls to run")
+        return self
 
     def set_final_answer(self, text: str, abnormal: bool = False) -> None:
         """End the run with ``text``. Unlike the Java original, abnormal is explicit."""
@@ -167,3 +175,7 @@ class TeamTrace(Model):
         self.last_agent = None
         self.finished = False
         self.extras = {}
+
+
+register_state("react", ReActTrace)
+register_state("team", TeamTrace)

@@ -121,8 +121,7 @@ class ReActAgent(AgentBase):
         self, session: AgentSession, prompt: str | None, scope: RunScope, *, top_level: bool
     ) -> AgentResponse:
         """One request on ``session`` (used by requests and by teams)."""
-        existing = session.traces.get(self._name)
-        trace = existing if isinstance(existing, ReActTrace) else None
+        trace = session.agent_state(self._name, ReActTrace)
         if not prompt:
             # ended for good only once its end was delivered: a run stopped between its
             # final answer and its RunEnd (a stream's reader left) still finishes on resume

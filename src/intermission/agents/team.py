@@ -105,8 +105,7 @@ class TeamAgent(AgentBase):
         steps: int | None = None,
     ) -> AgentResponse:
         """One team request on ``session`` (``steps``: advance at most N nodes, R10)."""
-        existing = session.traces.get(self._name)
-        trace = existing if isinstance(existing, TeamTrace) else None
+        trace = session.agent_state(self._name, TeamTrace)
         graph = self.spec.build()
         ctx = session.context
         if not prompt:  # resuming: the recorded positions must name this graph's nodes

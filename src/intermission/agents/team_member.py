@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.agent_state import state_data
 from ..errors import SessionStateError
 from ..traces import TeamRecord, TeamTrace
 
@@ -32,12 +33,12 @@ async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
             f"member {agent.name!r} runs inside a TeamAgent (node {node.id!r}); "
             "call the team, not FlowEngine, for graphs with agent nodes"
         )
-    mine = session.traces.get(agent.name)
+    mine = state_data(session.traces[agent.name]) if agent.name in session.traces else None
     resuming = (
         mine is not None
-        and mine.extras.get("team_run") == team.run_id
-        and getattr(mine, "route", "end") != "end"
-        and not getattr(mine, "finished", False)
+        and (mine.get("extras") or {}).get("team_run") == team.run_id
+        and mine.get("route", "end") != "end"
+        and not mine.get("finished", False)
     )
     prompt = None
     if not resuming:
@@ -45,7 +46,7 @@ async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
     started = scope.clock.now_ms()
     child = scope.child(agent.ids("run"), agent.name)
     response = await agent.run(session, prompt, child, top_level=False)
-    session.traces[agent.name].extras["team_run"] = team.run_id
+    response.trace.extras["team_run"] = team.run_id
     team.last_agent = agent.name
     if session.is_pending:
         # the member parked the team; the node runs again on resume. Its reply (a HITL

@@ -14,7 +14,7 @@ from ..decisions import HITLState
 from ..errors import EffectOutcomeUnknownError, NotSerializableError, UsageError
 from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
-from ..traces import ReActTrace, TeamTrace
+from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
 from .ledger import FORGOTTEN, LedgerEntry, new_attempt
@@ -23,6 +23,7 @@ from .session_status import SessionStatus
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 LedgerHook = Callable[[Any, str, LedgerEntry, bool], LedgerEntry]
 """``hook(session, key, entry, force)`` → the entry now stored: how a store makes ledger
@@ -52,7 +53,7 @@ class AgentSession(Protocol):
     context: FlowContext
     messages: list[ChatMessage]
     events: EventLog
-    traces: dict[str, ReActTrace | TeamTrace]
+    traces: dict[str, Any]
     hitl: HITLState
     ledger: dict[str, LedgerEntry]
     status: SessionStatus
@@ -79,6 +80,10 @@ class AgentSession(Protocol):
 
     def once(self, key: str, fn: Callable[[], T]) -> T:
         """Run an external effect once per key (R32)."""
+        ...
+
+    def agent_state(self, name: str, cls: type[S]) -> S | None:
+        """The state agent ``name`` keeps in this session, as its ``cls``."""
         ...
 
 
@@ -114,7 +119,9 @@ class InMemoryAgentSession:
         self.max_messages = max_messages
         self.messages: list[ChatMessage] = []
         self.events = EventLog(max_events)
-        self.traces: dict[str, ReActTrace | TeamTrace] = {}
+        self.traces: dict[str, Any] = {}
+        """Each agent's own state (opaque here: JSON with a ``kind``, or the agent's model
+        once it claimed it; see :meth:`agent_state`)."""
         self.hitl = HITLState()
         self.ledger: dict[str, LedgerEntry] = {}
         self.status: SessionStatus = "new"
@@ -136,6 +143,11 @@ class InMemoryAgentSession:
     ) -> InMemoryAgentSession:
         """Create a session (the seed's ``InMemoryAgentSession.of(id)``)."""
         return cls(session_id, max_messages=max_messages, max_events=max_events)
+
+    def agent_state(self, name: str, cls: type[S]) -> S | None:
+        """The state agent ``name`` keeps in this session, as its ``cls`` (None when there is
+        none, or it belongs to another kind of agent)."""
+        return claim(self.traces, name, cls)
 
     # -- pending (R1, R2) ------------------------------------------------------------
     def pending(self, pending: bool, reason: str | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -16,7 +16,7 @@ from ..errors import IntermissionError, NotSerializableError, SnapshotSchemaErro
 from ..events import Event
 from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
-from ..traces import ReActTrace, TeamTrace
+from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
 from .ledger import LedgerEntry
@@ -69,9 +69,6 @@ class FlowTraceModel(Model):
     graphs: dict[str, GraphRunModel] = Field(default_factory=dict)
 
 
-AnyTrace = Annotated[ReActTrace | TeamTrace, Field(discriminator="kind")]
-
-
 class SessionSnapshot(Model):
     """Everything a session needs to continue in another process (R28)."""
 
@@ -85,7 +82,8 @@ class SessionSnapshot(Model):
     pending_reason: str | None = None
     context: dict[str, Any] = Field(default_factory=dict)
     flow: FlowTraceModel = Field(default_factory=FlowTraceModel)
-    traces: dict[str, AnyTrace] = Field(default_factory=dict)
+    traces: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each agent's state: JSON with a ``kind``, opaque to the core (see agent_state)."""
     hitl: HITLState = Field(default_factory=HITLState)
     ledger: dict[str, LedgerEntry] = Field(default_factory=dict)
     messages: list[ChatMessage] = Field(default_factory=list)
@@ -128,7 +126,7 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
             "root": ctx.trace.root,
             "graphs": {k: v.to_data() for k, v in ctx.trace.graphs.items()},
         },
-        "traces": {k: v.model_dump(mode="json") for k, v in session.traces.items()},
+        "traces": {k: state_data(v) for k, v in session.traces.items()},
         "hitl": session.hitl.model_dump(mode="json"),
         "ledger": {k: v.model_dump(mode="json") for k, v in session.ledger.items()},
         "messages": [m.model_dump(mode="json") for m in session.messages],
@@ -205,7 +203,7 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
             "graphs": {k: v.to_data() for k, v in trace.graphs.items()},
         }
     if session.traces:
-        tail["traces"] = {k: v.model_dump(mode="json") for k, v in session.traces.items()}
+        tail["traces"] = {k: state_data(v) for k, v in session.traces.items()}
     hitl = session.hitl
     if hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired:
         tail["hitl"] = hitl.model_dump(mode="json")
@@ -318,12 +316,7 @@ def check_snapshot(snap: SessionSnapshot) -> None:
     except IntermissionError as exc:
         raise SnapshotSchemaError(str(exc)) from None
     for name, trace in snap.traces.items():
-        if isinstance(trace, ReActTrace) and trace.route == "action":
-            if trace.last_reason is None or not trace.last_reason.tool_calls:
-                raise SnapshotSchemaError(
-                    "route 'action' needs last_reason with the tool calls to run",
-                    path=f"traces.{name}.last_reason",
-                )
+        state_from(trace, f"traces.{name}")  # a registered kind is validated now
     tasks = {t.call_uuid for t in snap.hitl.tasks}
     if len(tasks) != len(snap.hitl.tasks):
         raise SnapshotSchemaError("two tasks share a call UUID", path="hitl.tasks")
@@ -426,7 +419,7 @@ def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -
     session.max_messages = snap.max_messages
     session.messages = list(snap.messages)
     session.events = log
-    session.traces = dict(snap.traces)
+    session.traces = {k: state_from(v, f"traces.{k}") for k, v in snap.traces.items()}
     session.hitl = snap.hitl
     session.ledger = dict(snap.ledger)
     session.status = snap.status
