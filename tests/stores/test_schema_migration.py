@@ -55,7 +55,7 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(kind: str, tmp_path: Pa
     store = _version_1_store(kind, tmp_path, full)
     try:
         with store._tx("read") as run:
-            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 2
+            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 3
             assert run("SELECT COUNT(*) FROM im_events").fetchone()[0] == 0
         loaded = store.load("old")
         assert loaded.store_version == 3
@@ -64,7 +64,7 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(kind: str, tmp_path: Pa
         store.save(loaded)
         row = store.raw_row("old")
         assert row is not None and '"events"' not in row[8]  # the snapshot column
-        events, count = row[-2], row[-1]  # the log's first chunk, added by version 2
+        events, count = row[12], row[13]  # the log's first chunk, added by version 2
         assert count == len(original.events) > 0 and events.startswith("[{")
         assert store.load("old").to_json() == full
         # a later save appends only the events it adds, as a chunk of im_events

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._clock import Clock
 from .._ids import IdFactory
+from ..core.history import take_checkpoint as _checkpoint
 from ._exclusive import enter, leave
 from .request import AgentRequest, AgentResponse
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ..traces import ReActTrace, TeamTrace
 
 __all__ = ["AgentBase"]
+
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
 
@@ -66,7 +68,13 @@ class AgentBase:
             run.close()  # never started: no "never awaited" warning
             raise
         try:
-            return await run
+            response = await run
+        except BaseException:
+            _checkpoint(session, failing=True)  # an error or a cancel ends it too (R43)
+            raise
+        else:
+            _checkpoint(session, failing=False)
+            return response
         finally:
             leave(session, me)
 

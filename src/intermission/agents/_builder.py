@@ -22,6 +22,7 @@ class BuilderBase:
         self._name = default_name
         self._clock: Clock | None = None
         self._ids: IdFactory = RANDOM_IDS
+        self._checkpoints = "request"
 
     def name(self: B, name: str) -> B:
         """The agent's name (also its node id in a team)."""
@@ -38,6 +39,14 @@ class BuilderBase:
         if not callable(getattr(clock, "now_ms", None)):
             raise UsageError(f"clock has a now_ms() method (FakeClock), not {shown(clock)}")
         self._clock = clock
+        return self
+
+    def checkpoints(self: B, every: str) -> B:
+        """When the session's history takes a checkpoint: ``"request"`` (every request
+        end, the default) or ``"node"`` (also every node or ReAct step it enters, R43)."""
+        if every not in ("request", "node"):
+            raise UsageError(f"checkpoints is 'request' or 'node', not {shown(every)}")
+        self._checkpoints = every
         return self
 
     def ids(self: B, ids: IdFactory) -> B:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _check
+from .._json import canonical_dumps
+from ..core.history import take_checkpoint
 from ..errors import NothingToResumeError, SessionStateError, StoreError, UsageError
 from ..events import (
     ActionEndEvent,
@@ -105,6 +107,7 @@ class ReActAgent(AgentBase):
         self.output_key = builder._output_key
         self.clock = builder._clock
         self.ids = builder._ids
+        self.node_checkpoints = builder._checkpoints == "node"
 
     @staticmethod
     def of(model: ChatModel) -> ReActAgentBuilder:
@@ -163,6 +166,8 @@ class ReActAgent(AgentBase):
             scope.emit(RunStartEvent, prompt=prompt)
             await scope.pace()
             while not session.is_pending:
+                if self.node_checkpoints and trace.route != "end":
+                    take_checkpoint(session)  # every step, with checkpoints("node")
                 if trace.route == "reason":
                     await self._reason(session, trace, scope)
                 elif trace.route == "action":
@@ -326,6 +331,10 @@ class ReActAgent(AgentBase):
 
         started = scope.clock.now_ms()
         cancelled = False
+        if ex.result is None and getattr(session, "effects", "real") == "dry-run":
+            # a preview fork (R44): the call is recorded with the arguments it would use
+            ex.result = f"[dry run] not run: {ex.tool_name}({canonical_dumps(ex.args)})"
+            ex.error = "dry_run"
         if ex.result is None:
             task = asyncio.ensure_future(self._invoke(ex, session))
             while True:

@@ -73,7 +73,12 @@ class TeamAgent(AgentBase):
         self.spec = builder._spec
         self.clock = builder._clock
         self.ids = builder._ids
-        self.engine = FlowEngine(builder._interceptors, clock=builder._clock, ids=builder._ids)
+        self.engine = FlowEngine(
+            builder._interceptors,
+            clock=builder._clock,
+            ids=builder._ids,
+            checkpoints="node" if builder._checkpoints == "node" else "request",
+        )
 
     @staticmethod
     def of(model: ChatModel | None = None) -> TeamAgentBuilder:

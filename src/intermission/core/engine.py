@@ -24,6 +24,7 @@ from ..events import NodeEndEvent, NodeStartEvent
 from .context import FlowContext
 from .events_log import RunScope
 from .graph import Graph, Node
+from .history import take_checkpoint as _record
 from .session_status import SessionStatus
 from .spec import GraphSpec
 from .state import GraphRun
@@ -83,6 +84,7 @@ class FlowEngine:
         *,
         clock: Clock | None = None,
         ids: IdFactory | None = None,
+        checkpoints: Literal["request", "node"] = "request",
     ) -> None:
         if isinstance(interceptors, (str, bytes)) or not isinstance(interceptors, Iterable):
             raise UsageError(f"interceptors is a list, not {type(interceptors).__name__}")
@@ -91,8 +93,12 @@ class FlowEngine:
             raise UsageError(f"clock has a now_ms() method, not {shown(clock)}")
         if ids is not None and not callable(ids):
             raise UsageError(f"ids is an id factory (a function), not {shown(ids)}")
+        if checkpoints not in ("request", "node"):
+            raise UsageError(f"checkpoints is 'request' or 'node', not {shown(checkpoints)}")
         self.clock = clock
         self.ids = ids or RANDOM_IDS
+        self.node_checkpoints = checkpoints == "node"
+        """Take a checkpoint at every node entered (R43); request ends always take one."""
 
     def eval(
         self, graph: GraphSpec | Graph, ctx: FlowContext, steps: int | None = None
@@ -160,6 +166,7 @@ class FlowEngine:
                 "clear its positions (ctx.trace.clear()) to run it again",
                 session_id=session.session_id if session is not None else None,
             )
+        standalone = scope is None
         if scope is None and session is not None:
             scope = RunScope(self.ids("run"), g.id, session, self.clock)
             if session.agent is None:
@@ -182,11 +189,15 @@ class FlowEngine:
                 # a cancel (a stream's reader left) leaves the run resumable where it stood
                 stopped: SessionStatus = "pending" if ctx.is_stopped else "paused"
                 session.status = "failed" if isinstance(exc, Exception) else stopped
+                if standalone:
+                    _record(session, failing=True)
             raise
         if session is not None:
             session.status = (
                 "pending" if ctx.is_stopped else "done" if status == "done" else "paused"
             )
+            if standalone:  # (an agent's request records its own end)
+                _record(session, failing=False)
         return FlowResult(status, budget.used, tuple(run.tokens))
 
     def _run(
@@ -236,6 +247,8 @@ class FlowEngine:
             if ctx._stopped:
                 status = "stopped"
                 break
+            if self.node_checkpoints and ctx.session is not None:
+                _record(ctx.session, failing=False)
             child_status: FlowStatus | None = None
             try:
                 task = node.task

@@ -31,13 +31,15 @@ class LedgerEntry(Model):
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
-    status: Literal["started", "completed", "failed"]
+    status: Literal["started", "completed", "failed", "skipped"]
     result: Any = None
     error: str | None = None
     started_ms: float
     ended_ms: float | None = None
     attempt: str | None = None
     """None only in entries written before attempts were recorded."""
+    by: str | None = None
+    """The session that ran the effect (a fork reusing it shows where it ran)."""
 
     def completed(self, result: Any, now_ms: float) -> LedgerEntry:
         """This entry, completed with ``result``."""
@@ -58,7 +60,7 @@ def advances(old: LedgerEntry | None, new: LedgerEntry) -> bool:
     rolled back. ``resolve_effect`` and ``forget_effect`` are explicit human overrides and
     do not pass through here.
     """
-    if old is None:
+    if old is None or old.status == "skipped":  # (skipped: only in a dry-run fork's own)
         return True
     if old == new or old.status == "completed":
         return False

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import threading
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .. import _check
 from .._check import shown
@@ -17,13 +19,17 @@ from ..messages import ChatMessage
 from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
-from .ledger import FORGOTTEN, LedgerEntry, new_attempt
+from .history import Checkpoint, History
+from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt
 from .session_status import SessionStatus
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
 
 T = TypeVar("T")
 S = TypeVar("S")
+
+_LEDGER_LOCK = threading.Lock()
+"""Check-then-write of in-memory ledgers (forks in threads may share one)."""
 
 LedgerHook = Callable[[Any, str, LedgerEntry, bool], LedgerEntry]
 """``hook(session, key, entry, force)`` → the entry now stored: how a store makes ledger
@@ -106,11 +112,13 @@ class InMemoryAgentSession:
         *,
         max_messages: int = 50,
         max_events: int = 1000,
+        max_checkpoints: int = 50,
         clock: Clock | None = None,
     ) -> None:
         check_session_id(session_id)
         _check.count("max_messages", max_messages, 0, MAX_MESSAGES)
         _check.count("max_events", max_events, 0, MAX_EVENTS)
+        _check.count("max_checkpoints", max_checkpoints, 0, MAX_EVENTS)
         if clock is not None and not callable(getattr(clock, "now_ms", None)):
             raise UsageError(f"clock has a now_ms() method (FakeClock), not {shown(clock)}")
         self.session_id = session_id
@@ -136,6 +144,16 @@ class InMemoryAgentSession:
         """The version this object was loaded at (compare-and-set, R29)."""
         self.claim_token: str | None = None
         """Set while a store's ``resume()`` holds the claim on this session."""
+        self._history = History(max_checkpoints)
+        self.parent: tuple[str, int] | None = None
+        """For a fork: ``(session_id, checkpoint index)`` it was forked from (R44)."""
+        self.family: str | None = None
+        """The ledger this session shares with its forks (None: its own id)."""
+        self.effects: Literal["real", "dry-run"] = "real"
+        """``dry-run``: a preview fork where no tool call or unrun effect runs (R44)."""
+        self.effect_wait_s = 30.0
+        """How long ``once`` waits for a fork of the family that is running the same
+        effect, to return its result (then EffectOutcomeUnknownError)."""
 
     @classmethod
     def of(
@@ -148,6 +166,40 @@ class InMemoryAgentSession:
         """The state agent ``name`` keeps in this session, as its ``cls`` (None when there is
         none, or it belongs to another kind of agent)."""
         return claim(self.traces, name, cls)
+
+    # -- history and forks (R43, R44) --------------------------------------------------
+    @property
+    def history(self) -> list[Checkpoint]:
+        """Where the session stood at every request end (and every node, with
+        ``checkpoints="node"``), oldest first; bounded by ``max_checkpoints``."""
+        return self._history.checkpoints(self)
+
+    def record_checkpoint(self) -> None:
+        """Take a checkpoint now (agents and the engine do at every request end)."""
+        self._history.record(self, self.clock.now_ms())
+
+    @property
+    def ledger_id(self) -> str:
+        """Whose ledger this session's effects go to: its own, or its family's."""
+        return self.family or self.session_id
+
+    def fork(
+        self,
+        new_session_id: str,
+        at: int | Checkpoint | None = None,
+        *,
+        effects: Literal["shared", "dry-run", "separate"] = "shared",
+    ) -> InMemoryAgentSession:
+        """An independent session as this one stood at a checkpoint (the latest, or
+        ``at``): same context, agent state, pending state, decisions and event log as
+        then; ``fork.parent == (session_id, index)``. Change it before it resumes (edit the
+        context, decide differently), then resume it like any session; this one never
+        changes. ``effects``: ``shared`` (one ledger for the family: an effect runs at most
+        once across forks), ``dry-run`` (no tool call and no effect that has not run
+        already runs: each is recorded as skipped), ``separate`` (a ledger of its own)."""
+        from .fork import fork_session
+
+        return fork_session(self, new_session_id, at, effects)
 
     # -- pending (R1, R2) ------------------------------------------------------------
     def pending(self, pending: bool, reason: str | None = None) -> None:
@@ -198,7 +250,14 @@ class InMemoryAgentSession:
         if hook is not None:
             entry = hook(self, key, entry, force)
         else:
-            self.ledger_dirty.add(key)
+            # in memory the same rule as in a store: forks may share this very dict
+            with _LEDGER_LOCK:
+                old = self.ledger.get(key)
+                if not force and not advances(old, entry):
+                    return old if old is not None else entry
+                self.ledger_dirty.add(key)
+                self.ledger[key] = entry
+            return entry
         self.ledger[key] = entry
         return entry
 
@@ -206,12 +265,35 @@ class InMemoryAgentSession:
         """The completed entry for ``key``, or None after recording ``started``."""
         check_effect_key(key)
         entry = self.ledger.get(key)
-        if entry is not None and entry.status == "started":
-            raise EffectOutcomeUnknownError(key, session_id=self.session_id)
         if entry is not None and entry.status == "completed":
             return entry
-        mine = LedgerEntry(status="started", started_ms=self.clock.now_ms(), attempt=new_attempt())
+        if self.effects == "dry-run":  # a preview: record what would run, run nothing
+            now = self.clock.now_ms()
+            skipped = LedgerEntry(
+                status="skipped", started_ms=now, ended_ms=now, by=self.session_id,
+                result=f"[dry run] effect {key!r} not run",
+            )  # fmt: skip
+            self.ledger[key] = skipped
+            self.ledger_dirty.add(key)
+            return skipped
+        if entry is not None and entry.status == "started":
+            raise EffectOutcomeUnknownError(key, session_id=self.session_id)
+        mine = LedgerEntry(
+            status="started", started_ms=self.clock.now_ms(), attempt=new_attempt(),
+            by=self.session_id,
+        )  # fmt: skip
         stored = self._ledger_put(key, mine)
+        # another session of the family (a fork) is running this very effect: wait for it
+        # to end and take its result, rather than calling its outcome unknown
+        sibling = stored != mine and stored.status == "started" and stored.by not in (
+            None, self.session_id,
+        )  # fmt: skip
+        deadline = time.monotonic() + (self.effect_wait_s if sibling else 0.0)
+        pause = 0.02
+        while stored != mine and stored.status == "started" and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            stored = self._ledger_put(key, mine)
         if stored == mine:  # (equal, not identical: a retried write reads it back)
             return None
         if stored.status == "completed":  # done meanwhile by another copy (a fork, a process)

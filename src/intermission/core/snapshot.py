@@ -19,6 +19,7 @@ from ..messages import ChatMessage
 from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
+from .history import History, core_text
 from .ledger import LedgerEntry
 from .session import check_effect_key, check_session_id
 from .state import FlowTrace, GraphRun
@@ -60,6 +61,36 @@ class GraphRunModel(Model):
     failed: str | None = None
 
 
+class MarkModel(Model):
+    """A stored checkpoint (see :mod:`intermission.core.history`)."""
+
+    model_config = _STRICT
+
+    at: float
+    n: int
+    seq: int
+    back: dict[str, Any] = Field(default_factory=dict)
+
+
+class HistoryModel(Model):
+    """A session's stored checkpoints."""
+
+    model_config = _STRICT
+
+    marks: list[MarkModel]
+    first: int = 0
+    max: int = 50
+
+
+class ParentModel(Model):
+    """Where a fork came from."""
+
+    model_config = _STRICT
+
+    id: str
+    at: int
+
+
 class FlowTraceModel(Model):
     """Persisted positions of every graph in the context."""
 
@@ -91,6 +122,10 @@ class SessionSnapshot(Model):
     events: list[Event] = Field(default_factory=list)
     max_events: int = 1000
     next_seq: int = 1
+    history: HistoryModel | None = None
+    parent: ParentModel | None = None
+    family: str | None = None
+    effects: Literal["real", "dry-run"] = "real"
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys, compact, defaults left out): equal snapshots give
@@ -103,7 +138,8 @@ _DEFAULTS: dict[str, Any] = {
     "status": "new", "agent": None, "pending": False, "pending_reason": None, "context": {},
     "traces": {}, "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
-    "next_seq": 1, "flow": {"root": None, "graphs": {}},
+    "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
+    "family": None, "effects": "real",
 }  # fmt: skip
 
 
@@ -134,7 +170,21 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "events": session.events.stored_forms(),
         "max_events": session.events.max_events,
         "next_seq": session.events.next_seq,
+        "history": _history_data(session),
+        "parent": _parent_data(session),
+        "family": session.family,
+        "effects": session.effects,
     }
+
+
+def _history_data(session: InMemoryAgentSession) -> dict[str, Any] | None:
+    history = session._history
+    history.settle(session)  # the newest checkpoint's patch, relative to what is saved
+    return history.data()
+
+
+def _parent_data(session: InMemoryAgentSession) -> dict[str, Any] | None:
+    return None if session.parent is None else {"id": session.parent[0], "at": session.parent[1]}
 
 
 _KEEP = {"schema_version", "session_id"}
@@ -162,6 +212,16 @@ def canonical(data: dict[str, Any]) -> dict[str, Any]:
             "root": flow.get("root"),
             "graphs": {k: _compact_run(v) for k, v in flow.get("graphs", {}).items()},
         }
+    history = out.get("history")
+    if history is not None:  # (defaults left out, as History.data writes it)
+        compact: dict[str, Any] = {
+            "marks": [{k: v for k, v in m.items() if k != "back" or v} for m in history["marks"]]
+        }
+        if history.get("first"):
+            compact["first"] = history["first"]
+        if history.get("max", 50) != 50:
+            compact["max"] = history["max"]
+        out["history"] = compact
     if "events" in out:
         out["events"] = [
             {k: v for k, v in e.items() if v is not None and k != "session_id"}
@@ -224,6 +284,15 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
         tail["pending_reason"] = session._reason
     if session.status != "new":
         tail["status"] = session.status
+    history = _history_data(session)
+    if history is not None:
+        tail["history"] = history
+    if session.parent is not None:
+        tail["parent"] = _parent_data(session)
+    if session.family is not None:
+        tail["family"] = session.family
+    if session.effects != "real":
+        tail["effects"] = session.effects
     return canonical_dumps(head)[1:-1], canonical_dumps(tail)[1:-1]
 
 
@@ -329,6 +398,13 @@ def check_snapshot(snap: SessionSnapshot) -> None:
         _check_run(run, f"flow.graphs.{gid}", 0)
     if snap.flow.root is not None and snap.flow.root not in snap.flow.graphs:
         raise SnapshotSchemaError("names no recorded graph", path="flow.root")
+    if snap.history is not None:
+        marks = snap.history.marks
+        if not marks or snap.history.first < 0 or not 1 <= snap.history.max <= MAX_EVENTS:
+            raise SnapshotSchemaError("an empty or misnumbered history", path="history")
+        for i, mark in enumerate(marks):
+            if mark.n < 0 or not 1 <= mark.seq <= snap.next_seq:
+                raise SnapshotSchemaError("a checkpoint beyond the log", path=f"history.marks.{i}")
 
 
 def _check_run(run: GraphRunModel, path: str, depth: int) -> None:
@@ -430,3 +506,12 @@ def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -
     session.ledger_dirty = set(snap.ledger)  # not in any store yet: a save writes them
     session.store_version = 0
     session.claim_token = None
+    session.parent = None if snap.parent is None else (snap.parent.id, snap.parent.at)
+    session.effect_wait_s = 30.0
+    session.family = snap.family
+    session.effects = snap.effects
+    history = snap.history
+    session._history = History.from_data(
+        history.model_dump(mode="json") if history is not None else None,
+        core_text(session) if history is not None else None,  # what its patches start from
+    )

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import canonical_dumps
+from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import restore_stored, state_json
@@ -37,6 +38,7 @@ from .lease import Leases
 __all__ = [
     "DEFAULT_LEASE_MS",
     "RESUMABLE",
+    "Forks",
     "PendingSession",
     "SessionStore",
     "StoredRow",
@@ -297,6 +299,37 @@ def check_options(lease_ms: Any, **flags: Any) -> None:
             _check.flag(name, value)
 
 
+class Forks:
+    """History and forks of stored sessions (R43, R44), for any store with load/save."""
+
+    def load(self, session_id: str) -> InMemoryAgentSession:
+        """Provided by the store."""
+        raise NotImplementedError
+
+    def save(self, session: InMemoryAgentSession) -> int:
+        """Provided by the store."""
+        raise NotImplementedError
+
+    def history(self, session_id: str) -> list[Checkpoint]:
+        """The checkpoints of a stored session, oldest first."""
+        return self.load(session_id).history
+
+    def fork(
+        self,
+        session_id: str,
+        new_session_id: str,
+        at: int | Checkpoint | None = None,
+        *,
+        effects: Literal["shared", "dry-run", "separate"] = "shared",
+    ) -> InMemoryAgentSession:
+        """Fork a stored session at a checkpoint (see ``InMemoryAgentSession.fork``) and
+        save the fork; returns it, ready to change and resume. Its family shares the ledger
+        (``effects="shared"``): an effect runs at most once across them."""
+        fork = self.load(session_id).fork(new_session_id, at, effects=effects)
+        self.save(fork)
+        return fork
+
+
 def not_resumable(session_id: str, status: str) -> NothingToResumeError:
     """The error for ``store.resume()`` of a session whose status has nothing to resume."""
     return NothingToResumeError(
@@ -406,6 +439,21 @@ class SessionStore(Protocol):
 
     def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
         """Claim a session whatever its status (see the class docstring)."""
+        ...
+
+    def history(self, session_id: str) -> list[Checkpoint]:
+        """The checkpoints of a stored session (R43)."""
+        ...
+
+    def fork(
+        self,
+        session_id: str,
+        new_session_id: str,
+        at: int | Checkpoint | None = None,
+        *,
+        effects: Literal["shared", "dry-run", "separate"] = "shared",
+    ) -> InMemoryAgentSession:
+        """Fork a stored session and save the fork (R44)."""
         ...
 
     def put_snapshot(self, snapshot: Any) -> int:

@@ -22,6 +22,7 @@ from ..errors import (
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
+    Forks,
     PendingSession,
     StoredRow,
     check_id,
@@ -49,6 +50,8 @@ class _Entry:
     claim_until: float = 0.0
     events: tuple[tuple[int, str], ...] = ()
     """The event log as one (count, JSON array) chunk; empty for an empty log."""
+    family: str | None = None
+    """Whose ledger it shares (None: its own)."""
 
 
 class _PendingIndex:
@@ -80,7 +83,7 @@ class _PendingIndex:
         return keys[max(0, end - limit) : end][::-1]
 
 
-class MemoryStore:
+class MemoryStore(Forks):
     """A dict of snapshots with the full store contract (versions, claims, ledger)."""
 
     def __init__(
@@ -119,7 +122,7 @@ class MemoryStore:
             if expected == 0:
                 if entry is not None:
                     raise ConflictError(sid, 0, entry.version)
-                entry = self._rows[sid] = _Entry(row, 1, now, events=events)
+                entry = self._rows[sid] = _Entry(row, 1, now, events=events, family=session.family)
             else:
                 if entry is None:
                     raise ConflictError(sid, expected, None)
@@ -136,7 +139,7 @@ class MemoryStore:
                     entry.claimed_by, entry.claim_until = None, 0.0
             if row.status == "pending":
                 self._pending.add(entry)
-            ledger = self._ledgers.setdefault(sid, {})
+            ledger = self._ledgers.setdefault(session.ledger_id, {})
             for key in session.ledger_dirty:
                 new = session.ledger.get(key)
                 if new is not None and advances(ledger.get(key), new):
@@ -155,7 +158,7 @@ class MemoryStore:
         with self._lock:
             if token is not None and new.status == "started" and not force:
                 self._fence(sid, token)
-            ledger = self._ledgers.setdefault(sid, {})
+            ledger = self._ledgers.setdefault(session.ledger_id, {})
             old = ledger.get(key)
             if not force and not advances(old, new):
                 return old if old is not None else new
@@ -177,19 +180,25 @@ class MemoryStore:
             if entry is None:
                 raise SessionNotFoundError(session_id)
             row, version, chunks = entry.row, entry.version, entry.events
-            ledger = dict(self._ledgers.get(session_id, {}))
+            ledger = dict(self._ledgers.get(entry.family or session_id, {}))
         session = session_from(row.state_json, chunks, version, ledger)
         session.ledger_hook = self._write_ledger
         return session
 
     def delete(self, session_id: str) -> None:
-        """Remove a session and its ledger."""
+        """Remove a session (and its ledger, unless forks still share it)."""
         check_id(session_id)
         with self._lock:
             entry = self._rows.pop(session_id, None)
-            if entry is not None and entry.row.status == "pending":
+            if entry is None:
+                return
+            if entry.row.status == "pending":
                 self._pending.remove(entry)
-            self._ledgers.pop(session_id, None)
+            family = entry.family or session_id
+            if family not in self._rows and not any(
+                e.family == family for e in self._rows.values()
+            ):
+                self._ledgers.pop(family, None)
 
     def pending(
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None

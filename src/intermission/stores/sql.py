@@ -24,6 +24,7 @@ from ._pool import Pool, until_back
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
+    Forks,
     PendingSession,
     check_id,
     check_options,
@@ -41,7 +42,7 @@ from .lease import Leases
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -97,9 +98,14 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
         "WHERE status = 'pending'",
     ],
+    [
+        # a fork shares its family's ledger (R44): ledger rows are keyed by the family's id
+        # (NULL: the session's own)
+        "ALTER TABLE im_sessions ADD COLUMN family TEXT",
+    ],
 ]
 
-_ROW = "snapshot, version, events, events_n"
+_ROW = "snapshot, version, events, events_n, family"
 _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
 """The columns a session is rebuilt from (see SQLStore._session)."""
@@ -117,7 +123,7 @@ class _Duplicate(Exception):
 _RESUMABLE_SQL = "(" + ", ".join(f"'{status}'" for status in RESUMABLE) + ")"
 
 
-class SQLStore(Pool):
+class SQLStore(Forks, Pool):
     """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver).
 
     ``lease_ms``: how long a claim outlives a holder that stopped renewing it (a live
@@ -220,9 +226,9 @@ class SQLStore(Pool):
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, updated_ms, events, events_n, id, version) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                        (*values, *inline_chunk, sid),
+                        "request, snapshot, updated_ms, events, events_n, id, family, "
+                        "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                        (*values, *inline_chunk, sid, session.family),
                     )
                 except self.integrity_errors:
                     raise _Duplicate from None
@@ -238,7 +244,7 @@ class SQLStore(Pool):
             for key in session.ledger_dirty:
                 entry = session.ledger.get(key)
                 if entry is not None:
-                    self._merge_ledger(run, sid, key, entry, force=False)
+                    self._merge_ledger(run, session.ledger_id, key, entry, force=False)
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts)
@@ -324,13 +330,13 @@ class SQLStore(Pool):
         """The sessions' ledger hook: write an entry the moment it changes. An entry for
         an effect that ran must not be lost to a database restart, so the write waits
         for the database to be back (``outage_s``)."""
-        sid, token = session.session_id, session.claim_token
+        sid, token, family = session.session_id, session.claim_token, session.ledger_id
 
         def write() -> LedgerEntry:
             with self._tx() as run:
                 if token is not None and entry.status == "started" and not force:
                     self._fence(run, sid, token)
-                return self._merge_ledger(run, sid, key, entry, force)
+                return self._merge_ledger(run, family, key, entry, force)
 
         return until_back(write, self.outage_s)
 
@@ -352,21 +358,23 @@ class SQLStore(Pool):
         row = run(f"SELECT {_ROW} FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
-        return (*row, *SQLStore._side_rows(run, session_id))
+        return (*row, *SQLStore._side_rows(run, session_id, row[-1]))
 
     @staticmethod
-    def _side_rows(run: Callable[..., Any], session_id: str) -> tuple[list[Any], list[Any]]:
-        """A session's event chunks (oldest first) and ledger rows."""
+    def _side_rows(
+        run: Callable[..., Any], session_id: str, family: str | None
+    ) -> tuple[list[Any], list[Any]]:
+        """A session's event chunks (oldest first) and its family's ledger rows."""
         chunks = run(
             "SELECT n, events FROM im_events WHERE session_id = ? ORDER BY part", (session_id,)
         ).fetchall()
         ledger = run(
-            "SELECT key, entry FROM im_ledger WHERE session_id = ?", (session_id,)
+            "SELECT key, entry FROM im_ledger WHERE session_id = ?", (family or session_id,)
         ).fetchall()
         return chunks, ledger
 
     def _session(self, session_id: str, rows: tuple[Any, ...]) -> InMemoryAgentSession:
-        state, version, first, first_n, chunks, ledger_rows = rows
+        state, version, first, first_n, _family, chunks, ledger_rows = rows
         if first is not None:  # None: a version-1 row, its log still in the snapshot
             chunks = [(first_n, first), *chunks]
         ledger = {k: ledger_of(e) for k, e in ledger_rows}
@@ -384,12 +392,18 @@ class SQLStore(Pool):
         return self._session(session_id, rows)
 
     def delete(self, session_id: str) -> None:
-        """Remove a session and its ledger."""
+        """Remove a session (and its ledger, unless forks still share it)."""
         check_id(session_id)
         with self._tx() as run:
-            run("DELETE FROM im_ledger WHERE session_id = ?", (session_id,))
+            found = run("SELECT family FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
+            family = (found[0] if found else None) or session_id
             run("DELETE FROM im_events WHERE session_id = ?", (session_id,))
             run("DELETE FROM im_sessions WHERE id = ?", (session_id,))
+            shared = run(
+                "SELECT 1 FROM im_sessions WHERE id = ? OR family = ? LIMIT 1", (family, family)
+            ).fetchone()
+            if shared is None:  # nobody of the family is left
+                run("DELETE FROM im_ledger WHERE session_id = ?", (family,))
 
     def pending_query(
         self, limit: int, agent: str | None, before: PendingSession | None
@@ -442,7 +456,7 @@ class SQLStore(Pool):
             # claim and read in one transaction (one statement where RETURNING exists)
             if self.returning:
                 row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
-                rows = None if row is None else (*row, *self._side_rows(run, session_id))
+                rows = None if row is None else (*row, *self._side_rows(run, session_id, row[-1]))
             else:
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None

@@ -1,0 +1,95 @@
+"""Forks: an independent session from a checkpoint of another (R44).
+
+A fork is built as a snapshot — the checkpoint's state, the events logged up to it, the
+history up to it — and restored: nothing of the parent is shared but, by default, its
+ledger (an effect runs at most once in the family).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import SessionStateError, UsageError
+from .history import Checkpoint
+from .session import check_session_id
+
+if TYPE_CHECKING:
+    from .session import InMemoryAgentSession
+
+__all__ = ["EFFECTS", "fork_session"]
+
+EFFECTS = ("shared", "dry-run", "separate")
+
+
+def _pick(session: InMemoryAgentSession, at: Any) -> int:
+    """The position in the kept history of checkpoint ``at`` (default: the latest)."""
+    history = session._history
+    if not history.marks:
+        raise SessionStateError(
+            f"session {session.session_id!r} has no checkpoint to fork from yet: run it "
+            "first (every request end takes one)",
+            session_id=session.session_id,
+        )
+    if at is None:
+        return len(history.marks) - 1
+    index = at.index if isinstance(at, Checkpoint) else at
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise UsageError(f"at is a checkpoint or its index, not {type(at).__name__}")
+    position = index - history.first
+    if not 0 <= position < len(history.marks):
+        kept = f"{history.first}..{history.first + len(history.marks) - 1}"
+        raise UsageError(f"no checkpoint {index} (this session keeps {kept})")
+    return position
+
+
+def fork_session(
+    session: InMemoryAgentSession,
+    new_session_id: str,
+    at: Any,
+    effects: Literal["shared", "dry-run", "separate"],
+) -> InMemoryAgentSession:
+    """See :meth:`InMemoryAgentSession.fork`."""
+    from .session import InMemoryAgentSession
+
+    check_session_id(new_session_id)
+    if new_session_id == session.session_id:
+        raise UsageError("a fork needs an id of its own")
+    if effects not in EFFECTS:
+        raise UsageError(f"effects is one of {EFFECTS}, not {effects!r}")
+    position = _pick(session, at)
+    history = session._history
+    state = history.states(session)[position]
+    mark = history.marks[position]
+    log = session.events
+    events = [
+        form for form in log.stored_forms() if form["seq"] < mark.seq
+    ]  # the log up to the checkpoint (what was dropped from a full log stays dropped)
+    kept = [m.data() for m in history.marks[: position + 1]]
+    kept[-1].pop("back", None)  # the fork's state is the checkpoint's
+    snapshot: dict[str, Any] = {
+        "schema_version": 1,
+        "session_id": new_session_id,
+        **state,
+        "events": events,
+        "max_events": log.max_events,
+        "max_messages": session.max_messages,
+        "next_seq": mark.seq,
+        "history": {"marks": kept, "first": history.first, "max": history.max},
+        "parent": {"id": session.session_id, "at": history.first + position},
+    }
+    if effects == "shared":
+        snapshot["family"] = session.ledger_id
+    if effects == "dry-run":
+        snapshot["effects"] = "dry-run"
+    fork = InMemoryAgentSession.restore(snapshot)
+    fork.clock = session.clock
+    if effects == "shared":
+        # one ledger for the family: in memory the same entries, in a store the same rows
+        fork.ledger = session.ledger
+        fork.ledger_hook = session.ledger_hook
+    elif effects == "dry-run":
+        # what already ran is known (its recorded result is returned); what did not is
+        # recorded as skipped in the fork's own ledger, never in the family's
+        fork.ledger = dict(session.ledger)
+        fork.ledger_dirty = set(fork.ledger)  # kept in the fork's own rows when saved
+    return fork
