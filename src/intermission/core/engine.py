@@ -223,6 +223,9 @@ class FlowEngine:
                     break
                 budget.left -= 1
             budget.used += 1
+            if self.node_checkpoints and ctx.session is not None:
+                # the state about to enter the node: a fork from here runs it once
+                _record(ctx.session, failing=False)
             nid = stack[-1]
             node = nodes[nid]
             run.last = nid
@@ -247,8 +250,6 @@ class FlowEngine:
             if ctx._stopped:
                 status = "stopped"
                 break
-            if self.node_checkpoints and ctx.session is not None:
-                _record(ctx.session, failing=False)
             child_status: FlowStatus | None = None
             try:
                 task = node.task
