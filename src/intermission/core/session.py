@@ -276,8 +276,8 @@ class InMemoryAgentSession:
             self.ledger[key] = skipped
             self.ledger_dirty.add(key)
             return skipped
-        if entry is not None and entry.status == "started":
-            raise EffectOutcomeUnknownError(key, session_id=self.session_id)
+        if entry is not None and entry.status == "started" and entry.by in (None, self.session_id):
+            raise EffectOutcomeUnknownError(key, session_id=self.session_id)  # (our own crash)
         mine = LedgerEntry(
             status="started", started_ms=self.clock.now_ms(), attempt=new_attempt(),
             by=self.session_id,
