@@ -78,9 +78,13 @@ def _default_effect(change_id: str) -> str:
 
 
 def build_change_graph(
-    effect: Callable[[str], str] = _default_effect, change_id: str = "change-001"
+    effect: Callable[[str], str] = _default_effect,
+    change_id: str = "change-001",
+    *,
+    checkpoints: str = "request",
 ) -> TeamAgent:
-    """``proposal_agent → approval → approval_route → executor_agent | reject_finish``."""
+    """``proposal_agent → approval → approval_route → executor_agent | reject_finish``;
+    ``checkpoints="node"`` records a checkpoint at every node as well (R43)."""
     proposal_agent = (
         ReActAgent.of(
             ScriptedModel(
@@ -125,7 +129,7 @@ def build_change_graph(
     spec.add_agent(executor_agent).link_add(END)
     spec.add_activity("reject_finish").task(_reject_finish).link_add(END)
     spec.add_end()
-    return TeamAgent.of().name("change").graph(spec).build()
+    return TeamAgent.of().name("change").graph(spec).checkpoints(checkpoints).build()
 
 
 AGENTS: dict[str, Callable[[], Any]] = {"change": build_change_graph, "ops": build_ops_agent}

@@ -4,6 +4,7 @@ from .context import FlowContext
 from .engine import FlowEngine, FlowInterceptor, FlowResult, FlowStatus
 from .events_log import EventLog, RunScope
 from .graph import Graph, Link, Node
+from .history import Checkpoint
 from .ledger import LedgerEntry
 from .registry import Registry
 from .session import AgentSession, InMemoryAgentSession
@@ -16,6 +17,7 @@ __all__ = [
     "END",
     "START",
     "AgentSession",
+    "Checkpoint",
     "EventLog",
     "FlowContext",
     "FlowEngine",

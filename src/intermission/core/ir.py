@@ -34,6 +34,8 @@ class NodeIR:
     visits: int = 0
     note: str | None = None
     """The pending reason on a pending node."""
+    highlight: bool = False
+    """Marked for attention (Compare: this node's state differs between the sessions)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +48,8 @@ class EdgeIR:
     taken: int = 0
     default: bool = False
     body: bool = False
+    highlight: bool = False
+    """Marked for attention (Compare: taken in one session, not in another)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,8 @@ STYLE = {
     "pending": ("#fff3e0", "#fb8c00", "3"),
     "failed": ("#ffebee", "#e53935", "3"),
 }
+HIGHLIGHT = "#d81b60"
+"""The colour of what differs between compared sessions."""
 GATEWAY_MARK = {"exclusive": "×", "parallel": "+", "inclusive": "○"}
 
 
@@ -74,16 +76,20 @@ def to_dot(ir: GraphIR, legend: bool = True) -> str:
         lines += _legend()
     for n in ir.nodes:
         fill, border, width = STYLE[n.state]
+        mark = f', peripheries=2, color="{HIGHLIGHT}"' if n.highlight else f', color="{border}"'
         lines.append(
             f"  {n.key} [label={_q(node_label(n))}, shape={SHAPES.get(n.kind, 'box')}, "
-            f'style="filled,rounded", fillcolor="{fill}", color="{border}", '
+            f'style="filled,rounded", fillcolor="{fill}"{mark}, '
             f"penwidth={width}, tooltip={_q(n.id + ' · ' + n.state)}];"
         )
     for e in ir.edges:
         attrs = []
         if e.label:
             attrs.append(f"label={_q(e.label)}")
-        attrs.append('color="#2e7d32", penwidth=2.5' if e.taken else 'color="#9e9e9e"')
+        if e.highlight:
+            attrs.append(f'color="{HIGHLIGHT}", penwidth=3')
+        else:
+            attrs.append('color="#2e7d32", penwidth=2.5' if e.taken else 'color="#9e9e9e"')
         if e.default:
             attrs.append("style=dashed")
         lines.append(f"  {e.source} -> {e.target} [{', '.join(attrs)}];")
@@ -124,8 +130,12 @@ def to_mermaid(ir: GraphIR) -> str:
         lines.append(f"  {e.source} {arrow}{label} {e.target}")
     for state, (fill, border, _) in STYLE.items():
         lines.append(f"  classDef {state} fill:{fill},stroke:{border}")
+    lines.append(f"  classDef differs stroke:{HIGHLIGHT},stroke-width:4px")
     for n in ir.nodes:
         lines.append(f"  class {n.key} {n.state}")
+    differs = [n.key for n in ir.nodes if n.highlight]
+    if differs:
+        lines.append(f"  class {','.join(differs)} differs")
     return "\n".join(lines) + "\n"
 
 
@@ -133,5 +143,8 @@ def to_text(ir: GraphIR) -> str:
     """A plain-text outline: one line per node with its state."""
     out = [f"graph {ir.id}" + (f" — pending: {ir.pending_reason}" if ir.pending_reason else "")]
     for n in ir.nodes:
-        out.append(f"  [{n.state}] {n.id} ({n.kind})" + (f" ×{n.visits}" if n.visits > 1 else ""))
+        out.append(
+            f"{'*' if n.highlight else ' '} [{n.state}] {n.id} ({n.kind})"
+            + (f" ×{n.visits}" if n.visits > 1 else "")
+        )
     return "\n".join(out)

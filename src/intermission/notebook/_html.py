@@ -62,4 +62,7 @@ CSS = """<style>
 .im-hint{background:#fff8e1;border-left:3px solid #f9a825;padding:4px 8px;margin:4px 0}
 .im-ask{background:#fff3e0;border-left:3px solid #fb8c00;padding:4px 8px;margin:2px 0}
 .im-diff{background:#fff59d}
+.im-cmp-graphs{display:flex;flex-wrap:wrap;gap:8px 16px}
+.im-cmp-graph{flex:1 1 420px;max-width:640px}
+.im-skipped summary{color:#616161;font-style:italic}
 </style>"""

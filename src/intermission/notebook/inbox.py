@@ -9,8 +9,7 @@ import ipywidgets as w
 
 from ..errors import UsageError
 from ._html import CSS, esc, id_html
-from .approval import ApprovalWidget
-from .hitl_panel import HITLPanel
+from .resume import decision_widget
 from .settings import settings
 
 __all__ = ["Inbox"]
@@ -18,8 +17,8 @@ __all__ = ["Inbox"]
 
 class Inbox(w.VBox):
     """A live table of ``store.pending()``: the first pending session is preselected; Open
-    shows it in the right decision widget (an ApprovalWidget with its graph, or an
-    HITLPanel). The table refreshes after every decision made here and every
+    shows it in the right decision widget (an ApprovalWidget with its graph, an
+    HITLPanel, or a ResumeWidget). The table refreshes after every decision made here and every
     ``poll_s`` seconds (``settings.inbox_poll_s``; off on autopilot, and for
     ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume.
 
@@ -138,13 +137,10 @@ class Inbox(w.VBox):
             )
 
     def open_session(self, session_id: str) -> Any:
-        """Show one session and return its decision widget (ApprovalWidget or HITLPanel)."""
+        """Show one session and return its decision widget (see ``decision_widget``)."""
         session = self.store.load(session_id)
         agent = self._agent(session.agent)
-        if session.hitl.tasks:  # a tool batch, even when someone decided it already
-            widget: Any = HITLPanel(agent, session, store=self.store)
-        else:
-            widget = ApprovalWidget(agent, session, store=self.store)
+        widget = decision_widget(agent, session, store=self.store)
         inner = widget.runner.state_hook
 
         def after() -> None:  # a decision made here refreshes the list next to it

@@ -8,7 +8,7 @@ from typing import Any
 from ._html import CSS, esc, id_html, pre_json
 from ._live import LiveDisplay
 
-__all__ = ["Timeline", "render_timeline"]
+__all__ = ["Timeline", "ledger_state", "render_timeline"]
 
 _BADGE = {
     "run_start": ("run start", "im-run"), "run_end": ("run end", "im-run"),
@@ -56,7 +56,7 @@ def _detail(e: Any) -> str:
     if k == "tool_call_end":
         err = f" <span class='im-badge im-bad'>{esc(e.error)}</span>" if e.error else ""
         skipped = (e.error or "") == "dry_run"
-        css = "im-skip" if skipped else ""
+        css = "im-skipped" if skipped else ""
         return (
             f"<details class='{css}'><summary>{esc(e.tool_name)} {id_html(e.call_uuid)} → "
             f"{esc((e.observation or '')[:80])}{err} "
@@ -87,11 +87,15 @@ def _detail(e: Any) -> str:
 
 
 def render_timeline(
-    events: Sequence[Any], ledger: dict[str, Any] | None = None, max_events: int = 500
+    events: Sequence[Any],
+    ledger: dict[str, Any] | None = None,
+    max_events: int = 500,
+    session_id: str | None = None,
 ) -> str:
     """HTML for ``events``: one table for the whole session, a header row per request, so
     every request's columns line up. Times are relative to the first event, so a FakeClock
-    gives byte-identical output. Only the last ``max_events`` rows are drawn."""
+    gives byte-identical output. Only the last ``max_events`` rows are drawn. With
+    ``session_id``, ledger effects another session of the family ran say where they ran."""
     shown = list(events)[-max_events:] if max_events else list(events)
     parts = [CSS, "<div class='im-timeline'>"]
     if len(shown) < len(events):
@@ -137,15 +141,23 @@ def render_timeline(
         for key, entry in sorted(ledger.items()):
             value = entry.result if entry.status == "completed" else entry.error
             parts.append(
-                f"<tr><td colspan='2'>{esc(key)}</td><td>{esc(_ledger_state(entry))}</td>"
+                f"<tr><td colspan='2'>{esc(key)}</td>"
+                f"<td>{esc(ledger_state(entry, session_id))}</td>"
                 f"<td>{esc(value)}</td></tr>"
             )
     parts.append("</tbody></table></div>")
     return "".join(parts)
 
 
-def _ledger_state(entry: Any) -> str:
-    return "unknown (started, never completed)" if entry.status == "started" else entry.status
+def ledger_state(entry: Any, session_id: str | None = None) -> str:
+    """An effect's state in words: where it ran when another session of the family ran it,
+    and a dry-run fork's skipped effects as such."""
+    if entry.status == "skipped":
+        return "skipped (dry run): not run"
+    state = "unknown (started, never completed)" if entry.status == "started" else entry.status
+    if session_id is not None and entry.by:
+        state += " · ran here" if entry.by == session_id else f" · ran in {entry.by}"
+    return state
 
 
 class Timeline(LiveDisplay):
@@ -157,9 +169,8 @@ class Timeline(LiveDisplay):
 
     def html(self) -> str:
         """The timeline as HTML."""
-        return render_timeline(
-            list(self.session.events), dict(self.session.ledger), self.max_events
-        )
+        s = self.session
+        return render_timeline(list(s.events), dict(s.ledger), self.max_events, s.session_id)
 
     def to_jsonl(self) -> str:
         """Every event as JSON lines."""

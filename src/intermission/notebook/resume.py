@@ -1,0 +1,63 @@
+"""Moving a session on from the notebook: the right decision widget for it, and a plain
+Resume for a session with nothing to decide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+
+from ..core.session import AgentSession
+from ._html import CSS
+from ._runner import CodeTwins, ResumeRunner
+from .approval import ApprovalWidget
+from .hitl_panel import HITLPanel
+
+__all__ = ["ResumeWidget", "decision_widget"]
+
+
+class ResumeWidget(CodeTwins, w.VBox):
+    """A session with nothing to decide that can go on (paused, or forked at a node):
+    Resume continues it (an empty prompt). Code twin: ``resume()``."""
+
+    def __init__(self, agent: Any, session: AgentSession, *, store: Any = None) -> None:
+        self.runner = ResumeRunner(agent, session, store)
+        self.resume_button = w.Button(description="Resume", button_style="primary", icon="play")
+        self.resume_button.add_class("history-resume")
+        self.resume_button.on_click(lambda _b: self.runner.run_in_background(_nothing))
+        self.runner.buttons = []
+        self.runner.state_hook = self._enable
+        r = self.runner
+        super().__init__([w.HTML(CSS), self.resume_button, r.hint, r.status, r.result, r.graph,
+                          r.timeline])  # fmt: skip
+        self.add_class("resume-widget")
+        self._enable()
+        r.refresh()
+
+    @property
+    def session(self) -> AgentSession:
+        """The session (a fresh object after each resume through a store)."""
+        return self.runner.session
+
+    def _enable(self) -> None:
+        done = self.runner.session.status in ("done", "failed")
+        self.resume_button.disabled = self.runner.busy or done
+
+    def resume(self) -> Any:
+        """Code twin of Resume: continue the session, return the response."""
+        return self.runner.run_now(_nothing)
+
+
+def _nothing(_session: AgentSession) -> None:
+    """The decision of a plain resume: none."""
+
+
+def decision_widget(agent: Any, session: AgentSession, *, store: Any = None) -> Any:
+    """The widget that moves ``session`` on: an HITLPanel for a tool batch (even one
+    decided already), an ApprovalWidget for a team graph waiting for approval, else a
+    ResumeWidget (a paused session, a fork taken at a node, a generic pending)."""
+    if session.hitl.tasks:
+        return HITLPanel(agent, session, store=store)
+    if session.is_pending and hasattr(agent, "spec"):
+        return ApprovalWidget(agent, session, store=store)
+    return ResumeWidget(agent, session, store=store)

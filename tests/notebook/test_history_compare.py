@@ -1,0 +1,208 @@
+"""History and Compare (R45): scrub checkpoints, fork from one and decide the fork in the
+widget that opens; compare sessions side by side. Buttons are clicked as a person would
+(``.click()``), next to their code twins."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from intermission import InMemoryAgentSession, UsageError
+from intermission.examples import build_change_graph, build_ops_agent
+from intermission.notebook import (
+    ApprovalWidget,
+    Compare,
+    History,
+    HITLPanel,
+    ResumeWidget,
+    settings,
+)
+from intermission.stores import MemoryStore, SQLiteStore
+
+
+def paused(checkpoints: str = "node") -> tuple[Any, InMemoryAgentSession, list[str]]:
+    applied: list[str] = []
+
+    def effect(change_id: str) -> str:
+        applied.append(change_id)
+        return f"applied {change_id}"
+
+    team = build_change_graph(effect, checkpoints=checkpoints)
+    s = InMemoryAgentSession.of("change-001")
+    team.prompt("Upgrade").session(s).call()
+    return team, s, applied
+
+
+def test_the_slider_shows_each_checkpoint_as_it_stood() -> None:
+    team, s, _ = paused()
+    h = History(team, s)
+    cps = h.checkpoints
+    assert [c.positions for c in cps] == [["start"], ["proposal_agent"], ["approval"], ["approval"]]
+    assert h.slider.value == cps[-1].index and not h.slider.disabled
+    assert "waiting: Change plan awaits human review" in h.label.value
+    assert "approval · pending" in h.graph.value  # the newest: parked at the approval
+    h.slider.value = cps[1].index  # what dragging the slider does
+    assert "proposal_agent" in h.label.value and "running" in h.label.value
+    assert "proposal_agent · current" in h.graph.value
+    assert "approval · not_reached" in h.graph.value
+    then = h.at()
+    assert len(then.events) == cps[1].events == 3
+    assert h.timeline.value.count("<tr><td class='im-t'>") == 3  # the timeline up to it
+    assert h.show(cps[0].index) == cps[0] and "start · current" in h.graph.value
+    with pytest.raises(UsageError):
+        h.show(99)
+    assert h.checkpoint == cps[0]
+
+
+def test_fork_from_here_opens_the_fork_in_its_approval_widget_and_the_parent_stays() -> None:
+    team, s, applied = paused()
+    before = s.to_json()
+    h = History(team, s)
+    h.effects.value = "dry-run"
+    h.fork_button.click()  # a person's click
+    preview = h.current
+    assert isinstance(preview, ApprovalWidget) and h.clicked
+    assert preview.session.session_id == "change-001.fork1"
+    assert preview.session.parent == ("change-001", h.checkpoints[-1].index)
+    assert h.fork_id.value == "change-001.fork2"  # the next free name
+    preview.approve_button.click()
+    preview.wait()
+    assert applied == []  # a dry run: nothing ran
+    assert "not run (dry run)" not in preview.runner.timeline.value  # (Compare's word)
+    assert "[dry run] not run: apply_change" in preview.runner.timeline.value
+    h.effects.value = "shared"
+    h.fork_button.click()
+    real = h.current
+    real.operator.value = "alice"
+    real.approve_button.click()
+    real.wait()
+    assert applied == ["change-001"]
+    again = h.fork_from_here("change-001.again")  # the code twin of the button
+    assert again.approve().content == "Change executed: applied change-001"
+    assert applied == ["change-001"]  # once in the family
+    assert "ran in change-001.fork2" in again.runner.timeline.value
+    assert s.to_json() != before  # the family ledger is shared: the parent knows it ran…
+    parent = json.loads(s.to_json())
+    assert parent.pop("ledger") and parent == {
+        k: v for k, v in json.loads(before).items() if k != "ledger"
+    }  # …and nothing else of it changed
+    assert [f.session_id for f in h.forks] == [
+        "change-001.fork1", "change-001.fork2", "change-001.again",
+    ]  # fmt: skip
+
+
+def test_forks_at_a_node_open_a_resume_widget_and_a_tool_batch_an_hitl_panel() -> None:
+    team, s, _ = paused()
+    h = History(team, s)
+    h.show(1)  # entering proposal_agent: nothing to decide there
+    w = h.fork_from_here("change-001.redo")
+    assert isinstance(w, ResumeWidget) and not w.resume_button.disabled
+    w.resume_button.click()
+    w.runner.wait()
+    assert w.session.is_pending and w.session.pending_reason == "Change plan awaits human review"
+    assert s.history[-1].status == "pending"  # the parent is where it was
+    ops = build_ops_agent()
+    o = InMemoryAgentSession.of("ops-1")
+    ops.prompt("delete user 1001").session(o).call()
+    panel = History(ops, o).fork_from_here("ops-1.fork")
+    assert isinstance(panel, HITLPanel) and panel.session.hitl.tasks
+
+
+def test_history_of_a_stored_session_saves_its_forks(tmp_path: Any) -> None:
+    team, s, applied = paused("request")
+    for store in (MemoryStore(), SQLiteStore(str(tmp_path / "h.sqlite"))):
+        store.save(InMemoryAgentSession.restore(s.to_json()))
+        h = History(team, "change-001", store=store)
+        assert [c.status for c in h.checkpoints] == ["pending"] and h.slider.disabled
+        w = h.fork_from_here("change-001.b")
+        assert store.load("change-001.b").parent == ("change-001", 0)
+        w.approve()
+        assert store.load("change-001.b").status == "done"
+        h.fork_id.value = "change-001.b"  # taken: the error is shown, nothing is made
+        h.fork_button.click()
+        assert "error" in h.status.value and len(h.forks) == 1
+        store.close()
+    assert applied == ["change-001", "change-001"]  # once per store's family
+
+
+def test_history_refuses_what_it_cannot_show() -> None:
+    team = build_change_graph(lambda c: c)
+    fresh = InMemoryAgentSession.of("new")
+    h = History(team, fresh)
+    assert "no checkpoint yet" in h.label.value and h.fork_button.disabled
+    with pytest.raises(UsageError):
+        h.fork_from_here("x")
+    with pytest.raises(UsageError):
+        History(team, "some-id")  # an id needs a store
+    with pytest.raises(UsageError):
+        History(team, 42)  # type: ignore[arg-type]
+    _, s, _ = paused()
+    with pytest.raises(UsageError):
+        History(team, s).fork_from_here("x", effects="maybe")
+
+
+def test_history_code_twin_leaves_the_click_to_a_person(monkeypatch: Any) -> None:
+    team, s, _ = paused()
+    h = History(team, s)
+    monkeypatch.setattr(settings, "autopilot", False)
+    assert h.code_twin(lambda h: h.fork_from_here("never")) is None
+    assert "Fork from here" in h.hint.value and h.forks == []
+    h.fork_button.click()
+    assert h.code_twin(lambda h: h.fork_from_here("never")) is h.current
+    monkeypatch.setattr(settings, "autopilot", True)
+    h2 = History(team, s)
+    w = h2.code_twin(lambda h: h.fork_from_here("auto"))
+    assert w.session.session_id == "auto"
+
+
+def test_compare_shows_paths_answers_and_effects_side_by_side() -> None:
+    team, s, applied = paused()
+    preview = s.fork("preview", effects="dry-run")
+    ApprovalWidget(team, preview).approve()
+    approve = s.fork("approve")
+    ApprovalWidget(team, approve).approve()
+    reject = s.fork("reject")
+    ApprovalWidget(team, reject).reject("too risky")
+    assert applied == ["change-001"]
+    c = Compare(team, preview, approve, reject)
+    rows = {what: (values, differs) for what, values, differs in c.rows()}
+    assert rows["decision"] == (["APPROVE", "APPROVE", "REJECT"], True)
+    assert rows["node executor_agent"] == (["visited", "visited", "not reached"], True)
+    assert rows["node proposal_agent"] == (["visited"] * 3, False)
+    assert rows["answer"][0] == [
+        'Change executed: [dry run] not run: apply_change({"change_id":"change-001"})',
+        "Change executed: applied change-001",
+        "Change rejected: too risky",
+    ]
+    effect = rows["effect change-001/execute (family ledger)"][0]
+    assert effect == ["—", "completed · ran here", "completed · ran in approve"]
+    assert rows["tool calls not run (dry run)"][0] == ["1", "0", "0"]
+    assert c.shared_events == len(s.events) == s.history[-1].events
+    text = c.text()
+    assert "* decision" in text and "  node proposal_agent" in text
+    assert f"{c.shared_events} events in common" in text
+    html = c.html()
+    assert html.count("class='im-diff'") == sum(d for _, _, d in c.rows())
+    graphs = c.graphs()
+    executor = [g.node("executor_agent") for g in graphs]
+    assert [n.highlight for n in executor] == [True, True, True]
+    assert not graphs[0].node("proposal_agent").highlight
+    assert html.count('stroke="#d81b60"') > 0  # drawn outlined in the SVGs
+    assert "not run (dry run)" in html
+    bundle = c._repr_mimebundle_()
+    assert bundle["text/plain"] == text and bundle["text/html"] == html
+
+
+def test_compare_needs_two_sessions_and_names_for_each() -> None:
+    team, s, _ = paused()
+    with pytest.raises(UsageError):
+        Compare(team, s)
+    with pytest.raises(UsageError):
+        Compare(team, s, s.fork("f"), names=["one"])
+    ops = build_ops_agent()
+    a = InMemoryAgentSession.of("a")
+    ops.prompt("delete user 1001").session(a).call()
+    c = Compare(ops, a, a.fork("b"))  # no graph: rows and timelines still
+    assert c.graphs() == [] and "status" in c.text()
