@@ -1,7 +1,8 @@
 """Every tutorial in a real JupyterLab 4, driven by Playwright and Debian's Chromium
 (issue 15, R47): Run All leaves no error and renders every widget; then a person clicks —
 Approve in 01's HITLPanel, a reason and Reject in 04 (and Approve in a second run), Open and
-Approve in 05's Inbox — the page updates, and every cell after the widget runs.
+Approve in 05's Inbox, a slider move, Fork from here and Approve in 08's History — the page
+updates, and every cell after the widget runs.
 
 Screenshots go to tests/artifacts/. With UPDATE_README_SCREENSHOT=1 the README picture
 (docs/approval-widget.png: the decision moment beside the result after the click) is made
@@ -29,6 +30,7 @@ WIDGETS = {
     "04_graph_approval.ipynb": ".approval-widget",
     "05_persistence.ipynb": ".inbox",
     "06_parallel_and_interrupt.ipynb": ".jupyter-widgets",
+    "08_what_if.ipynb": ".im-history",
 }
 
 
@@ -81,7 +83,8 @@ def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, n
         widget.wait_for(state="visible", timeout=60_000)
         shot(widget, f"{name[:2]}-run-all")
     # nothing was decided for the person: the cells after a widget say where to click
-    if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb"):
+    if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb",
+                "08_what_if.ipynb"):  # fmt: skip
         assert "Not decided yet" in nb.output_of("what this page taught")
 
 
@@ -184,6 +187,47 @@ def test_05_a_person_opens_a_session_from_the_inbox_and_approves_it(
     nb.run_from("inbox.code_twin(")
     assert nb.problems() == []
     assert "pending now: []" in nb.output_of("inbox.code_twin(")
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+
+def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "08_what_if.ipynb")
+    nb.run_all()
+    history = nb.panel.locator(".im-history")
+    history.wait_for(state="visible", timeout=60_000)
+    label = history.locator(".history-label")
+    expect(label).to_contain_text("checkpoint 3")
+    expect(label).to_contain_text("waiting: Change plan awaits human review")
+    handle = history.locator(".history-slider .noUi-handle")
+    handle.focus()
+    handle.press("ArrowLeft")  # one checkpoint back: entering the approval node
+    expect(label).to_contain_text("checkpoint 2", timeout=30_000)
+    expect(label).to_contain_text("running")
+    assert "approval · current" in history.locator(".history-graph").inner_html()
+    shot(history, "08-scrubbed")
+    handle.press("ArrowRight")  # back to the pause
+    expect(label).to_contain_text("checkpoint 3", timeout=30_000)
+    expect(history.locator(".history-fork-id input")).to_have_value("change-001.fork1")
+    history.locator("button.history-fork").click()
+    fork = history.locator(".history-opened .approval-widget")
+    fork.wait_for(state="visible", timeout=60_000)
+    expect(fork).to_contain_text("Change plan awaits human review")
+    fork.locator(".approval-comment textarea").fill("decided in the fork")
+    fork.locator("button.approval-approve").click()
+    expect(fork.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(fork).to_contain_text("ran in change-001.approve")  # the family ran it already
+    shot(history, "08-after-fork-approve")
+    nb.run_from("fork_widget = history.code_twin(")
+    assert nb.problems() == []
+    assert "change-001.fork1 → Change executed: applied change-001" in nb.output_of(
+        "fork_widget = history.code_twin("
+    )
     assert nb.output_of("what this page taught").strip() == "ok"
 
 
