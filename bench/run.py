@@ -466,6 +466,90 @@ def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
     store.close()
 
 
+def bench_history(rounds: int, tmp: Path) -> None:
+    """What checkpoint history costs (R43/R44): pause and claimed resume of the 3-node
+    graph with history on (the default) against the same with ``max_checkpoints=0``, in
+    one store, interleaved; bytes a request-end checkpoint adds to the snapshot; a fork of
+    a paused session against a load of it."""
+    print("\n2b. checkpoint history and forks, 3-node approval graph, SQLite (WAL, FULL)")
+    from intermission import FlowEngine, InMemoryAgentSession
+    from intermission.stores import SQLiteStore
+
+    graph = approval_spec()
+    engine = FlowEngine()
+    store = SQLiteStore(tmp / "history.db")
+    counter = iter(range(10**9))
+    per = 40
+    pools = {"on": Pool("hon", counter, per), "off": Pool("hoff", counter, per)}
+
+    def pause_with(checkpoints: int) -> Callable[[str], None]:
+        def pause(sid: str) -> None:
+            s = InMemoryAgentSession(sid, max_checkpoints=checkpoints)
+            engine.eval(graph, s.context)
+            store.save(s)
+
+        return pause
+
+    def resume(sid: str) -> None:
+        with store.resume(sid) as s:
+            s.context.put("decision", "APPROVE")
+            engine.eval(graph, s.context)
+
+    pauses = {
+        "on": pools["on"].pause(pause_with(50)),
+        "off": pools["off"].pause(pause_with(0)),
+    }
+    warm_wal(pauses["on"], tmp / "history.db-wal")
+    med_pause = median_rounds(pauses, rounds)
+    for _ in range(rounds + 2):
+        pauses["on"]()
+        pauses["off"]()
+    resumes = {name: pool.resume(resume) for name, pool in pools.items()}
+    med_resume = median_rounds(resumes, rounds, warmup=0)
+    for what, med in (("pause → parked", med_pause), ("resume → done (claimed)", med_resume)):
+        ratio = med["on"] / med["off"]
+        row(f"{what}: history on vs off (max_checkpoints=0)", f"{med['on'] * 1e3:.3f} ms",
+            f"{ratio:.2f}× off ({med['off'] * 1e3:.3f} ms)",
+            verdict(ratio <= 1.15) + " (≤ 1.15×)")  # fmt: skip
+
+    # bytes: the snapshot with and without history, at the pause (1 checkpoint) and done (2)
+    sizes = {}
+    for checkpoints in (50, 0):
+        s = InMemoryAgentSession("bytes", max_checkpoints=checkpoints)
+        engine.eval(graph, s.context)
+        paused = len(s.to_json().encode())
+        s.context.put("decision", "APPROVE")
+        engine.eval(graph, s.context)
+        sizes[checkpoints] = (paused, len(s.to_json().encode()), len(s.history))
+    per_checkpoint = (sizes[50][1] - sizes[0][1]) / sizes[50][2]
+    row("bytes per request-end checkpoint (snapshot JSON)", f"{per_checkpoint:,.0f} B",
+        f"paused {sizes[50][0]:,} B vs {sizes[0][0]:,} B off; done {sizes[50][1]:,} B vs "
+        f"{sizes[0][1]:,} B off", verdict(per_checkpoint <= 300) + " (≤ 300 B)")  # fmt: skip
+
+    # fork of a paused session against a load of it
+    ids = [f"fk{next(counter)}" for _ in range(per)]
+    for sid in ids:
+        pause_with(50)(sid)
+    loaded = [store.load(sid) for sid in ids]
+    forks = iter(range(10**9))
+
+    def load_batch() -> float:
+        return per_op(ids, store.load)
+
+    def fork_batch() -> float:
+        t = time.perf_counter()
+        for s in loaded:
+            s.fork(f"{s.session_id}.f{next(forks)}")
+        return (time.perf_counter() - t) / len(loaded)
+
+    med = median_rounds({"load": load_batch, "fork": fork_batch}, rounds)
+    ratio = med["fork"] / med["load"]
+    row("fork a paused session (session.fork)", f"{med['fork'] * 1e3:.3f} ms",
+        f"{ratio:.2f}× a load ({med['load'] * 1e3:.3f} ms)",
+        verdict(ratio <= 2) + " (≤ 2×)")  # fmt: skip
+    store.close()
+
+
 def bench_commits(tmp: Path, count: int = 200) -> None:
     """Commits a pause and a claimed resume make (lease renewal must add none to a resume
     shorter than the lease): counted with SQLite's statement trace."""
@@ -788,6 +872,7 @@ def main() -> None:
         tmp = Path(d)
         bench_node_step(rounds)
         bench_pause_resume(2 * rounds + 1, tmp)  # fsync is noisy: more rounds
+        bench_history(2 * rounds + 1, tmp)
         bench_commits(tmp)
         bench_scale(tmp, 2_000 if args.quick else 10_000, 100_000 if args.quick else 1_000_000)
         bench_memory_pending(tmp, 20_000 if args.quick else 100_000)

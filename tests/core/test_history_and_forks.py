@@ -83,6 +83,17 @@ def test_history_is_bounded_and_keeps_counting() -> None:
         s.fork("f", at=0)
 
 
+def test_max_checkpoints_zero_switches_history_off_for_good() -> None:
+    s = InMemoryAgentSession("off", max_checkpoints=0)
+    FlowEngine().eval(change_graph(), s.context)
+    assert s.history == [] and json.loads(s.to_json())["history"] == {"marks": [], "max": 0}
+    again = InMemoryAgentSession.restore(s.to_json())  # still off after a reload
+    FlowEngine().eval(change_graph(), again.context)
+    assert again.history == [] and again.to_json().count('"marks":[]') == 1
+    with pytest.raises(SessionStateError, match="max_checkpoints=0"):
+        again.fork("f")
+
+
 def test_a_fork_is_an_independent_session_from_its_checkpoint() -> None:
     s = paused()
     decide_graph(s, "APPROVE", reviewer="alice")
@@ -200,3 +211,35 @@ def test_two_forks_resumed_at_once_in_two_processes_run_the_effect_once(
         answers = pool.starmap(_resume_fork, [(target, "a", str(log)), (target, "b", str(log))])
     assert answers == ["Change executed: applied change-001"] * 2  # one ran, one waited
     assert log.read_text().count("change-001") == 1
+
+
+def test_a_loaded_session_reads_its_checkpoint_base_from_the_stored_text(tmp_path: Path) -> None:
+    """The base state of a loaded session's newest checkpoint is parsed from the stored
+    text, not dumped from the session again: the two must be the same state, for every
+    kind of session (graph, ReAct with tasks and messages, team), on every store."""
+    from intermission.core.history import core_text
+    from intermission.examples import build_ops_agent
+    from intermission.stores import MemoryStore, SQLiteStore
+
+    ops = build_ops_agent()
+    made = []
+    s1 = InMemoryAgentSession.of("g")
+    FlowEngine().eval(change_graph(), s1.context)
+    made.append(s1)
+    s2 = InMemoryAgentSession.of("ops")
+    ops.prompt("delete user 1001").session(s2).call()
+    made.append(s2)
+    s3 = InMemoryAgentSession.of("team")
+    build_change_graph(lambda c: c).prompt("go").session(s3).call()
+    made.append(s3)
+    for store in (MemoryStore(), SQLiteStore(str(tmp_path / "b.sqlite"))):
+        for s in made:
+            store.save(InMemoryAgentSession.restore(s.to_json()))
+            loaded = store.load(s.session_id)
+            base = loaded._history._base_state()
+            assert base == json.loads(core_text(loaded)), s.session_id
+            assert loaded.history == s.history
+        store.close()
+    for s in made:  # and from a snapshot's text
+        again = InMemoryAgentSession.restore(s.to_json())
+        assert again._history._base_state() == json.loads(core_text(again))

@@ -67,10 +67,13 @@ class AgentBase:
         except BaseException:
             run.close()  # never started: no "never awaited" warning
             raise
+        since = session.events.next_seq
         try:
             response = await run
         except BaseException:
-            _checkpoint(session, failing=True)  # an error or a cancel ends it too (R43)
+            # an error or a cancel ends a request too (R43), unless it was refused before
+            # it logged anything
+            _checkpoint(session, failing=True, since=since)
             raise
         else:
             _checkpoint(session, failing=False)

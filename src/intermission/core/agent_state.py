@@ -41,7 +41,10 @@ def state_from(data: Any, path: str = "traces") -> Any:
     module registered its kind (yet)."""
     if not isinstance(data, dict):
         raise SnapshotSchemaError("an agent state is a JSON object", path=path)
-    cls = _TYPES.get(data.get("kind"))  # type: ignore[arg-type]
+    kind = data.get("kind")
+    if not isinstance(kind, str):
+        raise SnapshotSchemaError("an agent state names its kind (text)", path=f"{path}.kind")
+    cls = _TYPES.get(kind)
     if cls is None:
         return data
     try:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._json import canonical_dumps
 from ..errors import SessionStateError, UsageError
+from .events_log import EventLog
 from .history import Checkpoint
 from .session import check_session_id
 
@@ -24,6 +26,12 @@ EFFECTS = ("shared", "dry-run", "separate")
 def _pick(session: InMemoryAgentSession, at: Any) -> int:
     """The position in the kept history of checkpoint ``at`` (default: the latest)."""
     history = session._history
+    if history.max == 0:
+        raise SessionStateError(
+            f"session {session.session_id!r} keeps no history (max_checkpoints=0): there is "
+            "no checkpoint to fork from",
+            session_id=session.session_id,
+        )
     if not history.marks:
         raise SessionStateError(
             f"session {session.session_id!r} has no checkpoint to fork from yet: run it "
@@ -58,19 +66,20 @@ def fork_session(
         raise UsageError(f"effects is one of {EFFECTS}, not {effects!r}")
     position = _pick(session, at)
     history = session._history
-    state = history.states(session)[position]
+    state = history.state_at(position)
     mark = history.marks[position]
     log = session.events
-    events = [
-        form for form in log.stored_forms() if form["seq"] < mark.seq
-    ]  # the log up to the checkpoint (what was dropped from a full log stays dropped)
+    forms = log.stored_forms()
+    events = [form for form in forms if form["seq"] < mark.seq]
+    # the log up to the checkpoint (what was dropped from a full log stays dropped); at
+    # the newest checkpoint usually the whole log, whose text the parent keeps
+    events_json = log.stored_json() if len(events) == len(forms) else canonical_dumps(events)
     kept = [m.data() for m in history.marks[: position + 1]]
     kept[-1].pop("back", None)  # the fork's state is the checkpoint's
     snapshot: dict[str, Any] = {
         "schema_version": 1,
         "session_id": new_session_id,
         **state,
-        "events": events,
         "max_events": log.max_events,
         "max_messages": session.max_messages,
         "next_seq": mark.seq,
@@ -81,7 +90,15 @@ def fork_session(
         snapshot["family"] = session.ledger_id
     if effects == "dry-run":
         snapshot["effects"] = "dry-run"
-    fork = InMemoryAgentSession.restore(snapshot)
+    # restored from its text: the fork's history reads its base state from that text,
+    # lazily, instead of dumping the new session again; its events are the parent's
+    # (validated there), kept as text until read and written in full by its first save
+    fork = InMemoryAgentSession.restore(canonical_dumps(snapshot))
+    fork.events = EventLog.from_stored(
+        events_json, len(events), session_id=new_session_id, max_events=log.max_events,
+        next_seq=mark.seq,
+    )  # fmt: skip
+    fork.events.mark_stored(-1, 0)
     fork.clock = session.clock
     if effects == "shared":
         # one ledger for the family: in memory the same entries, in a store the same rows

@@ -6,8 +6,9 @@ current one for the newest) to get its own. A checkpoint taken at a request end,
 after, patches nothing (``{}``); the one before it holds only what that request changed.
 Reading a checkpoint's state walks the patches back from the current state.
 
-Patches are JSON: ``{"~": {key: patch}}`` merges into an object, ``{"=": value}`` replaces,
-``{"+": [items]}`` extends a list, ``{"-": 1}`` removes a key.
+Patches are JSON, shaped for cheap encoding (few objects): an object merges key by key
+into an object; a list is a leaf — ``[]`` removes the key, ``[value]`` replaces,
+``["+", items]`` extends a list. The patch of a whole state is always an object.
 """
 
 from __future__ import annotations
@@ -19,61 +20,83 @@ from pydantic import ConfigDict
 
 from .._json import canonical_dumps
 from .._model import Model
+from ..errors import SnapshotSchemaError
+from ..limits import MAX_DEPTH
 from .session_status import SessionStatus
 
 __all__ = [
+    "CORE_KEYS",
     "Checkpoint",
     "History",
     "apply_patch",
+    "check_patch",
+    "core_parts",
     "core_state",
     "core_text",
+    "core_values",
     "diff",
+    "join_parts",
     "take_checkpoint",
 ]
 
 _MISSING: Any = object()
 
 
-def diff(old: Any, new: Any) -> dict[str, Any] | None:
-    """The patch turning ``old`` into ``new`` (None: equal)."""
+def diff(old: Any, new: Any) -> Any:
+    """The patch turning ``old`` into ``new`` (None: equal; an object when both are)."""
     if old == new and type(old) is type(new):
         return None
     if isinstance(old, dict) and isinstance(new, dict):
         out: dict[str, Any] = {}
         for key, value in new.items():
             if key not in old:
-                out[key] = {"=": value}
+                out[key] = [value]
             else:
                 sub = diff(old[key], value)
                 if sub is not None:
                     out[key] = sub
         for key in old:
             if key not in new:
-                out[key] = {"-": 1}
-        return {"~": out}
+                out[key] = []
+        return out
     if (
         isinstance(old, list)
         and isinstance(new, list)
         and len(new) > len(old)
         and new[: len(old)] == old
     ):
-        return {"+": new[len(old) :]}
-    return {"=": new}
+        return ["+", new[len(old) :]]
+    return [new]
 
 
-def apply_patch(value: Any, patch: dict[str, Any]) -> Any:
+def apply_patch(value: Any, patch: Any) -> Any:
     """``value`` with ``patch`` applied (a new object; ``value`` is not changed)."""
-    if "=" in patch:
-        return patch["="]
-    if "+" in patch:
-        return [*value, *patch["+"]]
+    if isinstance(patch, list):
+        return patch[0] if len(patch) == 1 else [*value, *patch[1]]
     out = dict(value) if isinstance(value, dict) else {}
-    for key, sub in patch.get("~", {}).items():
-        if "-" in sub:
+    for key, sub in patch.items():
+        if sub == []:
             out.pop(key, None)
         else:
             out[key] = apply_patch(out.get(key, _MISSING), sub)
     return out
+
+
+def check_patch(patch: Any, depth: int = 0) -> str | None:
+    """What is wrong with a stored patch (None: it is well formed)."""
+    if depth > MAX_DEPTH + 8:  # (a state nests a few levels above its values)
+        return "nested too deeply"
+    if isinstance(patch, list):
+        if len(patch) <= 1 or (len(patch) == 2 and patch[0] == "+" and isinstance(patch[1], list)):
+            return None
+        return f"a patch leaf is [], [value] or [\"+\", items], not a list of {len(patch)}"
+    if not isinstance(patch, dict):
+        return f"a patch is an object or a list, not {type(patch).__name__}"
+    for sub in patch.values():
+        wrong = check_patch(sub, depth + 1)
+        if wrong is not None:
+            return wrong
+    return None
 
 
 class Checkpoint(Model):
@@ -99,42 +122,96 @@ class _Mark:
     """A stored checkpoint: when, how long the log was (and its next sequence number),
     and the backward patch."""
 
-    __slots__ = ("at", "back", "events", "seq")
+    __slots__ = ("_back", "_text", "at", "events", "seq")
 
     def __init__(self, at: float, events: int, seq: int, back: dict[str, Any]) -> None:
         self.at = at
         self.events = events
         self.seq = seq
-        self.back = back
+        self._back = back
+        self._text: str | None = None
+
+    @property
+    def back(self) -> dict[str, Any]:
+        return self._back
+
+    @back.setter
+    def back(self, patch: dict[str, Any]) -> None:
+        self._back = patch
+        self._text = None
 
     def data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": self.at, "n": self.events, "seq": self.seq}
-        if self.back:
-            out["back"] = self.back
+        if self._back:
+            out["back"] = self._back
         return out
 
+    def text(self) -> str:
+        """:meth:`data` as canonical JSON, dumped once (a mark changes rarely: only the
+        newest one's patch, while the session moves on)."""
+        if self._text is None:
+            self._text = canonical_dumps(self.data())
+        return self._text
 
-def core_text(session: Any) -> str:
-    """What a checkpoint captures of a session (not its log, ledger or history), as
-    canonical JSON text."""
+
+CORE_KEYS = frozenset(
+    {"agent", "context", "flow", "hitl", "messages", "pending", "pending_reason", "status",
+     "traces"}
+)  # fmt: skip
+"""The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
+
+
+def core_values(session: Any) -> dict[str, Any]:
+    """Each captured key that is not at its default, with its JSON value (the session's
+    own objects where it keeps them as JSON — read them, never keep them)."""
     from .agent_state import state_data
 
     ctx = session.context
-    raw = {
-        "status": session.status,
-        "agent": session.agent,
-        "pending": ctx.is_stopped,
-        "pending_reason": session.pending_reason,
-        "context": ctx.data,
-        "flow": {
-            "root": ctx.trace.root,
-            "graphs": {k: v.to_data() for k, v in ctx.trace.graphs.items()},
-        },
-        "traces": {k: state_data(v) for k, v in session.traces.items()},
-        "hitl": session.hitl.model_dump(mode="json"),
-        "messages": [m.model_dump(mode="json") for m in session.messages],
-    }
-    return canonical_dumps(raw)
+    values: dict[str, Any] = {}
+    if session.agent is not None:
+        values["agent"] = session.agent
+    if ctx.data:
+        values["context"] = ctx.data
+    trace = ctx.trace
+    if trace.root is not None or trace.graphs:
+        values["flow"] = {
+            "root": trace.root, "graphs": {k: v.to_data() for k, v in trace.graphs.items()}
+        }  # fmt: skip
+    hitl = session.hitl
+    if hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired:
+        values["hitl"] = hitl.model_dump(mode="json")
+    if session.messages:
+        values["messages"] = [m.model_dump(mode="json") for m in session.messages]
+    if ctx.is_stopped:
+        values["pending"] = True
+    if session.pending_reason is not None:
+        values["pending_reason"] = session.pending_reason
+    if session.status != "new":
+        values["status"] = session.status
+    if session.traces:
+        values["traces"] = {k: state_data(v) for k, v in session.traces.items()}
+    return values
+
+
+def core_parts(session: Any, values: dict[str, Any] | None = None) -> dict[str, str]:
+    """The canonical JSON text of each of :func:`core_values` — the very parts the
+    snapshot is made of (``snapshot._split`` joins them with the rest), so a save learns
+    the state text a checkpoint compares with at no extra cost."""
+    found = core_values(session) if values is None else values
+    return {k: canonical_dumps(v) for k, v in found.items()}
+
+
+def join_parts(parts: dict[str, str], keys: Any = None) -> str:
+    """``{"key":part,...}`` in key order: the same text ``canonical_dumps`` gives for the
+    dict the parts were dumped from (keys are plain ASCII names)."""
+    chosen = sorted(parts if keys is None else (k for k in parts if k in keys))
+    return "{" + ",".join(f'"{k}":{parts[k]}' for k in chosen) + "}"
+
+
+def core_text(session: Any) -> str:
+    """What a checkpoint captures of a session, as canonical JSON text (defaults left out,
+    as in a snapshot)."""
+    return join_parts(core_parts(session))
 
 
 def core_state(session: Any) -> tuple[dict[str, Any], str]:
@@ -143,21 +220,37 @@ def core_state(session: Any) -> tuple[dict[str, Any], str]:
     return json.loads(text), text
 
 
+def _core_of(snapshot: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in snapshot.items() if k in CORE_KEYS}
+
+
 class History:
-    """A session's checkpoints (bounded: the oldest go first)."""
+    """A session's checkpoints (bounded: the oldest go first).
+
+    Work is kept off the hot path: a checkpoint dumps the captured state once; a save
+    right after it compares texts (the save dumps the same parts anyway); a loaded
+    session parses its stored text only when a checkpoint or a reader needs the state.
+    """
 
     def __init__(self, max_checkpoints: int = 50) -> None:
         self.max = max_checkpoints
         self.marks: list[_Mark] = []
         self.first = 0
         """The index of the oldest checkpoint kept."""
-        self._newest: dict[str, Any] | None = None
         self._anchor: str | None = None
-        """The state text the newest mark's patch is relative to."""
+        """The state text the newest mark's patch is relative to (None: not known yet)."""
+        self._source: str | None = None
+        """For a loaded session: the stored snapshot text holding the anchor's state."""
+        self._base: dict[str, Any] | None = None
+        """The anchor's state, once parsed."""
+        self._newest: dict[str, Any] | None = None
+        """The newest checkpoint's state, once computed."""
 
     # -- persisted form ----------------------------------------------------------------
     def data(self) -> dict[str, Any] | None:
-        """The stored form (None: no checkpoint yet)."""
+        """The stored form (None: no checkpoint yet; history switched off is kept as such)."""
+        if self.max == 0:
+            return {"marks": [], "max": 0}
         if not self.marks:
             return None
         out: dict[str, Any] = {"marks": [m.data() for m in self.marks]}
@@ -167,10 +260,23 @@ class History:
             out["max"] = self.max
         return out
 
+    def text(self) -> str | None:
+        """:meth:`data` as canonical JSON text, from each mark's cached text."""
+        if self.max == 0:
+            return '{"marks":[],"max":0}'
+        if not self.marks:
+            return None
+        first = f'"first":{self.first},' if self.first else ""
+        most = f',"max":{self.max}' if self.max != 50 else ""
+        return "{" + first + '"marks":[' + ",".join(m.text() for m in self.marks) + "]" + most + "}"
+
     @classmethod
-    def from_data(cls, data: dict[str, Any] | None, anchor: str | None) -> History:
-        """Rebuild from :meth:`data`; ``anchor`` is the state text the session was stored
-        with (the newest patch is relative to it)."""
+    def from_data(
+        cls, data: dict[str, Any] | None, anchor: str | None, source: str | None = None
+    ) -> History:
+        """Rebuild from :meth:`data`. The newest patch is relative to the state the session
+        was stored with: given as its text (``anchor``), or as the stored snapshot text it
+        is part of (``source``, parsed only when needed)."""
         history = cls(int((data or {}).get("max", 50)))
         if data:
             history.first = int(data.get("first", 0))
@@ -178,56 +284,105 @@ class History:
                 _Mark(m["at"], m["n"], m["seq"], m.get("back", {})) for m in data["marks"]
             ]
             history._anchor = anchor
+            history._source = source if anchor is None else None
         return history
 
-    # -- taking checkpoints ------------------------------------------------------------
+    # -- the state behind the patches ----------------------------------------------------
+    def _base_state(self) -> dict[str, Any]:
+        if self._base is None:
+            if self._anchor is not None:
+                self._base = json.loads(self._anchor)
+            elif self._source is not None:
+                self._base = _core_of(json.loads(self._source))
+            else:  # (no checkpoint was taken or loaded)
+                self._base = {}
+        return self._base
+
+    def _anchor_text(self) -> str:
+        if self._anchor is None:
+            self._anchor = canonical_dumps(self._base_state())
+            self._source = None
+        return self._anchor
+
     def newest_state(self) -> dict[str, Any] | None:
         """The state at the newest checkpoint."""
         if not self.marks:
             return None
-        if self._newest is None and self._anchor is not None:
-            self._newest = apply_patch(json.loads(self._anchor), self.marks[-1].back)
+        if self._newest is None:
+            self._newest = apply_patch(self._base_state(), self.marks[-1].back)
         return self._newest
 
+    # -- taking checkpoints ------------------------------------------------------------
     def record(self, session: Any, at: float) -> None:
-        """Take a checkpoint of ``session`` as it is now."""
-        state, text = core_state(session)
+        """Take a checkpoint of ``session`` as it is now (none with ``max`` 0)."""
+        if self.max == 0:
+            return
+        values = core_values(session)
+        text = join_parts(core_parts(session, values))
+        state: dict[str, Any] | None = None
         if self.marks:
-            newest = self.newest_state()
-            if newest is not None:
-                self.marks[-1].back = diff(state, newest) or {}
+            prev = self.marks[-1]
+            if prev.back or self._anchor is None or text != self._anchor:
+                newest = self.newest_state()
+                # the patch takes its values from ``newest`` only: the session's own
+                # objects in ``values`` are compared, never kept
+                prev.back = diff(values, newest) or {}
+            else:
+                state = self._newest  # nothing changed since: the same state
         log = session.events
         self.marks.append(_Mark(at, len(log), log.next_seq, {}))
-        self._newest, self._anchor = state, text
+        self._anchor, self._source = text, None
+        self._base = self._newest = state
         if len(self.marks) > self.max:  # backward patches: the oldest simply goes
             del self.marks[0]
             self.first += 1
 
-    def settle(self, session: Any) -> None:
+    def settle(self, session: Any, text: str | None = None) -> None:
         """Before a save: make the newest patch relative to the state being saved (the
-        session may have changed since its last checkpoint, say by a decision)."""
-        if not self.marks:
+        session may have changed since its last checkpoint, say by a decision). ``text``:
+        the state's :func:`core_text`, when the caller has it."""
+        if not self.marks or self.max == 0:
             return
-        text = core_text(session)
-        if text != self._anchor:
-            newest = self.newest_state()
-            if newest is not None:
-                self.marks[-1].back = diff(json.loads(text), newest) or {}
-            self._anchor = text
+        now = core_text(session) if text is None else text
+        if now == self._anchor_text():
+            return
+        newest = self.newest_state()
+        if newest is not None:
+            self.marks[-1].back = diff(json.loads(now), newest) or {}
+        self._anchor, self._source, self._base = now, None, None
 
     # -- reading -----------------------------------------------------------------------
     def states(self, session: Any) -> list[dict[str, Any]]:
         """The state at every checkpoint kept, oldest first."""
         if not self.marks:
             return []
-        newest = self.newest_state()
-        if newest is None:  # (never recorded nor loaded with an anchor)
-            newest = core_state(session)[0]
-        out = [newest]
-        for mark in reversed(self.marks[:-1]):
-            out.append(apply_patch(out[-1], mark.back))
+        try:
+            newest = self.newest_state()
+            assert newest is not None
+            out = [newest]
+            for mark in reversed(self.marks[:-1]):
+                out.append(apply_patch(out[-1], mark.back))
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            # well-formed patches that do not fit the states they are applied to: only
+            # a snapshot edited by hand gets here
+            raise SnapshotSchemaError(
+                f"its checkpoints do not apply: {exc}", path="history"
+            ) from None
         out.reverse()
         return out
+
+    def state_at(self, position: int) -> dict[str, Any]:
+        """The state at the checkpoint ``position`` places from the oldest kept."""
+        try:
+            state = self.newest_state()
+            assert state is not None
+            for mark in reversed(self.marks[position:-1]):
+                state = apply_patch(state, mark.back)
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise SnapshotSchemaError(
+                f"its checkpoints do not apply: {exc}", path="history"
+            ) from None
+        return state
 
     def checkpoints(self, session: Any) -> list[Checkpoint]:
         """Every checkpoint kept, oldest first."""
@@ -235,20 +390,24 @@ class History:
             Checkpoint(
                 index=self.first + i,
                 at=mark.at,
-                status=state["status"],
+                status=state.get("status", "new"),
                 positions=positions(state),
-                pending_reason=state["pending_reason"] if state["pending"] else None,
+                pending_reason=state.get("pending_reason") if state.get("pending") else None,
                 events=mark.events,
             )
             for i, (mark, state) in enumerate(zip(self.marks, self.states(session), strict=True))
         ]
 
 
-def take_checkpoint(session: Any, *, failing: bool = False) -> None:
+def take_checkpoint(session: Any, *, failing: bool = False, since: int | None = None) -> None:
     """Record a request end (or a node) in ``session``'s history, if it keeps one (R43).
-    ``failing``: the request is ending with an error, which a failure here must not hide."""
+    ``failing``: the request is ending with an error, which a failure here must not hide.
+    ``since``: the log's next sequence number when the request began — a request that
+    logged nothing (refused before it started) changed nothing and takes no checkpoint."""
     record = getattr(session, "record_checkpoint", None)
     if record is None:
+        return
+    if since is not None and getattr(session.events, "next_seq", None) == since:
         return
     try:
         record()
@@ -259,10 +418,11 @@ def take_checkpoint(session: Any, *, failing: bool = False) -> None:
 
 def positions(state: dict[str, Any]) -> list[str]:
     """Where a state stands: its root graph's branches, else its agents' routes."""
-    flow = state["flow"]
+    flow = state.get("flow") or {}
     root = flow.get("root")
-    if root is not None and root in flow["graphs"]:
-        return list(flow["graphs"][root].get("tokens", []))
+    graphs = flow.get("graphs", {})
+    if root is not None and root in graphs:
+        return list(graphs[root].get("tokens", []))
     agent = state.get("agent")
-    trace = state["traces"].get(agent) if agent else None
+    trace = state.get("traces", {}).get(agent) if agent else None
     return [trace["route"]] if isinstance(trace, dict) and "route" in trace else []

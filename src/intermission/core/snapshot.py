@@ -19,7 +19,7 @@ from ..messages import ChatMessage
 from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
-from .history import History, core_text
+from .history import History, check_patch, core_parts, core_text, join_parts
 from .ledger import LedgerEntry
 from .session import check_effect_key, check_session_id
 from .state import FlowTrace, GraphRun
@@ -242,7 +242,8 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
 def _split(session: InMemoryAgentSession) -> tuple[str, str]:
     """The canonical text of the snapshot's keys before and after ``events``, without
     braces: ``canonical(session_data(session))`` built in one pass (saves run it every
-    time; a test holds the two equal)."""
+    time; a test holds the two equal). The captured state's parts are dumped once and
+    serve the history too (see ``history.core_parts``)."""
     ctx = session.context
     data = ctx.data
     for key, value in data.items():
@@ -250,50 +251,38 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
     ledger = session.ledger
     for key, entry in ledger.items():
         check_json(f"ledger[{key}]", entry.result)
-    head: dict[str, Any] = {}
-    if session.agent is not None:
-        head["agent"] = session.agent
-    if data:
-        head["context"] = data
-    tail: dict[str, Any] = {"schema_version": 1, "session_id": session.session_id}
-    trace = ctx.trace
-    if trace.root is not None or trace.graphs:
-        tail["flow"] = {
-            "root": trace.root,
-            "graphs": {k: v.to_data() for k, v in trace.graphs.items()},
-        }
-    if session.traces:
-        tail["traces"] = {k: state_data(v) for k, v in session.traces.items()}
-    hitl = session.hitl
-    if hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired:
-        tail["hitl"] = hitl.model_dump(mode="json")
+    parts = core_parts(session)
+    history = session._history
+    if history.marks:  # the newest checkpoint's patch, relative to what is saved
+        history.settle(session, join_parts(parts))
+    extra: dict[str, Any] = {"schema_version": 1, "session_id": session.session_id}
     if ledger:
-        tail["ledger"] = {k: v.model_dump(mode="json") for k, v in ledger.items()}
-    if session.messages:
-        tail["messages"] = [m.model_dump(mode="json") for m in session.messages]
+        extra["ledger"] = {k: v.model_dump(mode="json") for k, v in ledger.items()}
     if session.max_messages != 50:
-        tail["max_messages"] = session.max_messages
+        extra["max_messages"] = session.max_messages
     log = session.events
     if log.max_events != 1000:
-        tail["max_events"] = log.max_events
+        extra["max_events"] = log.max_events
     if log.next_seq != 1:
-        tail["next_seq"] = log.next_seq
-    if ctx._stopped:
-        tail["pending"] = True
-    if session._reason is not None:
-        tail["pending_reason"] = session._reason
-    if session.status != "new":
-        tail["status"] = session.status
-    history = _history_data(session)
-    if history is not None:
-        tail["history"] = history
+        extra["next_seq"] = log.next_seq
+    stored_history = history.text()  # (marks keep their text: most never change)
     if session.parent is not None:
-        tail["parent"] = _parent_data(session)
+        extra["parent"] = _parent_data(session)
     if session.family is not None:
-        tail["family"] = session.family
+        extra["family"] = session.family
     if session.effects != "real":
-        tail["effects"] = session.effects
-    return canonical_dumps(head)[1:-1], canonical_dumps(tail)[1:-1]
+        extra["effects"] = session.effects
+    for key, value in extra.items():
+        parts[key] = canonical_dumps(value)
+    if stored_history is not None:
+        parts["history"] = stored_history
+    head = ",".join(f'"{k}":{parts[k]}' for k in _HEAD if k in parts)
+    tail = ",".join(f'"{k}":{parts[k]}' for k in sorted(parts) if k not in _HEAD)
+    return head, tail
+
+
+_HEAD = ("agent", "context")
+"""The keys a stored snapshot keeps before its event log (see ``_join``)."""
 
 
 def _join(*parts: str) -> str:
@@ -399,12 +388,16 @@ def check_snapshot(snap: SessionSnapshot) -> None:
     if snap.flow.root is not None and snap.flow.root not in snap.flow.graphs:
         raise SnapshotSchemaError("names no recorded graph", path="flow.root")
     if snap.history is not None:
-        marks = snap.history.marks
-        if not marks or snap.history.first < 0 or not 1 <= snap.history.max <= MAX_EVENTS:
+        marks, most = snap.history.marks, snap.history.max
+        off = most == 0 and not marks  # max_checkpoints=0: history switched off
+        if not off and (not marks or snap.history.first < 0 or not 1 <= most <= MAX_EVENTS):
             raise SnapshotSchemaError("an empty or misnumbered history", path="history")
         for i, mark in enumerate(marks):
             if mark.n < 0 or not 1 <= mark.seq <= snap.next_seq:
                 raise SnapshotSchemaError("a checkpoint beyond the log", path=f"history.marks.{i}")
+            wrong = check_patch(mark.back) if mark.back else None
+            if wrong is not None:
+                raise SnapshotSchemaError(wrong, path=f"history.marks.{i}.back")
 
 
 def _check_run(run: GraphRunModel, path: str, depth: int) -> None:
@@ -431,7 +424,7 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         for event in snap.events:
             log.append(event)
     log.next_seq = snap.next_seq
-    _fill(session, snap, log)
+    _fill(session, snap, log, data if isinstance(data, str) else None)
 
 
 def restore_stored(
@@ -462,7 +455,7 @@ def restore_stored(
         text, count, session_id=snap.session_id, max_events=snap.max_events,
         next_seq=snap.next_seq, parts=len(chunks),
     )  # fmt: skip
-    _fill(session, snap, log)
+    _fill(session, snap, log, state)
 
 
 def _run_of(model: GraphRunModel) -> GraphRun:
@@ -482,7 +475,11 @@ def _run_of(model: GraphRunModel) -> GraphRun:
     return run
 
 
-def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -> None:
+def _fill(
+    session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog, source: str | None = None
+) -> None:
+    """Fill ``session`` from a validated snapshot; ``source``: the JSON text it was read
+    from (its history's base state is parsed from it only when needed)."""
     ctx = FlowContext(snap.session_id, snap.context)
     trace = FlowTrace()
     trace.root = snap.flow.root
@@ -511,7 +508,16 @@ def _fill(session: InMemoryAgentSession, snap: SessionSnapshot, log: EventLog) -
     session.family = snap.family
     session.effects = snap.effects
     history = snap.history
-    session._history = History.from_data(
-        history.model_dump(mode="json") if history is not None else None,
-        core_text(session) if history is not None else None,  # what its patches start from
-    )
+    if history is None or not history.marks:
+        session._history = History.from_data(
+            None if history is None else {"marks": [], "max": history.max}, None
+        )
+    else:  # the newest patch starts from the state as stored: from its text, when known
+        data = {
+            "marks": [{"at": m.at, "n": m.n, "seq": m.seq, "back": m.back} for m in history.marks],
+            "first": history.first,
+            "max": history.max,
+        }  # (the model's own values: it is dropped after the load)
+        session._history = History.from_data(
+            data, None if source is not None else core_text(session), source
+        )
