@@ -29,6 +29,7 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── SessionBusyError                     another resumer holds the claim
     │   ├── LeaseLostError                       this resumer's claim lapsed and was taken (R40)
     │   └── StoreUnavailableError                the database could not be reached (R40)
+    ├── ToolUnavailableError                     a tool's server could not be reached (R46)
     └── RunCancelledError                        a run was cancelled before it finished
 
 Pausing is control flow, not an error: ``session.pending(True, reason)`` never raises, and
@@ -63,6 +64,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "ToolDefinitionError",
+    "ToolUnavailableError",
     "UnknownTaskError",
     "UsageError",
 ]
@@ -328,6 +330,19 @@ class StoreUnavailableError(StoreError):
             else "nothing was written; retry when the database is back"
         )
         super().__init__(f"{message}: {tail}")
+
+
+class ToolUnavailableError(IntermissionError):
+    """A tool's server (an MCP server) could not be reached, or dropped the connection
+    during a call. The run stops here and the session stays resumable: resume it when the
+    server is back. ``sent``: the call had reached the server before the connection
+    dropped, so whether it ran is unknown — its ledger entry stays ``started`` and the
+    next attempt raises EffectOutcomeUnknownError until a human resolves it."""
+
+    def __init__(self, message: str, *, tool: str = "", sent: bool = False) -> None:
+        self.tool = tool
+        self.sent = sent
+        super().__init__(message)
 
 
 class RunCancelledError(IntermissionError):

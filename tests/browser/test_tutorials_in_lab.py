@@ -1,7 +1,8 @@
 """Every tutorial in a real JupyterLab 4, driven by Playwright and Debian's Chromium
 (issue 15, R47): Run All leaves no error and renders every widget; then a person clicks —
 Approve in 01's HITLPanel, a reason and Reject in 04 (and Approve in a second run), Open and
-Approve in 05's Inbox, a slider move, Fork from here and Approve in 08's History — the page
+Approve in 05's Inbox, a slider move, Fork from here and Approve in 08's History, Approve of
+an MCP call in 09 — the page
 updates, and every cell after the widget runs.
 
 Screenshots go to tests/artifacts/. With UPDATE_README_SCREENSHOT=1 the README picture
@@ -31,6 +32,7 @@ WIDGETS = {
     "05_persistence.ipynb": ".inbox",
     "06_parallel_and_interrupt.ipynb": ".jupyter-widgets",
     "08_what_if.ipynb": ".im-history",
+    "09_mcp_tools.ipynb": ".hitl-panel",
 }
 
 
@@ -84,7 +86,7 @@ def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, n
         shot(widget, f"{name[:2]}-run-all")
     # nothing was decided for the person: the cells after a widget say where to click
     if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb",
-                "08_what_if.ipynb"):  # fmt: skip
+                "08_what_if.ipynb", "09_mcp_tools.ipynb"):  # fmt: skip
         assert "Not decided yet" in nb.output_of("what this page taught")
 
 
@@ -227,6 +229,28 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
     assert nb.problems() == []
     assert "change-001.fork1 → Change executed: applied change-001" in nb.output_of(
         "fork_widget = history.code_twin("
+    )
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+
+def test_09_a_person_approves_an_mcp_call_in_the_hitl_panel(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "09_mcp_tools.ipynb")
+    nb.run_all()
+    panel = nb.panel.locator(".hitl-panel")
+    expect(panel).to_contain_text("delete_user", timeout=60_000)
+    expect(panel).to_contain_text("MCP · ops")  # what the server says of its tool
+    expect(panel).to_contain_text("destructive")
+    panel.locator("button.hitl-approve").first.click()
+    expect(panel.locator(".approval-result")).to_contain_text(
+        "User 1001 was looked up, noted and deleted.", timeout=60_000
+    )
+    shot(panel, "09-after-approve")
+    nb.run_from("response = panel.code_twin(")
+    assert nb.problems() == []
+    assert "server calls: ['add_note', 'delete_user', 'get_user']" in nb.output_of(
+        'print("server calls:"'
     )
     assert nb.output_of("what this page taught").strip() == "ok"
 

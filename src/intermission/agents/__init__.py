@@ -1,8 +1,11 @@
-"""Agents: models, tools, interceptors, the ReAct loop and teams."""
+"""Agents: models (scripted, OpenAI-compatible, any pydantic-ai model), tools (Python
+functions, MCP servers), interceptors, the ReAct loop and teams."""
 
 from .interceptors import ReActInterceptor, ToolExchange
+from .mcp_client import MCPConnection, MCPTool, MCPTools, mcp_tools
 from .models import ChatModel, ModelChunk, ToolSchema
 from .openai_compat import OpenAIChatModel
+from .pydantic_ai_model import PydanticAIModel
 from .react import ReActAgent, ReActAgentBuilder
 from .request import AgentRequest, AgentResponse, EventStream
 from .scripted import ScriptedModel
@@ -14,8 +17,12 @@ __all__ = [
     "AgentResponse",
     "ChatModel",
     "EventStream",
+    "MCPConnection",
+    "MCPTool",
+    "MCPTools",
     "ModelChunk",
     "OpenAIChatModel",
+    "PydanticAIModel",
     "ReActAgent",
     "ReActAgentBuilder",
     "ReActInterceptor",
@@ -26,5 +33,6 @@ __all__ = [
     "Tool",
     "ToolExchange",
     "ToolSchema",
+    "mcp_tools",
     "tool",
 ]

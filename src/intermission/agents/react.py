@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 from .. import _check
 from .._json import canonical_dumps
 from ..core.history import take_checkpoint
-from ..errors import NothingToResumeError, SessionStateError, StoreError, UsageError
+from ..errors import (
+    NothingToResumeError,
+    SessionStateError,
+    StoreError,
+    ToolUnavailableError,
+    UsageError,
+)
 from ..events import (
     ActionEndEvent,
     ActionStartEvent,
@@ -370,13 +376,13 @@ class ReActAgent(AgentBase):
         if t is None:
             return f"Tool [{ex.tool_name}] not found.", "not_found"
         try:
-            return observation_text(await t.invoke(ex.args, session)), None
+            return observation_text(await t.invoke(ex.args, session, ex.call_uuid)), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
-        except (SessionStateError, StoreError):
-            # not a tool failure: an effect of unknown outcome, a lost claim or a database
-            # that went away stops the run (nothing is saved), so a human or a retry can
-            # look, instead of the model reading it as an observation and going on
+        except (SessionStateError, StoreError, ToolUnavailableError):
+            # not a tool failure: an effect of unknown outcome, a lost claim, a database or
+            # a tool server that went away stops the run (nothing is saved), so a human or
+            # a retry can look, instead of the model reading it as an observation
             raise
         except Exception as exc:
             return f"Execution error in tool {ex.tool_name}: {type(exc).__name__}: {exc}", "error"

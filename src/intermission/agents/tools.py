@@ -31,10 +31,25 @@ class ToolArgumentError(ValueError):
 
 
 class Tool:
-    """A callable the model may ask for. Build one with :func:`tool`."""
+    """A callable the model may ask for. Build one with :func:`tool`.
 
-    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str = ""):
+    ``destructive``: it may change the world (``HITLInterceptor().on_destructive()`` asks
+    before it runs); ``annotations``: hints shown to reviewers (an MCP tool's own)."""
+
+    destructive: bool = False
+    annotations: dict[str, Any]
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        description: str = "",
+        *,
+        destructive: bool = False,
+    ):
         self.fn = fn
+        self.destructive = bool(destructive)
+        self.annotations = {"destructiveHint": True} if destructive else {}
         self.name = name or fn.__name__
         if not _NAME.fullmatch(self.name):
             # chat APIs accept ^[a-zA-Z0-9_-]{1,64}$ only (a lambda is named "<lambda>")
@@ -86,8 +101,11 @@ class Tool:
             ) from None
         return {k: getattr(model, k) for k in type(model).model_fields}
 
-    async def invoke(self, args: dict[str, Any], session: Any = None) -> Any:
-        """Validate ``args`` and run the function (sync functions run inline)."""
+    async def invoke(
+        self, args: dict[str, Any], session: Any = None, call_uuid: str | None = None
+    ) -> Any:
+        """Validate ``args`` and run the function (sync functions run inline).
+        ``call_uuid``: the call being run (tools that ledger their effect key on it)."""
         values = self.validate(args)
         if "session" in self.injected:
             values["session"] = session
@@ -118,12 +136,18 @@ def observation_text(result: Any) -> str:
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str = ""
+    *, name: str | None = None, description: str = "", destructive: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str = ""
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str = "",
+    destructive: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a typed function (sync or async) into a :class:`Tool`.
+    """Turn a typed function (sync or async) into a :class:`Tool`. ``destructive=True``
+    marks a tool that may change the world (see ``HITLInterceptor.on_destructive``).
 
     Example:
         >>> @tool
@@ -137,8 +161,12 @@ def tool(
         raise ToolDefinitionError(f"a tool name is text, not {type(name).__name__}")
     if not isinstance(description, str):
         raise ToolDefinitionError(f"a description is text, not {type(description).__name__}")
+    if not isinstance(destructive, bool):
+        raise ToolDefinitionError(f"destructive is True or False, not {type(destructive).__name__}")
     if fn is not None:
         if not callable(fn):
             raise ToolDefinitionError(f"@tool takes a function, not {type(fn).__name__}")
-        return Tool(fn, name, description)
-    return lambda f: Tool(f, name, description) if callable(f) else tool(f)
+        return Tool(fn, name, description, destructive=destructive)
+    return lambda f: (
+        Tool(f, name, description, destructive=destructive) if callable(f) else tool(f)
+    )

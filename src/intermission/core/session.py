@@ -13,7 +13,12 @@ from .._check import shown
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
 from ..decisions import HITLState
-from ..errors import EffectOutcomeUnknownError, NotSerializableError, UsageError
+from ..errors import (
+    EffectOutcomeUnknownError,
+    NotSerializableError,
+    ToolUnavailableError,
+    UsageError,
+)
 from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
 from .agent_state import claim
@@ -304,6 +309,8 @@ class InMemoryAgentSession:
         now = self.clock.now_ms()
         entry = self.ledger[key]
         if error is not None:
+            if isinstance(error, ToolUnavailableError) and error.sent:
+                return  # the call reached its server and no answer came: outcome unknown
             self._ledger_put(key, entry.failed(f"{type(error).__name__}: {error}", now))
             return
         try:

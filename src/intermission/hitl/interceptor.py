@@ -9,6 +9,7 @@ from typing import Any, Literal
 from .. import _check
 from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
+from ..agents.tools import TOOL_INDEX
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
@@ -24,6 +25,8 @@ APPROVER_POLICIES: dict[tuple[str, str], ApproverPolicy] = {}
 """(agent, tool) → callable approver policy (process-local; sets travel in the task)."""
 
 DEFAULT_REASON = "Sensitive operation: human confirmation required"
+DESTRUCTIVE_REASON = "May change the world (a destructive tool): human confirmation required"
+_DESTRUCTIVE = "\x00destructive"  # the key of on_destructive's policy (no tool is named so)
 SKIP_TEXT = "Skipped by the reviewer: continue with the next step."
 REJECT_TEXT = "Rejected by the reviewer: human approval was not given."
 
@@ -55,8 +58,23 @@ class HITLInterceptor(ReActInterceptor):
         self._last = name
         return self
 
+    def on_destructive(
+        self, policy: Policy | None = None, *, deadline_ms: float | None = None
+    ) -> HITLInterceptor:
+        """Ask before every tool that may change the world (R46): an MCP tool unless it
+        says it only reads (``readOnlyHint``) or is not destructive (``destructiveHint:
+        false`` — unset counts as destructive, as the MCP spec's defaults say), and a
+        Python tool marked ``@tool(destructive=True)``. ``on_tool(name)`` for a tool takes
+        precedence over this."""
+        _check.function("policy", policy, optional=True)
+        _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
+        self._policies[_DESTRUCTIVE] = (policy, deadline_ms)
+        self._last = _DESTRUCTIVE
+        return self
+
     def approvers(self, allowed: Iterable[str] | ApproverPolicy) -> HITLInterceptor:
-        """Who may decide for the last ``on_tool`` (a set of reviewers or a callable, R23c)."""
+        """Who may decide for the last ``on_tool`` or ``on_destructive`` (a set of
+        reviewers or a callable, R23c)."""
         if self._last is None:
             raise UsageError("call on_tool(...) before approvers(...)")
         if callable(allowed):
@@ -85,13 +103,17 @@ class HITLInterceptor(ReActInterceptor):
         tasks = []
         now = _now(trace)
         for ex in exchanges:
-            if ex.tool_name not in self._policies:
-                continue
-            policy, deadline = self._policies[ex.tool_name]
-            reason = policy(trace, dict(ex.args)) if policy else DEFAULT_REASON
+            key = ex.tool_name
+            if key not in self._policies:
+                if _DESTRUCTIVE not in self._policies or not _destructive(trace, key):
+                    continue
+                key = _DESTRUCTIVE
+            policy, deadline = self._policies[key]
+            fallback = DESTRUCTIVE_REASON if key == _DESTRUCTIVE else DEFAULT_REASON
+            reason = policy(trace, dict(ex.args)) if policy else fallback
             if reason is None:
                 continue
-            approvers = self._approvers.get(ex.tool_name)
+            approvers = self._approvers.get(key)
             if callable(approvers):
                 APPROVER_POLICIES[(trace.agent_name, ex.tool_name)] = approvers
             tasks.append(
@@ -211,6 +233,13 @@ class HITLInterceptor(ReActInterceptor):
         # the event gets copies: what a reader does to it never reaches the session (R42)
         tasks = [t.model_copy(deep=True) for t in undecided]
         trace.emit(HITLPendingEvent, tasks=tasks, reason=summary)
+
+
+def _destructive(trace: ReActTrace, tool_name: str) -> bool:
+    """True when ``tool_name`` is a tool of this agent marked destructive. A name no
+    tool of the agent has is not: it fails as an unknown tool without running anything."""
+    found = TOOL_INDEX.get((trace.agent_name, tool_name))
+    return bool(found is not None and getattr(found, "destructive", False))
 
 
 def _now(trace: ReActTrace) -> float:

@@ -26,6 +26,32 @@ def _decided_text(record: DecisionRecord) -> str:
     return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
 
 
+def tool_badges(task: HITLTask) -> str:
+    """What the tool says of itself, for the reviewer: where it runs (an MCP server) and
+    its annotations (destructive, read-only, idempotent, open world)."""
+    from ..agents.tools import TOOL_INDEX
+
+    found = TOOL_INDEX.get((task.agent or "", task.tool_name))
+    if found is None:
+        return ""
+    notes = dict(getattr(found, "annotations", {}) or {})
+    badges = []
+    connection = getattr(found, "connection", None)
+    if connection is not None:
+        badges.append(("im-tool", f"MCP · {connection.name}"))
+    if getattr(found, "destructive", False):
+        badges.append(("im-bad", "destructive"))
+    if notes.get("readOnlyHint") is True:
+        badges.append(("im-action", "read-only"))
+    if notes.get("idempotentHint") is True:
+        badges.append(("im-run", "idempotent"))
+    if notes.get("openWorldHint") is True:
+        badges.append(("im-run", "open world"))
+    title = notes.get("title")
+    shown = "".join(f" <span class='im-badge {css}'>{esc(text)}</span>" for css, text in badges)
+    return shown + (f" <i>{esc(title)}</i>" if title else "")
+
+
 class _Row:
     """One tool call: what it would do, why it waits, and its three buttons."""
 
@@ -33,7 +59,7 @@ class _Row:
         self.task = task
         self.head = w.HTML(
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
-            f"{esc(short_id(task.call_uuid))}</code> — {esc(task.reason)}"
+            f"{esc(short_id(task.call_uuid))}</code>{tool_badges(task)} — {esc(task.reason)}"
         )
         self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
         self.args.add_class("hitl-args")
