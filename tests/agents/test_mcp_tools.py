@@ -67,6 +67,17 @@ def stdio(counts: Path) -> Any:
     )
 
 
+def _running(marker: str) -> bool:
+    """Is a process whose command line holds ``marker`` running? (/proc, no procps)"""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -316,6 +327,11 @@ def test_a_server_that_is_down_is_a_typed_error_and_the_session_stays_resumable(
         mcp_tools(command=[sys.executable, "-c", "import sys; sys.exit(3)"], timeout_s=10)
     with pytest.raises(ToolUnavailableError):
         mcp_tools(url=f"http://127.0.0.1:{_free_port()}/mcp", timeout_s=5)
+    marker = f"never-answers-{os.getpid()}"
+    with pytest.raises(ToolUnavailableError, match="no answer within 2 s"):
+        mcp_tools(command=[sys.executable, "-c", "import time; time.sleep(60)", marker],
+                  timeout_s=2)  # fmt: skip
+    assert not _running(marker)  # the server that never answered was stopped, not left running
 
     server = HttpServer(counts).start()
     store = SQLiteStore(str(tmp_path / "down.sqlite"))

@@ -30,6 +30,7 @@ from intermission import (
     HITLInterceptor,
     InMemoryAgentSession,
     IntermissionError,
+    PydanticAIModel,
     ReActAgent,
     Registry,
     ScriptedModel,
@@ -237,6 +238,21 @@ def _not_a_function(call: Callable[..., Any], key: str, value: Any) -> Any:
     return call(key, value)
 
 
+def _no_argv(value: Any) -> Any:
+    # a list of strings is a command that would really be started: what is checked here
+    # is every other kind of value (a string, a number, a nested list, NULs…)
+    assume(not (isinstance(value, list) and value and all(isinstance(x, str) for x in value)))
+    return value
+
+
+def _mcp(**kw: Any) -> Any:
+    from intermission import mcp_tools
+
+    tools = mcp_tools(**kw)
+    tools.close()  # (port 9, discard, has no MCP server: never reached)
+    return tools
+
+
 def _task(s: InMemoryAgentSession) -> Any:
     (task,) = HITL.pending_tasks(s)
     return task
@@ -249,6 +265,12 @@ SESSION_CALLS: dict[str, Callable[[Any], None]] = {
     "InMemoryAgentSession(max_messages)": _pure_case(
         lambda v: InMemoryAgentSession("s", max_messages=v).to_json()),
     "InMemoryAgentSession(clock)": _pure_case(lambda v: InMemoryAgentSession("s", clock=v)),
+    "InMemoryAgentSession(max_checkpoints)": _pure_case(
+        lambda v: InMemoryAgentSession("s", max_checkpoints=v).to_json()),
+    "session.fork(new_id)": _session_case(change_session, lambda s, v: s.fork(v).to_json()),
+    "session.fork(at)": _session_case(change_session, lambda s, v: s.fork("f", v).to_json()),
+    "session.fork(effects)": _session_case(
+        change_session, lambda s, v: s.fork("f", effects=v).to_json()),
     "session.pending(True, reason)": _session_case(ops_session, lambda s, v: s.pending(True, v)),
     "session.pending(flag)": _session_case(ops_session, lambda s, v: s.pending(v, "why")),
     "context.put(key, value)": _session_case(ops_session, lambda s, v: s.context.put("k", v)),
@@ -347,6 +369,18 @@ BUILDER_CALLS: dict[str, Callable[[Any], None]] = {
     "ChatMessage(content)": _pure_case(lambda v: ChatMessage(role="user", content=v)),
     "tool(fn)": _pure_case(lambda v: tool(v)),
     "tool(name)": _pure_case(lambda v: tool(name=v)(print)),
+    "tool(destructive)": _pure_case(lambda v: tool(destructive=v)(print)),
+    "HITLInterceptor.on_destructive(policy)": _pure_case(
+        lambda v: HITLInterceptor().on_destructive(v)),
+    "HITLInterceptor.on_destructive(deadline)": _pure_case(
+        lambda v: HITLInterceptor().on_destructive(deadline_ms=v)),
+    "PydanticAIModel(model)": _pure_case(lambda v: PydanticAIModel(v)),
+    "PydanticAIModel(settings)": _pure_case(lambda v: PydanticAIModel("test", settings=v)),
+    "mcp_tools(command)": _pure_case(lambda v: _mcp(command=_no_argv(v))),
+    "mcp_tools(url)": _pure_case(lambda v: _mcp(url=v, timeout_s=2)),
+    "mcp_tools(timeout_s)": _pure_case(lambda v: _mcp(url="http://127.0.0.1:9/mcp", timeout_s=v)),
+    "mcp_tools(prefix)": _pure_case(lambda v: _mcp(url="http://127.0.0.1:9/mcp", prefix=v,
+                                                   timeout_s=2)),
     "HITLInterceptor(on_expire)": _pure_case(lambda v: HITLInterceptor(v)),
     "HITLInterceptor.on_tool(name)": _pure_case(lambda v: HITLInterceptor().on_tool(v)),
     "HITLInterceptor.on_tool(policy)": _pure_case(lambda v: HITLInterceptor().on_tool("t", v)),

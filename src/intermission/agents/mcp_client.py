@@ -23,6 +23,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from .. import _check
+from .._check import shown
 from .._compat import require
 from ..errors import ToolDefinitionError, ToolUnavailableError, UsageError
 from .tools import Tool, ToolArgumentError, observation_text
@@ -72,18 +74,31 @@ class MCPConnection:
     ) -> None:
         if (command is None) == (url is None):
             raise UsageError("mcp_tools takes command=[...] (stdio) or url=... (HTTP), one of them")
-        if command is not None:
-            if isinstance(command, str) or not command or not all(
-                isinstance(c, str) and c for c in command
-            ):
-                raise UsageError(
-                    "command is the server's argv as a list of strings, e.g. "
-                    "[sys.executable, 'server.py']"
-                )
-        if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
-            raise UsageError(f"url is an http(s) URL of a streamable-HTTP MCP server, not {url!r}")
-        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
-            raise UsageError(f"timeout_s is a positive number of seconds, not {timeout_s!r}")
+        if command is not None and not (
+            isinstance(command, (list, tuple))
+            and command
+            and all(isinstance(c, str) and c and "\x00" not in c for c in command)
+        ):
+            raise UsageError(
+                "command is the server's argv as a list of strings, e.g. "
+                f"[sys.executable, 'server.py'], not {shown(command)}"
+            )
+        if url is not None and not (
+            isinstance(url, str)
+            and url.startswith(("http://", "https://"))
+            and url.isprintable()
+            and len(url) <= 2048
+        ):
+            raise UsageError(
+                f"url is the http(s) URL of a streamable-HTTP MCP server, not {shown(url)}"
+            )
+        _check.number("timeout_s", timeout_s, 0.001, 86_400)
+        if env is not None and not (
+            isinstance(env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            raise UsageError(f"env maps variable names to strings, not {shown(env)}")
+        _check.text("name", name, optional=True, empty=False)
         self.command = list(command) if command is not None else None
         self.url = url
         self.env = dict(env) if env is not None else None
@@ -175,7 +190,11 @@ class MCPConnection:
                     await stop.wait()
             except BaseException as exc:
                 if not ready.done():
-                    ready.set_exception(exc)
+                    if isinstance(exc, asyncio.CancelledError):
+                        ready.cancel()
+                    else:
+                        ready.set_exception(exc)
+                        ready.exception()  # (whoever waits still gets it; no "never retrieved")
             finally:
                 self._client = None
 
@@ -185,6 +204,10 @@ class MCPConnection:
         except BaseException:
             stop.set()
             task.cancel()
+            try:  # let the transport stop the server it started before going on
+                await asyncio.wait_for(task, 10)
+            except BaseException:
+                pass
             raise
         self._client, self._stop, self._held = client, stop, task
         self.connects += 1
@@ -220,7 +243,10 @@ class MCPConnection:
                 await self._drop()
                 raise self._unavailable(exc, "", sent=False) from exc
 
-        result: list[Any] = self._run(listing(), self.timeout_s * 2)
+        try:  # (room for the transport to stop a server that never answered)
+            result: list[Any] = self._run(listing(), self.timeout_s * 2 + 15)
+        except TimeoutError as exc:
+            raise self._unavailable(exc, "", sent=False) from None
         return result
 
     async def call(self, tool: str, args: dict[str, Any]) -> Any:
@@ -247,6 +273,8 @@ class MCPConnection:
         where = " ".join(self.command) if self.command else self.url
         what = f"tool {tool!r} of " if tool else ""
         when = "during the call (it may have run)" if sent else "(nothing was sent)"
+        if isinstance(exc, TimeoutError) and not str(exc):
+            exc = TimeoutError(f"no answer within {self.timeout_s:g} s")
         tail = self.stderr_tail()
         told = f"\nThe server's stderr ends with:\n{tail}" if tail else ""
         return ToolUnavailableError(
@@ -470,17 +498,22 @@ def mcp_tools(
                  .interceptor(HITLInterceptor().on_destructive()).build())
     """
     require("mcp", "mcp")
-    if not isinstance(prefix, str) or _BAD_NAME.search(prefix):
-        raise UsageError(f"prefix is letters, digits, _ or - only, not {prefix!r}")
-    if include is not None and (
-        isinstance(include, str) or not all(isinstance(n, str) for n in include)
+    if not isinstance(prefix, str) or _BAD_NAME.search(prefix) or len(prefix) > 32:
+        raise UsageError(f"prefix is up to 32 letters, digits, _ or -, not {shown(prefix)}")
+    if include is not None and not (
+        isinstance(include, (list, tuple, set, frozenset))
+        and all(isinstance(n, str) for n in include)
     ):
-        raise UsageError("include is a list of tool names")
+        raise UsageError(f"include is a list of tool names, not {shown(include)}")
     connection = MCPConnection(
         command=command, url=url, env=env, cwd=cwd, name=name, timeout_s=timeout_s,
         errlog=errlog,
     )  # fmt: skip
-    specs = connection.list_tools()
+    try:
+        specs = connection.list_tools()
+    except BaseException:
+        connection.close()  # a server that could not be listed is stopped, not left running
+        raise
     wanted = set(include) if include is not None else None
     if wanted is not None:
         missing = wanted - {s.name for s in specs}
