@@ -859,6 +859,16 @@ def write_readme() -> None:
         "filesystem more than one that reuses it, and the floor, writing less per commit,",
         "would otherwise be measured in that slower phase for longer.",
         "",
+        "History rows (2b): the same pause and claimed resume with checkpoint history on",
+        "(the default, a checkpoint at every request end) and off (`max_checkpoints=0`),",
+        "interleaved in one store. A checkpoint dumps the session's state once and diffs it",
+        "against the previous one; the save after it reuses the snapshot's own parts, and a",
+        "loaded session parses its stored base state only when a checkpoint needs it. Bytes",
+        "per checkpoint: the snapshot of the session done after pause and resume (two",
+        "request-end checkpoints) with history on, minus the same with it off, halved. The",
+        "fork row times `session.fork(new_id)` of a loaded paused session against",
+        "`store.load()` of it.",
+        "",
     ]
     (HERE / "README.md").write_text("\n".join(lines))
 

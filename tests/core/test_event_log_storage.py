@@ -169,12 +169,13 @@ def _rich_sessions() -> list[InMemoryAgentSession]:
 
 def test_the_one_pass_encoding_equals_the_model_snapshot() -> None:
     """Saves encode the session in one pass; it gives the text of the validated model."""
-    from intermission.core.snapshot import canonical, session_data
+    from intermission.core.snapshot import canonical, layout, session_data
 
     sessions = _rich_sessions()
     assert sessions[5].ledger and sessions[3].hitl.decisions and sessions[1].traces
     for session in sessions:
         text = session.to_json()
-        assert text == canonical_dumps(canonical(session_data(session)))
+        assert text == layout(canonical(session_data(session)))
+        assert json.loads(text) == json.loads(canonical_dumps(canonical(session_data(session))))
         assert text == session.snapshot().to_json()
         assert InMemoryAgentSession.restore(text).to_json() == text

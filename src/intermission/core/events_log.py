@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
 
+from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import canonical_dumps
 from ..errors import SnapshotSchemaError
 from ..events import Event, EventBase, event_adapter
+from ..limits import MAX_EVENTS
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -96,10 +98,9 @@ class EventLog(Sequence[Event]):
     """
 
     def __init__(self, max_events: int = 1000) -> None:
-        from .. import _check
-        from ..limits import MAX_EVENTS
-
-        self.max_events = _check.count("max_events", max_events, 0, MAX_EVENTS)
+        if max_events.__class__ is not int or not 0 <= max_events <= MAX_EVENTS:
+            max_events = _check.count("max_events", max_events, 0, MAX_EVENTS)  # (the error)
+        self.max_events = max_events
         self._items: deque[Any] = deque(maxlen=max_events)
         self._lazy = False
         self.next_seq = 1

@@ -30,12 +30,10 @@ __all__ = [
     "History",
     "apply_patch",
     "check_patch",
-    "core_parts",
     "core_state",
     "core_text",
     "core_values",
     "diff",
-    "join_parts",
     "take_checkpoint",
 ]
 
@@ -193,25 +191,10 @@ def core_values(session: Any) -> dict[str, Any]:
     return values
 
 
-def core_parts(session: Any, values: dict[str, Any] | None = None) -> dict[str, str]:
-    """The canonical JSON text of each of :func:`core_values` — the very parts the
-    snapshot is made of (``snapshot._split`` joins them with the rest), so a save learns
-    the state text a checkpoint compares with at no extra cost."""
-    found = core_values(session) if values is None else values
-    return {k: canonical_dumps(v) for k, v in found.items()}
-
-
-def join_parts(parts: dict[str, str], keys: Any = None) -> str:
-    """``{"key":part,...}`` in key order: the same text ``canonical_dumps`` gives for the
-    dict the parts were dumped from (keys are plain ASCII names)."""
-    chosen = sorted(parts if keys is None else (k for k in parts if k in keys))
-    return "{" + ",".join(f'"{k}":{parts[k]}' for k in chosen) + "}"
-
-
 def core_text(session: Any) -> str:
     """What a checkpoint captures of a session, as canonical JSON text (defaults left out,
-    as in a snapshot)."""
-    return join_parts(core_parts(session))
+    as in a snapshot; the snapshot's first part is this very text)."""
+    return canonical_dumps(core_values(session))
 
 
 def core_state(session: Any) -> tuple[dict[str, Any], str]:
@@ -318,7 +301,7 @@ class History:
         if self.max == 0:
             return
         values = core_values(session)
-        text = join_parts(core_parts(session, values))
+        text = canonical_dumps(values)
         state: dict[str, Any] | None = None
         if self.marks:
             prev = self.marks[-1]

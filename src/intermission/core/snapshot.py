@@ -19,7 +19,7 @@ from ..messages import ChatMessage
 from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
-from .history import History, check_patch, core_parts, core_text, join_parts
+from .history import CORE_KEYS, History, check_patch, core_text, core_values
 from .ledger import LedgerEntry
 from .session import check_effect_key, check_session_id
 from .state import FlowTrace, GraphRun
@@ -128,9 +128,9 @@ class SessionSnapshot(Model):
     effects: Literal["real", "dry-run"] = "real"
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, compact, defaults left out): equal snapshots give
-        equal text."""
-        return canonical_dumps(canonical(self.model_dump(mode="json")))
+        """Canonical JSON (compact, defaults left out, keys in a fixed order: see
+        ``layout``): equal snapshots give equal text."""
+        return layout(canonical(self.model_dump(mode="json")))
 
 
 _UNSET: Any = object()
@@ -240,10 +240,10 @@ def take_snapshot(session: InMemoryAgentSession) -> SessionSnapshot:
 
 
 def _split(session: InMemoryAgentSession) -> tuple[str, str]:
-    """The canonical text of the snapshot's keys before and after ``events``, without
-    braces: ``canonical(session_data(session))`` built in one pass (saves run it every
-    time; a test holds the two equal). The captured state's parts are dumped once and
-    serve the history too (see ``history.core_parts``)."""
+    """The snapshot's text before and after ``events``, without braces:
+    ``layout(canonical(session_data(session)))`` built in one pass (saves run it every
+    time; a test holds the two equal). The captured state is dumped in one piece, which
+    the history compares with its newest checkpoint at no extra cost."""
     ctx = session.context
     data = ctx.data
     for key, value in data.items():
@@ -251,10 +251,10 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
     ledger = session.ledger
     for key, entry in ledger.items():
         check_json(f"ledger[{key}]", entry.result)
-    parts = core_parts(session)
+    core = canonical_dumps(core_values(session))
     history = session._history
     if history.marks:  # the newest checkpoint's patch, relative to what is saved
-        history.settle(session, join_parts(parts))
+        history.settle(session, core)
     extra: dict[str, Any] = {"schema_version": 1, "session_id": session.session_id}
     if ledger:
         extra["ledger"] = {k: v.model_dump(mode="json") for k, v in ledger.items()}
@@ -265,24 +265,36 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
         extra["max_events"] = log.max_events
     if log.next_seq != 1:
         extra["next_seq"] = log.next_seq
-    stored_history = history.text()  # (marks keep their text: most never change)
     if session.parent is not None:
         extra["parent"] = _parent_data(session)
     if session.family is not None:
         extra["family"] = session.family
     if session.effects != "real":
         extra["effects"] = session.effects
-    for key, value in extra.items():
-        parts[key] = canonical_dumps(value)
+    tail = canonical_dumps(extra)[1:-1]
+    stored_history = history.text()  # (marks keep their text: most never change)
     if stored_history is not None:
-        parts["history"] = stored_history
-    head = ",".join(f'"{k}":{parts[k]}' for k in _HEAD if k in parts)
-    tail = ",".join(f'"{k}":{parts[k]}' for k in sorted(parts) if k not in _HEAD)
-    return head, tail
+        tail += f',"history":{stored_history}'
+    return core[1:-1], tail
 
 
-_HEAD = ("agent", "context")
-"""The keys a stored snapshot keeps before its event log (see ``_join``)."""
+def layout(data: dict[str, Any]) -> str:
+    """The stored text of canonical snapshot data: the state a checkpoint captures
+    (sorted keys) first, then the event log, then the rest (sorted), then the history.
+    A fixed order, not one sorted object: the first part is dumped once and serves the
+    history too; the same data always gives the same text."""
+    core = {k: v for k, v in data.items() if k in CORE_KEYS}
+    rest = {k: v for k, v in data.items() if k not in CORE_KEYS and k not in _APART}
+    events = data.get("events")
+    return _join(
+        canonical_dumps(core)[1:-1],
+        f'"events":{canonical_dumps(events)}' if events else "",
+        canonical_dumps(rest)[1:-1],
+        f'"history":{canonical_dumps(data["history"])}' if data.get("history") else "",
+    )
+
+
+_APART = frozenset({"events", "history"})
 
 
 def _join(*parts: str) -> str:
