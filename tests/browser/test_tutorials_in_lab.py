@@ -30,7 +30,7 @@ WIDGETS = {
     "01_quickstart.ipynb": ".hitl-panel",
     "04_graph_approval.ipynb": ".approval-widget",
     "05_persistence.ipynb": ".inbox",
-    "06_parallel_and_interrupt.ipynb": ".jupyter-widgets",
+    "06_parallel_and_interrupt.ipynb": ".im-stepper",
     "08_what_if.ipynb": ".im-history",
     "09_mcp_tools.ipynb": ".hitl-panel",
 }

@@ -43,6 +43,7 @@ class Stepper(w.VBox):
                 self.graph,
             ]
         )
+        self.add_class("im-stepper")
         self._draw("ready")
 
     def _draw(self, status: str) -> None:
