@@ -410,3 +410,25 @@ def test_bad_mcp_tools_arguments_are_usage_errors() -> None:
         mcp_tools(url="ftp://example")
     with pytest.raises(UsageError):
         mcp_tools(command=[sys.executable, str(SERVER)], prefix="bad prefix!")
+
+
+def test_tool_names_that_collide_once_made_safe_are_refused(monkeypatch: Any) -> None:
+    """Chat APIs take [A-Za-z0-9_-] names: an MCP server's "get.user" becomes "get_user";
+    two tools that end up with one name would shadow each other, so that is an error."""
+    from types import SimpleNamespace
+
+    from intermission import ToolDefinitionError
+    from intermission.agents.mcp_client import MCPConnection
+
+    def spec(name: str) -> Any:
+        schema = {"type": "object", "properties": {}}
+        return SimpleNamespace(name=name, description="", annotations=None, input_schema=schema)
+
+    both = [spec("get.user"), spec("get_user")]
+    monkeypatch.setattr(MCPConnection, "list_tools", lambda self: both)
+    with pytest.raises(ToolDefinitionError, match="both become 'get_user'"):
+        mcp_tools(url="http://127.0.0.1:9/mcp")
+    monkeypatch.setattr(MCPConnection, "list_tools", lambda self: [spec("get.user")])
+    tools = mcp_tools(url="http://127.0.0.1:9/mcp")
+    assert [(t.name, t.mcp_name, t.destructive) for t in tools] == [("get_user", "get.user", True)]
+    tools.close()

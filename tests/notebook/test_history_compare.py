@@ -201,6 +201,8 @@ def test_compare_needs_two_sessions_and_names_for_each() -> None:
         Compare(team, s)
     with pytest.raises(UsageError):
         Compare(team, s, s.fork("f"), names=["one"])
+    with pytest.raises(UsageError):
+        Compare(team, s, "not a session")
     ops = build_ops_agent()
     a = InMemoryAgentSession.of("a")
     ops.prompt("delete user 1001").session(a).call()

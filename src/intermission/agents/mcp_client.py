@@ -526,6 +526,15 @@ def mcp_tools(
         if wanted is None or spec.name in wanted
     )
     tools.connection = connection
+    seen: dict[str, str] = {}
+    for t in tools:
+        if t.name in seen:
+            connection.close()
+            raise ToolDefinitionError(
+                f"MCP tools {seen[t.name]!r} and {t.mcp_name!r} both become {t.name!r} (names "
+                "are letters, digits, _ and - only): keep one with include=[...]"
+            )
+        seen[t.name] = t.mcp_name
     return tools
 
 

@@ -47,11 +47,14 @@ class Compare:
     def __init__(self, agent: Any, *sessions: Any, names: Sequence[str] | None = None) -> None:
         if len(sessions) < 2:
             raise UsageError("Compare takes an agent and two or more sessions")
+        for s in sessions:
+            if not all(hasattr(s, a) for a in ("session_id", "events", "context", "ledger")):
+                raise UsageError(f"Compare takes sessions, not {type(s).__name__}")
         self.agent = agent
         self.sessions = list(sessions)
         self.names = list(names) if names is not None else [s.session_id for s in sessions]
-        if len(self.names) != len(self.sessions):
-            raise UsageError("one name per session")
+        if len(self.names) != len(self.sessions) or not all(isinstance(n, str) for n in self.names):
+            raise UsageError("names: one name (text) per session")
 
     # -- the comparison as data --------------------------------------------------------
     @property
