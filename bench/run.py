@@ -214,6 +214,17 @@ def approval_spec() -> Any:
     return spec.build()
 
 
+def claimed_resume(store: Any, engine: Any, graph: Any) -> Callable[[str], None]:
+    """A resume under the store's claim that approves and runs the graph to its end."""
+
+    def resume(sid: str) -> None:
+        with store.resume(sid) as s:
+            s.context.put("decision", "APPROVE")
+            engine.eval(graph, s.context)
+
+    return resume
+
+
 def bench_pause_resume(rounds: int, tmp: Path) -> None:
     print("\n2. pause → parked and resume → done, 3-node approval graph, SQLite (WAL, FULL)")
     from intermission import FlowEngine, InMemoryAgentSession
@@ -254,10 +265,7 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
         engine.eval(graph, s.context)
         store.save(s)
 
-    def im_resume_claimed_one(sid: str) -> None:
-        with store.resume(sid) as s:
-            s.context.put("decision", "APPROVE")
-            engine.eval(graph, s.context)
+    im_resume_claimed_one = claimed_resume(store, engine, graph)
 
     def im_resume_cas_one(sid: str) -> None:
         s = store.load(sid)
@@ -449,10 +457,7 @@ def bench_long_log(rounds: int, tmp: Path, store_factory: Any) -> None:
 
         return pause
 
-    def resume(sid: str) -> None:
-        with store.resume(sid) as s:
-            s.context.put("decision", "APPROVE")
-            engine.eval(graph, s.context)
+    resume = claimed_resume(store, engine, graph)
 
     makers = {n: pool.pause(paused_with(n)) for n, pool in pools.items()}
     for _ in range(rounds + 2):
@@ -490,10 +495,7 @@ def bench_history(rounds: int, tmp: Path) -> None:
 
         return pause
 
-    def resume(sid: str) -> None:
-        with store.resume(sid) as s:
-            s.context.put("decision", "APPROVE")
-            engine.eval(graph, s.context)
+    resume = claimed_resume(store, engine, graph)
 
     pauses = {
         "on": pools["on"].pause(pause_with(50)),

@@ -101,3 +101,35 @@ def linear(n: int, name: str = "line") -> GraphSpec:
         ).link_add(f"n{i + 1}" if i + 1 < n else END)
     spec.add_end()
     return spec
+
+
+def json_paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value (the value itself first): where a test plants things."""
+    out = [prefix]
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out += json_paths(v, (*prefix, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            out += json_paths(v, (*prefix, i))
+    return out
+
+
+def paused_change(
+    effect_log: list[str] | None = None, *, checkpoints: str = "request"
+) -> tuple[Any, Any, list[str]]:
+    """The change graph paused at its approval on session ``change-001``: ``(team, session,
+    log)``, where the effect appends each applied change id to ``log``."""
+    from intermission import InMemoryAgentSession
+    from intermission.examples import build_change_graph
+
+    log = effect_log if effect_log is not None else []
+
+    def effect(change_id: str) -> str:
+        log.append(change_id)
+        return f"applied {change_id}"
+
+    team = build_change_graph(effect, checkpoints=checkpoints)
+    s = InMemoryAgentSession.of("change-001")
+    team.prompt("Upgrade").session(s).call()
+    return team, s, log

@@ -17,7 +17,6 @@ from tests._helpers import fresh_pg, pg_dsn
 from tests.faults._helpers import EFFECT_KEY, approved_effect_session, lines, tally
 
 from intermission import (
-    END,
     HITL,
     FlowContext,
     FlowEngine,
@@ -25,7 +24,6 @@ from intermission import (
     HITLInterceptor,
     InMemoryAgentSession,
     LeaseLostError,
-    Node,
     NothingToResumeError,
     ReActAgent,
     ScriptedModel,
@@ -33,9 +31,8 @@ from intermission import (
     ToolCall,
     tool,
 )
-from intermission.examples import change_approval_task
 from intermission.stores import MemoryStore, PostgresStore, SQLiteStore
-from intermission.testing.workers import append_effect
+from intermission.testing.workers import append_effect, effect_graph
 
 SLOW_TRIALS = 20
 
@@ -135,22 +132,11 @@ def two_holders(store_kind: str, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
 
 
 def _stalling_graph(effect_file: Path, stall_s: float, before: bool) -> GraphSpec:
+    def stall(ctx: FlowContext) -> None:
+        time.sleep(stall_s)
+
     effect = append_effect(str(effect_file))
-
-    def execute(ctx: FlowContext, node: Node) -> None:
-        assert ctx.session is not None
-        if before:
-            time.sleep(stall_s)
-        ctx.put("change.result", ctx.session.once(EFFECT_KEY, lambda: effect("change-001")))
-        if not before:
-            time.sleep(stall_s)
-
-    spec = GraphSpec("effect")
-    spec.add_start().link_add("approval")
-    spec.add_activity("approval").task(change_approval_task).link_add("execute")
-    spec.add_activity("execute").task(execute).link_add(END)
-    spec.add_end()
-    return spec
+    return effect_graph(effect, before=stall) if before else effect_graph(effect, after=stall)
 
 
 @pytest.mark.parametrize("stall", ["after its effect", "before its effect"])

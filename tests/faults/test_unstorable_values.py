@@ -20,34 +20,21 @@ import pytest
 from tests.faults._helpers import EFFECT_KEY, approved_effect_session, lines, tally
 
 from intermission import (
-    END,
     FlowContext,
     FlowEngine,
     GraphSpec,
     InMemoryAgentSession,
     IntermissionError,
-    Node,
     NotSerializableError,
     UsageError,
 )
-from intermission.examples import change_approval_task
-from intermission.testing.workers import append_effect
+from intermission.testing.workers import append_effect, effect_graph
 
 FSNAME = os.fsdecode(b"report-\xff.csv")  # a file name that is not UTF-8: a lone surrogate
 
 
 def _graph(effect: Callable[[str], Any], after: Callable[[FlowContext], None]) -> GraphSpec:
-    def execute(ctx: FlowContext, node: Node) -> None:
-        assert ctx.session is not None
-        ctx.put("change.result", ctx.session.once(EFFECT_KEY, lambda: effect("change-001")))
-        after(ctx)
-
-    spec = GraphSpec("effect")
-    spec.add_start().link_add("approval")
-    spec.add_activity("approval").task(change_approval_task).link_add("execute")
-    spec.add_activity("execute").task(execute).link_add(END)
-    spec.add_end()
-    return spec
+    return effect_graph(effect, after=after)
 
 
 def _resume(store: Any, spec: GraphSpec) -> None:

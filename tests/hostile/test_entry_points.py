@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tests._helpers import json_paths
 
 from intermission import (
     END,
@@ -135,21 +136,10 @@ REGISTRY.add("task", "t", lambda ctx, node: None)
 REGISTRY.add("condition", "c", lambda ctx: True)
 
 
-def _paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(data, dict):
-        for k, v in data.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 def _planted(doc: Any, data: st.DataObject) -> Any:
     """A copy of ``doc`` with one hostile value somewhere in it."""
     doc = json.loads(json.dumps(doc))
-    path = data.draw(st.sampled_from(_paths(doc)[1:]))
+    path = data.draw(st.sampled_from(json_paths(doc)[1:]))
     parent = doc
     for p in path[:-1]:
         parent = parent[p]

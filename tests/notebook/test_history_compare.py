@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from tests._helpers import paused_change
 
 from intermission import InMemoryAgentSession, UsageError
 from intermission.examples import build_change_graph, build_ops_agent
@@ -23,16 +24,7 @@ from intermission.stores import MemoryStore, SQLiteStore
 
 
 def paused(checkpoints: str = "node") -> tuple[Any, InMemoryAgentSession, list[str]]:
-    applied: list[str] = []
-
-    def effect(change_id: str) -> str:
-        applied.append(change_id)
-        return f"applied {change_id}"
-
-    team = build_change_graph(effect, checkpoints=checkpoints)
-    s = InMemoryAgentSession.of("change-001")
-    team.prompt("Upgrade").session(s).call()
-    return team, s, applied
+    return paused_change(checkpoints=checkpoints)
 
 
 def test_the_slider_shows_each_checkpoint_as_it_stood() -> None:

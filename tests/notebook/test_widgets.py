@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
-from tests._helpers import linear
+from tests._helpers import linear, paused_change
 
 from intermission import (
     HITL,
@@ -21,18 +22,7 @@ from intermission.examples import build_change_graph, build_ops_agent
 from intermission.notebook import ApprovalWidget, HITLPanel, Inbox, Stepper
 from intermission.stores import MemoryStore
 
-
-def paused(effect_log: list[str] | None = None):  # type: ignore[no-untyped-def]
-    log = effect_log if effect_log is not None else []
-
-    def effect(change_id: str) -> str:
-        log.append(change_id)
-        return f"applied {change_id}"
-
-    team = build_change_graph(effect)
-    s = InMemoryAgentSession.of("change-001")
-    team.prompt("Upgrade").session(s).call()
-    return team, s, log
+paused = paused_change  # the change graph waiting at its approval: (team, session, log)
 
 
 def test_approve_button_and_code_twin_take_the_same_path() -> None:
@@ -224,13 +214,19 @@ def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
     assert graph.to_json() == before and log == []
 
 
-def test_inbox_opens_decides_and_saves() -> None:
+def _two_pending() -> tuple[MemoryStore, Any, list[str]]:
+    """A store holding the paused change graph and, newer, the paused ops agent."""
     store = MemoryStore()
     team, s, log = paused()
     store.save(s)
     ops = InMemoryAgentSession.of("ops-1")
     build_ops_agent().prompt("delete user 1001").session(ops).call()
     store.save(ops)
+    return store, team, log
+
+
+def test_inbox_opens_decides_and_saves() -> None:
+    store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
     assert set(inbox.picker.options) == {"change-001", "ops-1"}
     widget = inbox.open_session("change-001")
@@ -284,12 +280,7 @@ def test_code_twins_leave_the_click_to_a_person_and_never_decide_twice(
 
 
 def test_the_inbox_preselects_refreshes_itself_and_shows_one_graph() -> None:  # R47
-    store = MemoryStore()
-    team, s, log = paused()
-    store.save(s)
-    ops = InMemoryAgentSession.of("ops-1")
-    build_ops_agent().prompt("delete user 1001").session(ops).call()
-    store.save(ops)
+    store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent}, poll_s=0.05)
     assert inbox.picker.value == "ops-1"  # the newest pending session, preselected
     late = InMemoryAgentSession.of("change-002")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._helpers import json_paths
 
 from intermission import IntermissionError
 from intermission.stores import MemoryStore, SQLiteStore
@@ -26,17 +27,6 @@ json_values = st.recursive(
 )
 
 
-def _paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(data, dict):
-        for k, v in data.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
     kind = draw(st.sampled_from(["truncate", "byte", "replace", "delete", "version"]))
@@ -46,7 +36,7 @@ def mutated(draw: st.DrawFn) -> str:
         i = draw(st.integers(0, len(BASE) - 1))
         return BASE[:i] + draw(st.characters(codec="utf-8")) + BASE[i + 1 :]
     data = json.loads(BASE)
-    path = draw(st.sampled_from(_paths(data)[1:]))
+    path = draw(st.sampled_from(json_paths(data)[1:]))
     parent = data
     for p in path[:-1]:
         parent = parent[p]

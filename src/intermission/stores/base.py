@@ -38,7 +38,7 @@ from .lease import Leases
 __all__ = [
     "DEFAULT_LEASE_MS",
     "RESUMABLE",
-    "Forks",
+    "StoreMethods",
     "PendingSession",
     "SessionStore",
     "StoredRow",
@@ -299,8 +299,19 @@ def check_options(lease_ms: Any, **flags: Any) -> None:
             _check.flag(name, value)
 
 
-class Forks:
-    """History and forks of stored sessions (R43, R44), for any store with load/save."""
+class StoreMethods:
+    """What every store builds on its own load/save and claim primitives (``_take``,
+    ``_release``, ``_final_save``): claims (R30, R40), history and forks (R43, R44)."""
+
+    # -- claims (R30, R40) -------------------------------------------------------------
+    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Claim, load, yield; save and release on success, release only on error.
+        Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
+        return claimed(self, check_id(session_id), resumable_only=True)  # type: ignore[arg-type]
+
+    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
+        """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
+        return claimed(self, check_id(session_id), resumable_only=False)  # type: ignore[arg-type]
 
     def load(self, session_id: str) -> InMemoryAgentSession:
         """Provided by the store."""

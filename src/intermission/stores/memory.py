@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +21,13 @@ from ..errors import (
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
-    Forks,
     PendingSession,
     StoredRow,
+    StoreMethods,
     check_id,
     check_options,
     check_page,
     check_saved,
-    claimed,
     column_text,
     not_resumable,
     pending_of,
@@ -83,7 +81,7 @@ class _PendingIndex:
         return keys[max(0, end - limit) : end][::-1]
 
 
-class MemoryStore(Forks):
+class MemoryStore(StoreMethods):
     """A dict of snapshots with the full store contract (versions, claims, ledger)."""
 
     def __init__(
@@ -217,16 +215,7 @@ class MemoryStore(Forks):
             for t, r in rows
         ]
 
-    # -- claims (R30, R40) -------------------------------------------------------------
-    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
-        """Claim, load, yield; save and release on success, release only on error.
-        Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
-        return claimed(self, check_id(session_id), resumable_only=True)
-
-    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
-        """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
-        return claimed(self, check_id(session_id), resumable_only=False)
-
+    # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
         with self._lock:

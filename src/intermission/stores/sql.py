@@ -5,7 +5,6 @@ only moves forward (R29–R31, R39, R40)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 from .. import _check
@@ -24,13 +23,12 @@ from ._pool import Pool, until_back
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
-    Forks,
     PendingSession,
+    StoreMethods,
     check_id,
     check_options,
     check_page,
     check_saved,
-    claimed,
     column_text,
     ledger_of,
     ledger_text,
@@ -123,7 +121,7 @@ class _Duplicate(Exception):
 _RESUMABLE_SQL = "(" + ", ".join(f"'{status}'" for status in RESUMABLE) + ")"
 
 
-class SQLStore(Forks, Pool):
+class SQLStore(StoreMethods, Pool):
     """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver).
 
     ``lease_ms``: how long a claim outlives a holder that stopped renewing it (a live
@@ -430,16 +428,7 @@ class SQLStore(Forks, Pool):
             rows = run(sql, params).fetchall()
         return PendingSession.from_rows(rows)
 
-    # -- claims (R30, R40) -------------------------------------------------------------
-    def resume(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
-        """Claim, load, yield; save and release on success, release only on error.
-        Refuses a session with nothing to resume (NothingToResumeError) before claiming."""
-        return claimed(self, check_id(session_id), resumable_only=True)
-
-    def claim(self, session_id: str) -> AbstractContextManager[InMemoryAgentSession]:
-        """Like :meth:`resume` for a session in any status (a new prompt on a done one)."""
-        return claimed(self, check_id(session_id), resumable_only=False)
-
+    # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
         # A claim is a lease: it must be atomic and visible to every other process at once,

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..core.context import FlowContext
 from ..core.engine import FlowEngine
@@ -45,14 +46,23 @@ def append_effect(path: str, pause_s: float = 0.0) -> Callable[[str], str]:
     return effect
 
 
-def effect_graph(effect: Callable[[str], str]) -> GraphSpec:
+def effect_graph(
+    effect: Callable[[str], Any],
+    before: Callable[[FlowContext], None] | None = None,
+    after: Callable[[FlowContext], None] | None = None,
+) -> GraphSpec:
     """``start → approval (gate) → execute → end``: ``execute`` runs ``effect`` through the
     ledger (``session.once``); an error in the effect fails the run, which stays
-    resumable."""
+    resumable. ``before``/``after`` run around the effect in the same task (fault tests
+    stall there, or put values no store can keep)."""
 
     def execute(ctx: FlowContext, node: Node) -> None:
         assert ctx.session is not None
+        if before is not None:
+            before(ctx)
         ctx.put("change.result", ctx.session.once(EFFECT_KEY, lambda: effect("change-001")))
+        if after is not None:
+            after(ctx)
 
     spec = GraphSpec("effect")
     spec.add_start().link_add("approval")
@@ -70,16 +80,10 @@ def resume_change(
     pause_s: float = 0.0,
 ) -> str:
     """Resume the change graph on a stored session; returns what happened."""
-    store = open_store(store_target, lease_ms=lease_ms)
     team = build_change_graph(append_effect(effect_path, pause_s))
-    try:
-        with store.resume(session_id) as session:
-            team.prompt().session(session).call()
-        return "ran"
-    except IntermissionError as exc:
-        return type(exc).__name__
-    finally:
-        store.close()
+    return _resumed(
+        store_target, session_id, lease_ms, lambda s: team.prompt().session(s).call()
+    )
 
 
 def resume_effect(
@@ -91,12 +95,23 @@ def resume_effect(
     hold_s: float = 0.0,
 ) -> str:
     """Resume :func:`effect_graph` on a stored session; returns what happened."""
-    store = open_store(store_target, lease_ms=lease_ms)
     spec = effect_graph(append_effect(effect_path, pause_s))
+
+    def run(session: Any) -> None:
+        FlowEngine().eval(spec, session.context)
+        time.sleep(hold_s)
+
+    return _resumed(store_target, session_id, lease_ms, run)
+
+
+def _resumed(
+    store_target: str, session_id: str, lease_ms: float, run: Callable[[Any], Any]
+) -> str:
+    """``run(session)`` under the store's claim: ``"ran"``, or the typed error's name."""
+    store = open_store(store_target, lease_ms=lease_ms)
     try:
         with store.resume(session_id) as session:
-            FlowEngine().eval(spec, session.context)
-            time.sleep(hold_s)
+            run(session)
         return "ran"
     except IntermissionError as exc:
         return type(exc).__name__
