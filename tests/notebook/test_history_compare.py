@@ -200,3 +200,23 @@ def test_compare_needs_two_sessions_and_names_for_each() -> None:
     ops.prompt("delete user 1001").session(a).call()
     c = Compare(ops, a, a.fork("b"))  # no graph: rows and timelines still
     assert c.graphs() == [] and "status" in c.text()
+
+
+def test_each_move_draws_once(monkeypatch: Any) -> None:
+    """Drawing forks the session at the checkpoint and renders its graph: a slider move,
+    a show() and a refresh() each do it once, not twice."""
+    team, s, _ = paused()
+    h = History(team, s)
+    drawn: list[int] = []
+    real = History._draw
+
+    def counted(self: History) -> None:
+        drawn.append(self.slider.value)
+        real(self)
+
+    monkeypatch.setattr(History, "_draw", counted)
+    h.slider.value = 1
+    h.show(0)
+    h.show(0)  # the same checkpoint again: drawn again (a person asked for it)
+    h.refresh()  # back to the newest
+    assert drawn == [1, 0, 0, h.checkpoints[-1].index]

@@ -30,7 +30,6 @@ __all__ = [
     "History",
     "apply_patch",
     "check_patch",
-    "core_state",
     "core_text",
     "core_values",
     "diff",
@@ -197,12 +196,6 @@ def core_text(session: Any) -> str:
     return canonical_dumps(core_values(session))
 
 
-def core_state(session: Any) -> tuple[dict[str, Any], str]:
-    """:func:`core_text` and its data (fresh objects, nothing shared with the session)."""
-    text = core_text(session)
-    return json.loads(text), text
-
-
 def _core_of(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in snapshot.items() if k in CORE_KEYS}
 
@@ -335,15 +328,16 @@ class History:
         self._anchor, self._source, self._base = now, None, None
 
     # -- reading -----------------------------------------------------------------------
-    def states(self, session: Any) -> list[dict[str, Any]]:
-        """The state at every checkpoint kept, oldest first."""
+    def states(self, oldest: int = 0) -> list[dict[str, Any]]:
+        """The state at every checkpoint kept from position ``oldest`` on, oldest first
+        (walking the patches back from the newest)."""
         if not self.marks:
             return []
         try:
             newest = self.newest_state()
             assert newest is not None
             out = [newest]
-            for mark in reversed(self.marks[:-1]):
+            for mark in reversed(self.marks[oldest:-1]):
                 out.append(apply_patch(out[-1], mark.back))
         except (TypeError, ValueError, AttributeError, IndexError) as exc:
             # well-formed patches that do not fit the states they are applied to: only
@@ -356,18 +350,9 @@ class History:
 
     def state_at(self, position: int) -> dict[str, Any]:
         """The state at the checkpoint ``position`` places from the oldest kept."""
-        try:
-            state = self.newest_state()
-            assert state is not None
-            for mark in reversed(self.marks[position:-1]):
-                state = apply_patch(state, mark.back)
-        except (TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise SnapshotSchemaError(
-                f"its checkpoints do not apply: {exc}", path="history"
-            ) from None
-        return state
+        return self.states(position)[0]
 
-    def checkpoints(self, session: Any) -> list[Checkpoint]:
+    def checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint kept, oldest first."""
         return [
             Checkpoint(
@@ -378,7 +363,7 @@ class History:
                 pending_reason=state.get("pending_reason") if state.get("pending") else None,
                 events=mark.events,
             )
-            for i, (mark, state) in enumerate(zip(self.marks, self.states(session), strict=True))
+            for i, (mark, state) in enumerate(zip(self.marks, self.states(), strict=True))
         ]
 
 

@@ -177,7 +177,7 @@ class InMemoryAgentSession:
     def history(self) -> list[Checkpoint]:
         """Where the session stood at every request end (and every node, with
         ``checkpoints="node"``), oldest first; bounded by ``max_checkpoints``."""
-        return self._history.checkpoints(self)
+        return self._history.checkpoints()
 
     def record_checkpoint(self) -> None:
         """Take a checkpoint now (agents and the engine do at every request end)."""

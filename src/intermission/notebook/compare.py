@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import zip_longest
 from typing import Any
 
 from ..core.ir import GraphIR, NodeIR, extract
@@ -16,6 +17,9 @@ from .graph_view import svg_of
 from .timeline import _BADGE, _detail, ledger_state
 
 __all__ = ["Compare"]
+
+Row = tuple[str, list[str], bool]
+"""``(what, value per session, differs)``."""
 
 
 def _answer(session: Any) -> str:
@@ -101,10 +105,13 @@ class Compare:
             for ir in irs
         ]
 
-    def rows(self) -> list[tuple[str, list[str], bool]]:
+    def rows(self) -> list[Row]:
         """``(what, value per session, differs)``: status, answer, decision, the nodes of
         the graph, effects, tool calls a dry run did not run."""
-        out: list[tuple[str, list[str], bool]] = []
+        return self._rows(self.graphs())
+
+    def _rows(self, graphs: list[GraphIR]) -> list[Row]:
+        out: list[Row] = []
 
         def add(what: str, values: list[str]) -> None:
             out.append((what, values, len(set(values)) > 1))
@@ -112,7 +119,7 @@ class Compare:
         add("status", [s.status for s in self.sessions])
         add("answer", [_answer(s) for s in self.sessions])
         add("decision", [str(s.context.get("approval.decision") or "—") for s in self.sessions])
-        for column in zip(*(ir.nodes for ir in self.graphs()), strict=True):
+        for column in zip(*(ir.nodes for ir in graphs), strict=True):
             add(
                 f"node {column[0].id}",
                 [n.state.replace("_", " ") + (f" ×{n.visits}" if n.visits > 1 else "")
@@ -130,9 +137,21 @@ class Compare:
         return out
 
     # -- display -----------------------------------------------------------------------
+    def _gather(self) -> tuple[list[GraphIR], list[Row], int]:
+        """What both forms show, worked out once per display."""
+        graphs = self.graphs()
+        return graphs, self._rows(graphs), self.shared_events
+
     def text(self) -> str:
         """The comparison as plain text (``*`` marks the rows that differ)."""
-        rows = self.rows()
+        _, rows, shared = self._gather()
+        return self._text(rows, shared)
+
+    def html(self) -> str:
+        """The comparison as HTML (graphs, a table of differences, aligned timelines)."""
+        return self._html(*self._gather())
+
+    def _text(self, rows: list[Row], shared: int) -> str:
         cut = 38
 
         def cell(value: str) -> str:
@@ -150,22 +169,21 @@ class Compare:
         for what, values, differs in rows:
             cells = "".join(cell(v).ljust(wd) for v, wd in zip(values, widths, strict=True))
             lines.append(f"{'*' if differs else ' '} {what.ljust(first)}{cells}")
-        lines.append(f"  {self.shared_events} events in common (before the fork point), then apart")
+        lines.append(f"  {shared} events in common (before the fork point), then apart")
         return "\n".join(line.rstrip() for line in lines)
 
-    def html(self) -> str:
-        """The comparison as HTML (graphs, a table of differences, aligned timelines)."""
+    def _html(self, graph_irs: list[GraphIR], rows: list[Row], shared: int) -> str:
         heads = "".join(f"<th>{esc(n)}</th>" for n in self.names)
         body = "".join(
             f"<tr class='{'im-diff' if differs else ''}'><td>{esc(what)}</td>"
             + "".join(f"<td>{esc(v)}</td>" for v in values)
             + "</tr>"
-            for what, values, differs in self.rows()
+            for what, values, differs in rows
         )
         parts = [CSS, "<div class='im-compare'>"]
         graphs = "".join(
             f"<div class='im-cmp-graph'><b>{esc(name)}</b>{_svg(ir)}</div>"
-            for name, ir in zip(self.names, self.graphs(), strict=True)
+            for name, ir in zip(self.names, graph_irs, strict=True)
         )
         if graphs:
             parts.append(
@@ -173,20 +191,22 @@ class Compare:
                 f"magenta</b>.</p><div class='im-cmp-graphs'>{graphs}</div>"
             )
         parts.append(f"<table><tr><th>what</th>{heads}</tr>{body}</table>")
-        parts.append(self._timelines())
+        parts.append(self._timelines(shared))
         parts.append("</div>")
         return "".join(parts)
 
-    def _timelines(self) -> str:
-        shared = self.shared_events
-        logs = [list(s.events)[shared:] for s in self.sessions]
+    def _timelines(self, shared: int) -> str:
+        logs = [
+            [e for e in list(s.events)[shared:] if e.kind != "reason_delta" or e.final]
+            for s in self.sessions
+        ]  # (streamed text chunks: their text is in the ReasonEnd row)
         t0 = next((s.events[0].ts for s in self.sessions if len(s.events)), 0.0)
         head = "".join(f"<th>{esc(n)}</th>" for n in self.names)
         rows = [
             f"<tr><td colspan='{len(self.sessions)}'><i>{shared} events in common (the "
             "history before the fork point)</i></td></tr>"
         ]
-        for column in _zip_longest(logs):
+        for column in zip_longest(*logs):
             cells = "".join(
                 "<td></td>" if e is None else f"<td>{_cell(e, t0)}</td>" for e in column
             )
@@ -196,7 +216,9 @@ class Compare:
     def _repr_mimebundle_(
         self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
     ) -> dict[str, str]:
-        return {"text/plain": self.text(), "text/html": self.html()}
+        graphs, rows, shared = self._gather()
+        html = self._html(graphs, rows, shared)
+        return {"text/plain": self._text(rows, shared), "text/html": html}
 
     def __repr__(self) -> str:
         return f"<Compare {', '.join(self.names)}>"
@@ -209,8 +231,6 @@ def _svg(ir: GraphIR) -> str:
 
 
 def _cell(event: Any, t0: float) -> str:
-    if event.kind == "reason_delta" and not event.final:
-        return ""
     name, css = _BADGE.get(event.kind, (event.kind, "im-run"))
     if event.kind == "tool_call_end" and event.error == "dry_run":
         name, css = "not run (dry run)", "im-skip"
@@ -219,7 +239,3 @@ def _cell(event: Any, t0: float) -> str:
         f"<span class='im-badge {css}'>{esc(name)}</span> {_detail(event)}"
     )
 
-
-def _zip_longest(logs: list[list[Any]]) -> list[list[Any]]:
-    longest = max((len(log) for log in logs), default=0)
-    return [[log[i] if i < len(log) else None for log in logs] for i in range(longest)]

@@ -53,6 +53,7 @@ class History(w.VBox):
         self.agent = agent
         self.session: Any = session
         self.store = store
+        self._checkpoints: list[Checkpoint] = []
         self.forks: list[Any] = []
         """The forks made here, oldest first."""
         self.current: Any = None
@@ -99,39 +100,43 @@ class History(w.VBox):
     # -- reading the history -----------------------------------------------------------
     @property
     def checkpoints(self) -> list[Checkpoint]:
-        """The session's checkpoints, oldest first."""
-        found: list[Checkpoint] = self.session.history
-        return found
+        """The session's checkpoints, oldest first (as of the last :meth:`refresh`)."""
+        return list(self._checkpoints)
 
     @property
     def checkpoint(self) -> Checkpoint | None:
         """The checkpoint on show."""
-        by_index = {cp.index: cp for cp in self.checkpoints}
-        return by_index.get(self.slider.value)
+        return next((cp for cp in self._checkpoints if cp.index == self.slider.value), None)
 
     def refresh(self) -> None:
         """Read the session again (from the store when given) and redraw; the slider
         moves to the newest checkpoint."""
         if self.store is not None:
             self.session = self.store.load(self.session.session_id)
-        cps = self.checkpoints
+        self._checkpoints = self.session.history  # (walks the patches: once, here)
+        cps = self._checkpoints
+        self.fork_id.value = self._free_id()
+        before = self.slider.value
         with self.slider.hold_trait_notifications():
             if cps:
+                # max first from a low min, so min never passes max on the way
                 self.slider.min, self.slider.max = 0, cps[-1].index
                 self.slider.min = cps[0].index
                 self.slider.value = cps[-1].index
             self.slider.disabled = len(cps) < 2
-        self.fork_id.value = self._free_id()
-        self._draw()
+        if self.slider.value == before:
+            self._draw()  # (a new value is drawn by the slider's observer)
 
     def show(self, index: int) -> Checkpoint:
         """Code twin of the slider: show checkpoint ``index``; returns it."""
-        cps = {cp.index: cp for cp in self.checkpoints}
-        if index not in cps:
-            raise UsageError(f"no checkpoint {index} (kept: {sorted(cps)})")
-        self.slider.value = index
-        self._draw()
-        return cps[index]
+        found = next((cp for cp in self._checkpoints if cp.index == index), None)
+        if found is None:
+            kept = [cp.index for cp in self._checkpoints]
+            raise UsageError(f"no checkpoint {index} (kept: {kept})")
+        if self.slider.value == index:
+            self._draw()
+        self.slider.value = index  # (the observer draws a new value)
+        return found
 
     def at(self, index: int | None = None) -> Any:
         """The session as it stood at checkpoint ``index`` (default: the one on show), as
@@ -157,7 +162,7 @@ class History(w.VBox):
             if cp.pending_reason
             else ""
         )
-        newest = cp.index == self.checkpoints[-1].index
+        newest = cp.index == self._checkpoints[-1].index
         self.label.value = (
             f"<b>checkpoint {cp.index}</b> of {esc(self.session.session_id)}"
             f"{' (the newest)' if newest else ''} · {_when(cp.at)} · <b>{esc(cp.status)}</b>"
