@@ -432,3 +432,31 @@ def test_tool_names_that_collide_once_made_safe_are_refused(monkeypatch: Any) ->
     tools = mcp_tools(url="http://127.0.0.1:9/mcp")
     assert [(t.name, t.mcp_name, t.destructive) for t in tools] == [("get_user", "get.user", True)]
     tools.close()
+
+
+def test_calls_that_find_no_connection_at_once_share_one(counts: Path) -> None:
+    """Two calls at the same moment on a connection not yet open start one server, not
+    two (a second caller waits for the first's connection)."""
+    import asyncio
+
+    from intermission import MCPConnection
+
+    connection = MCPConnection(
+        command=[sys.executable, str(SERVER)], env={"MCP_COUNT_FILE": str(counts)}, name="ops"
+    )
+    try:
+
+        async def both() -> list[Any]:
+            return list(await asyncio.gather(
+                connection.call("get_user", {"user_id": 1}),
+                connection.call("get_user", {"user_id": 2}),
+            ))  # fmt: skip
+
+        first, second = asyncio.run(both())
+        assert first.content[0].text == "user 1: alice (active)"
+        assert second.content[0].text == "user 2: alice (active)"
+        assert connection.connects == 1
+        pids = {json.loads(line)["pid"] for line in counts.read_text().splitlines()}
+        assert len(pids) == 1  # one server process answered both
+    finally:
+        connection.close()

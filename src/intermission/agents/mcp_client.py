@@ -15,6 +15,7 @@ an approved call runs once even when the session resumes in another process.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import tempfile
@@ -113,6 +114,7 @@ class MCPConnection:
         self._client: Any = None
         self._stop: asyncio.Event | None = None
         self._held: asyncio.Future[None] | None = None
+        self._connecting = asyncio.Lock()
         self.connects = 0
         """How many times a connection was opened (1 + reconnections)."""
         weakref.finalize(self, MCPConnection._shutdown, self.__dict__)
@@ -127,6 +129,7 @@ class MCPConnection:
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
+                self._connecting = asyncio.Lock()  # (used on this loop only)
             return self._loop
 
     def _run(self, coro: Any, timeout: float | None = None) -> Any:
@@ -134,9 +137,9 @@ class MCPConnection:
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
         try:
             return future.result(timeout)
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:  # (not the builtin one before 3.11)
             future.cancel()
-            raise
+            raise TimeoutError(f"no answer within {timeout} s") from None
 
     def _transport(self) -> Any:
         if self.url is not None:
@@ -173,9 +176,17 @@ class MCPConnection:
         return "\n".join(text.strip().splitlines()[-lines:])
 
     async def _connected(self) -> Any:
-        """The open client, connecting first when there is none (on the loop thread)."""
+        """The open client, connecting first when there is none (on the loop thread).
+        Calls that find no client at the same moment wait for one connection together,
+        rather than each starting a server."""
         if self._client is not None:
             return self._client
+        async with self._connecting:
+            if self._client is None:
+                await self._connect()
+            return self._client
+
+    async def _connect(self) -> None:
         mcp = require("mcp", "mcp")
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         stop = asyncio.Event()
@@ -211,7 +222,6 @@ class MCPConnection:
             raise
         self._client, self._stop, self._held = client, stop, task
         self.connects += 1
-        return client
 
     async def _drop(self) -> None:
         stop, task = self._stop, self._held
@@ -273,7 +283,7 @@ class MCPConnection:
         where = " ".join(self.command) if self.command else self.url
         what = f"tool {tool!r} of " if tool else ""
         when = "during the call (it may have run)" if sent else "(nothing was sent)"
-        if isinstance(exc, TimeoutError) and not str(exc):
+        if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) and not str(exc):
             exc = TimeoutError(f"no answer within {self.timeout_s:g} s")
         tail = self.stderr_tail()
         told = f"\nThe server's stderr ends with:\n{tail}" if tail else ""
