@@ -175,7 +175,8 @@ def test_tools_come_with_the_servers_names_schemas_and_annotations(counts: Path)
         command=[sys.executable, str(SERVER)], prefix="crm_", include=["get_user"]
     )
     try:
-        assert [t.name for t in prefixed] == ["crm_get_user"] and prefixed[0]._call_direct
+        assert [t.name for t in prefixed] == ["crm_get_user"]
+        assert prefixed[0](user_id=5) == "user 5: alice (active)"  # called by the server's name
     finally:
         prefixed.close()
 

@@ -265,3 +265,33 @@ def test_a_model_that_cannot_stream_is_asked_for_whole_replies() -> None:
     HITL.approve_all(s)
     assert agent.prompt().session(s).call().content.startswith("Done: t-1=acme: 100")
     assert MOVES == [("acme", 5)]
+
+
+def test_a_reader_that_stops_mid_reply_gets_the_same_answer_on_resume() -> None:
+    """Stopping the stream while pydantic-ai is still streaming closes its stream; nothing
+    ran, and the resume asks the model again and goes on to the same pause (R41)."""
+    from pydantic_ai.models.function import FunctionModel
+
+    MOVES.clear()
+    calls: list[int] = []
+
+    async def counting(messages: list[Any], info: Any) -> Any:
+        calls.append(1)
+        async for piece in streaming_banker(messages, info):
+            yield piece
+
+    agent = agent_on(PydanticAIModel(FunctionModel(stream_function=counting)), "stopper")
+    s = InMemoryAgentSession.of("pai-stop")
+    stream = agent.prompt("move 5 to acme").session(s).stream()
+    for event in stream:
+        if event.kind == "reason_delta":
+            break  # the first piece of text: the reply is still streaming
+    stream.dispose()
+    assert not s.is_pending and MOVES == [] and calls == [1]
+    kinds = [e.kind for e in agent.prompt().session(s).stream()]
+    assert calls == [1, 1] and s.is_pending and "hitl_pending" in kinds
+    (task,) = HITL.pending_tasks(s)
+    assert task.call_uuid == "s-2"
+    HITL.approve_all(s)
+    assert agent.prompt().session(s).call().content.startswith("Done: s-1=acme: 100")
+    assert MOVES == [("acme", 5)]

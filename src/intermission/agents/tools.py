@@ -49,7 +49,7 @@ class Tool:
     ):
         self.fn = fn
         self.destructive = bool(destructive)
-        self.annotations = {"destructiveHint": True} if destructive else {}
+        self.annotations = {}  # (a Python tool has none; MCP tools keep their server's)
         self.name = name or fn.__name__
         if not _NAME.fullmatch(self.name):
             # chat APIs accept ^[a-zA-Z0-9_-]{1,64}$ only (a lambda is named "<lambda>")
