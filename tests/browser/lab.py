@@ -1,9 +1,11 @@
 """Driving a real JupyterLab 4 with Playwright and Debian's Chromium (issue 15).
 
 A ``Lab`` is a ``jupyter lab`` server on 127.0.0.1 with its own token, home, settings and
-runtime folders (no restored tabs, no news toast, no windowing), serving copies of the
-tutorials. A ``Notebook`` is one open tutorial: Run All, wait until the kernel is idle,
-find cells and widgets, click, read outputs. Selectors are the ones that work in Lab 4
+runtime folders (no news toast, no windowing), serving copies of the tutorials. Each page
+opens its notebook in a reset workspace: Lab would otherwise reopen every notebook an earlier
+test opened, and the tab it activates last (not always ours) would get the Run All.
+A ``Notebook`` is one open tutorial: Run All, wait until the kernel is idle, find cells and
+widgets, click, read outputs. Selectors are the ones that work in Lab 4
 (``shared/reference/notebook-testing.md``)."""
 
 from __future__ import annotations
@@ -85,6 +87,18 @@ class Lab:
         self.stop()
         raise AssertionError(f"JupyterLab did not start; see {self.log.name}")
 
+    def shut_down_kernels(self) -> None:
+        """End every notebook session (and its kernel): a test leaves no live Inbox or
+        server behind to slow the next one."""
+        url = f"{self.base}/api/sessions?token={TOKEN}"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            sessions = json.load(reply)
+        for s in sessions:
+            request = urllib.request.Request(
+                f"{self.base}/api/sessions/{s['id']}?token={TOKEN}", method="DELETE"
+            )
+            urllib.request.urlopen(request, timeout=30).close()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -113,7 +127,7 @@ class Notebook:
     def __init__(self, page: Any, lab: Lab, name: str) -> None:
         self.page = page
         self.name = name
-        page.goto(f"{lab.base}/lab/tree/{name}?token={TOKEN}", timeout=120_000)
+        page.goto(f"{lab.base}/lab/tree/{name}?reset&token={TOKEN}", timeout=120_000)
         self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
         self.panel.wait_for(timeout=120_000)
         self.wait_idle()
@@ -146,11 +160,20 @@ class Notebook:
         self.menu("Run", "Run All Cells")
         self.page.wait_for_timeout(500)
         self.wait_idle()
+        self._all_ran()
+
+    def _all_ran(self) -> None:
+        # a Run All that went nowhere would leave the saved outputs to be checked
+        prompts = [(p.text_content() or "").strip()
+                   for p in self.panel.locator(".jp-CodeCell .jp-InputPrompt").all()]  # fmt: skip
+        if not prompts or any(not any(c.isdigit() for c in p) for p in prompts):
+            raise AssertionError(f"not every cell of {self.name} ran:\n{self.describe()}")
 
     def restart_and_run_all(self) -> None:
         self.menu("Kernel", "Restart Kernel and Run All Cells…")
         self.page.wait_for_timeout(1500)
         self.wait_idle()
+        self._all_ran()
 
     def cell(self, text: str) -> Any:
         """The code cell whose source contains ``text``."""
@@ -171,6 +194,31 @@ class Notebook:
 
     def output_of(self, text: str) -> str:
         return str(self.cell(text).locator(".jp-OutputArea").text_content() or "")
+
+    def widget(self, selector: str, timeout: float = 60_000) -> Any:
+        """The first widget matching ``selector`` once visible; if it never shows, the
+        assertion says what each cell showed instead (prompt, output types, text)."""
+        found = self.panel.locator(selector).first
+        try:
+            found.wait_for(state="visible", timeout=timeout)
+        except Exception as exc:
+            shown = self.describe()
+            raise AssertionError(f"{selector} not visible in {self.name}:\n{shown}") from exc
+        return found
+
+    def describe(self) -> str:
+        """What every code cell shows: its prompt and each output's MIME type and text."""
+        lines = []
+        for cell in self.panel.locator(".jp-CodeCell").all():
+            prompt = (cell.locator(".jp-InputPrompt").text_content() or "").strip()
+            source = (cell.locator(".jp-InputArea-editor").text_content() or "")[:60]
+            lines.append(f"{prompt} {source!r}")
+            for out in cell.locator(".jp-OutputArea-output").all():
+                mime = out.get_attribute("data-mime-type") or "?"
+                classes = out.get_attribute("class") or ""
+                text = " ".join((out.text_content() or "").split())[:200]
+                lines.append(f"    {mime} [{classes}] {text!r}")
+        return "\n".join(lines)
 
     def problems(self) -> list[str]:
         """Error outputs, widgets that failed to render, widgets shown as plain text."""

@@ -60,11 +60,12 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, lab: Lab) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 2400})
     tab = context.new_page()
     yield tab
     context.close()
+    lab.shut_down_kernels()
 
 
 def shot(locator: Any, name: str) -> Path:
@@ -81,8 +82,7 @@ def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, n
     nb.run_all()
     assert nb.problems() == []
     if name in WIDGETS:
-        widget = nb.panel.locator(WIDGETS[name]).first
-        widget.wait_for(state="visible", timeout=60_000)
+        widget = nb.widget(WIDGETS[name])
         shot(widget, f"{name[:2]}-run-all")
     # nothing was decided for the person: the cells after a widget say where to click
     if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb",
@@ -111,8 +111,7 @@ def test_01_a_person_approves_in_the_hitl_panel(lab: Lab, page: Any) -> None:
 
 
 def _decision_moment(nb: Notebook) -> Any:
-    widget = nb.panel.locator(".approval-widget")
-    widget.wait_for(state="visible", timeout=60_000)
+    widget = nb.widget(".approval-widget")
     from playwright.sync_api import expect
 
     expect(widget).to_contain_text("Change plan awaits human review")
@@ -199,8 +198,7 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
 
     nb = Notebook(page, lab, "08_what_if.ipynb")
     nb.run_all()
-    history = nb.panel.locator(".im-history")
-    history.wait_for(state="visible", timeout=60_000)
+    history = nb.widget(".im-history")
     label = history.locator(".history-label")
     expect(label).to_contain_text("checkpoint 3")
     expect(label).to_contain_text("waiting: Change plan awaits human review")
