@@ -31,6 +31,21 @@ ARGS = [
 TOKEN = "intermission-lab-test"
 
 
+def html_shows(locator: Any, *parts: str, timeout: float = 30.0) -> str:
+    """The locator's inner HTML once it contains every part. A widget's pieces (label, graph,
+    result) are separate models whose updates reach the page one by one, so what one piece
+    shows now another may show a moment later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        html = str(locator.inner_html())
+        if all(part in html for part in parts):
+            return html
+        if time.monotonic() > deadline:
+            missing = [part for part in parts if part not in html]
+            raise AssertionError(f"{missing} not shown within {timeout:.0f} s in: {html[:2000]}")
+        time.sleep(0.1)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

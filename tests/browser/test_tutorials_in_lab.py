@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from tests._helpers import need
-from tests.browser.lab import ARGS, CHROMIUM, ROOT, Lab, Notebook
+from tests.browser.lab import ARGS, CHROMIUM, ROOT, Lab, Notebook, html_shows
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 TUTORIALS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -117,7 +117,7 @@ def _decision_moment(nb: Notebook) -> Any:
     expect(widget).to_contain_text("Change plan awaits human review")
     expect(widget.locator("button.approval-approve")).to_be_enabled()
     expect(widget.locator("button.approval-reject")).to_be_disabled()  # no reason yet
-    assert "approval · pending" in widget.locator(".approval-graph").inner_html()
+    html_shows(widget.locator(".approval-graph"), "approval · pending")
     return widget
 
 
@@ -135,8 +135,7 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
     expect(widget.locator(".approval-result")).to_contain_text(
         "Change rejected: no rollback plan yet", timeout=60_000
     )
-    html = widget.inner_html()
-    assert "reject_finish · visited" in html and "executor_agent · not_reached" in html
+    html_shows(widget, "reject_finish · visited", "executor_agent · not_reached")
     expect(widget).to_contain_text("REJECT by alice")  # the timeline row
     expect(widget).to_contain_text("reason: no rollback plan yet")
     shot(widget, "04-after-reject")
@@ -153,8 +152,7 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
         "Change executed: applied change-001", timeout=60_000
     )
     expect(widget.locator(".approval-status")).to_contain_text("done")
-    html = widget.inner_html()
-    assert "executor_agent · visited" in html and "end · done" in html
+    html_shows(widget, "executor_agent · visited", "end · done")
     expect(widget).to_contain_text("APPROVE by alice — maintenance window confirmed")
     after = shot(widget, "04-after-approve")
     nb.run_from("widget.code_twin(")
@@ -207,7 +205,7 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
     handle.press("ArrowLeft")  # one checkpoint back: entering the approval node
     expect(label).to_contain_text("checkpoint 2", timeout=30_000)
     expect(label).to_contain_text("running")
-    assert "approval · current" in history.locator(".history-graph").inner_html()
+    html_shows(history.locator(".history-graph"), "approval · current")
     shot(history, "08-scrubbed")
     handle.press("ArrowRight")  # back to the pause
     expect(label).to_contain_text("checkpoint 3", timeout=30_000)

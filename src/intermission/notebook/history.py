@@ -163,16 +163,23 @@ class History(w.VBox):
             else ""
         )
         newest = cp.index == self._checkpoints[-1].index
-        self.label.value = (
+        label = (
             f"<b>checkpoint {cp.index}</b> of {esc(self.session.session_id)}"
             f"{' (the newest)' if newest else ''} · {_when(cp.at)} · <b>{esc(cp.status)}</b>"
             f" at {esc(where)}{waits} · {cp.events} events"
         )
         then = self.at(cp.index)
+        graph = None
         if hasattr(self.agent, "spec"):
             bundle = GraphView(self.agent, then)._repr_mimebundle_()
-            self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
-        self.timeline.value = render_timeline(list(then.events), session_id=then.session_id)
+            graph = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+        timeline = render_timeline(list(then.events), session_id=then.session_id)
+        # everything is worked out before anything changes on the page, so the label never
+        # names a checkpoint while the graph (rendered by dot, the slow part) shows another
+        if graph is not None:
+            self.graph.value = graph
+        self.timeline.value = timeline
+        self.label.value = label
 
     # -- forking -------------------------------------------------------------------------
     def _free_id(self) -> str:
