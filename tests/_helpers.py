@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
@@ -20,6 +21,14 @@ def need(ok: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what}; CI=true: a missing dependency fails the run")
     pytest.skip(f"{what} (CI=true would fail instead)")
+
+
+def need_module(name: str, what: str) -> None:
+    """``need`` for an importable module (an optional extra or test tool)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        need(False, what)
 
 
 def pg_dsn() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import need
+from tests._helpers import need_module
 
 from intermission import (
     HITL,
@@ -43,10 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _mcp_installed() -> None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        need(False, "the mcp extra (pip install intermission[mcp])")
+    need_module("mcp", "the mcp extra (pip install intermission[mcp])")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import need
+from tests._helpers import need_module
 
 from intermission import (
     HITL,
@@ -30,10 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _pydantic_ai_installed() -> None:
-    try:
-        import pydantic_ai  # noqa: F401
-    except ImportError:
-        need(False, "the pydantic-ai extra (pip install intermission[pydantic-ai])")
+    need_module("pydantic_ai", "the pydantic-ai extra (pip install intermission[pydantic-ai])")
 
 
 MOVES: list[tuple[str, int]] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import need
+from tests._helpers import need, need_module
 from tests.browser.lab import ARGS, CHROMIUM, ROOT, Lab, Notebook, html_shows
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -48,11 +48,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        need(False, "Playwright (pip install playwright)")
-        raise
+    need_module("playwright", "Playwright (pip install playwright)")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         yield chromium
@@ -74,6 +72,16 @@ def shot(locator: Any, name: str) -> Path:
     locator.scroll_into_view_if_needed()
     locator.screenshot(path=str(path))
     return path
+
+
+def goes_on(nb: Notebook, twin: str, shows: str | None = None, shown_by: str | None = None) -> None:
+    """After the click, a person runs the cells from the code twin down: none fails, the
+    twin's cell (or ``shown_by``) shows ``shows``, and the page's own checks say ok."""
+    nb.run_from(twin)
+    assert nb.problems() == []
+    if shows is not None:
+        assert shows in nb.output_of(shown_by or twin)
+    assert nb.output_of("what this page taught").strip() == "ok"
 
 
 @pytest.mark.parametrize("name", TUTORIALS)
@@ -104,10 +112,7 @@ def test_01_a_person_approves_in_the_hitl_panel(lab: Lab, page: Any) -> None:
     expect(panel.locator(".approval-result")).to_contain_text("User 1001 has been deleted.")
     expect(panel).to_contain_text("approve by alice — confirmed by phone")  # the timeline row
     shot(panel, "01-after-approve")
-    nb.run_from("panel.code_twin(")
-    assert nb.problems() == []
-    assert "User 1001 has been deleted." in nb.output_of("panel.code_twin(")
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(nb, "panel.code_twin(", "User 1001 has been deleted.")
 
 
 def _decision_moment(nb: Notebook) -> Any:
@@ -139,9 +144,7 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
     expect(widget).to_contain_text("REJECT by alice")  # the timeline row
     expect(widget).to_contain_text("reason: no rollback plan yet")
     shot(widget, "04-after-reject")
-    nb.run_from("widget.code_twin(")
-    assert nb.problems() == []
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(nb, "widget.code_twin(")
 
     nb.restart_and_run_all()  # a second run: this time the person approves
     widget = _decision_moment(nb)
@@ -155,10 +158,7 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
     html_shows(widget, "executor_agent · visited", "end · done")
     expect(widget).to_contain_text("APPROVE by alice — maintenance window confirmed")
     after = shot(widget, "04-after-approve")
-    nb.run_from("widget.code_twin(")
-    assert nb.problems() == []
-    assert "Change executed: applied change-001" in nb.output_of("widget.code_twin(")
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(nb, "widget.code_twin(", "Change executed: applied change-001")
     if os.environ.get("UPDATE_README_SCREENSHOT") == "1":
         readme_picture(nb.page, before, after)
 
@@ -183,10 +183,7 @@ def test_05_a_person_opens_a_session_from_the_inbox_and_approves_it(
     )
     expect(inbox.locator(".inbox-table")).to_contain_text("no pending sessions")  # refreshed
     shot(inbox, "05-after-approve")
-    nb.run_from("inbox.code_twin(")
-    assert nb.problems() == []
-    assert "pending now: []" in nb.output_of("inbox.code_twin(")
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(nb, "inbox.code_twin(", "pending now: []")
 
 
 def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
@@ -221,12 +218,10 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
     )
     expect(fork).to_contain_text("ran in change-001.approve")  # the family ran it already
     shot(history, "08-after-fork-approve")
-    nb.run_from("fork_widget = history.code_twin(")
-    assert nb.problems() == []
-    assert "change-001.fork1 → Change executed: applied change-001" in nb.output_of(
-        "fork_widget = history.code_twin("
-    )
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(
+        nb, "fork_widget = history.code_twin(",
+        "change-001.fork1 → Change executed: applied change-001",
+    )  # fmt: skip
 
 
 def test_09_a_person_approves_an_mcp_call_in_the_hitl_panel(lab: Lab, page: Any) -> None:
@@ -243,12 +238,10 @@ def test_09_a_person_approves_an_mcp_call_in_the_hitl_panel(lab: Lab, page: Any)
         "User 1001 was looked up, noted and deleted.", timeout=60_000
     )
     shot(panel, "09-after-approve")
-    nb.run_from("response = panel.code_twin(")
-    assert nb.problems() == []
-    assert "server calls: ['add_note', 'delete_user', 'get_user']" in nb.output_of(
-        'print("server calls:"'
-    )
-    assert nb.output_of("what this page taught").strip() == "ok"
+    goes_on(
+        nb, "response = panel.code_twin(",
+        "server calls: ['add_note', 'delete_user', 'get_user']", shown_by='print("server calls:"',
+    )  # fmt: skip
 
 
 def readme_picture(page: Any, before: Path, after: Path) -> None:

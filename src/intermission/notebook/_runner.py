@@ -173,6 +173,11 @@ class CodeTwins:
     runner: ResumeRunner
 
     @property
+    def session(self) -> AgentSession:
+        """The session (a fresh object after each resume through a store)."""
+        return self.runner.session
+
+    @property
     def decided(self) -> bool:
         """True once a decision was applied (by a click or a code twin) and the session no
         longer waits for this widget."""

@@ -73,11 +73,6 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self._show_request()
         r.refresh()
 
-    @property
-    def session(self) -> AgentSession:
-        """The session (a fresh object after each resume through a store)."""
-        return self.runner.session
-
     def _show_request(self) -> None:
         s = self.runner.session
         if s.is_pending:

@@ -126,11 +126,6 @@ class HITLPanel(CodeTwins, w.VBox):
         self._build_rows()
         r.refresh()
 
-    @property
-    def session(self) -> AgentSession:
-        """The session (a fresh object after each resume through a store)."""
-        return self.runner.session
-
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
         """After a run or a refusal: new rows when the batch changed, else new states."""

@@ -34,11 +34,6 @@ class ResumeWidget(CodeTwins, w.VBox):
         self._enable()
         r.refresh()
 
-    @property
-    def session(self) -> AgentSession:
-        """The session (a fresh object after each resume through a store)."""
-        return self.runner.session
-
     def _enable(self) -> None:
         done = self.runner.session.status in ("done", "failed")
         self.resume_button.disabled = self.runner.busy or done
