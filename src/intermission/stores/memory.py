@@ -49,7 +49,8 @@ class _Entry:
     events: tuple[tuple[int, str], ...] = ()
     """The event log as one (count, JSON array) chunk; empty for an empty log."""
     family: str | None = None
-    """Whose ledger it shares (None: its own)."""
+    """Its ledger family (None: a session from before families were minted, whose ledger
+    is keyed by its id)."""
 
 
 class _PendingIndex:
@@ -132,7 +133,7 @@ class MemoryStore(StoreMethods):
                 if entry.row.status == "pending":
                     self._pending.remove(entry)
                 entry.row, entry.version, entry.updated_ms = row, expected + 1, now
-                entry.events = events
+                entry.events, entry.family = events, session.family
                 if release:
                     entry.claimed_by, entry.claim_until = None, 0.0
             if row.status == "pending":
@@ -193,9 +194,9 @@ class MemoryStore(StoreMethods):
             if entry.row.status == "pending":
                 self._pending.remove(entry)
             family = entry.family or session_id
-            if family not in self._rows and not any(
-                e.family == family for e in self._rows.values()
-            ):
+            # nobody of the family left: its ledger goes (a session now under a deleted
+            # id has a family of its own and keeps no other alive)
+            if not any((e.family or sid) == family for sid, e in self._rows.items()):
                 self._ledgers.pop(family, None)
 
     def pending(

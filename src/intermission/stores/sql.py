@@ -272,10 +272,10 @@ class SQLStore(StoreMethods, Pool):
         inline_values = inline_chunk if replace else ()
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql} "
             f"WHERE id = ? AND version = ? AND {fence}",
-            (*values, *inline_values, sid, expected, *fence_values),
+            (*values, session.family, *inline_values, sid, expected, *fence_values),
         )
         if cur.rowcount == 1:
             return
@@ -397,8 +397,12 @@ class SQLStore(StoreMethods, Pool):
             family = (found[0] if found else None) or session_id
             run("DELETE FROM im_events WHERE session_id = ?", (session_id,))
             run("DELETE FROM im_sessions WHERE id = ?", (session_id,))
+            # (a row under the family's id counts only when it has no family of its own:
+            # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE id = ? OR family = ? LIMIT 1", (family, family)
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
+                "LIMIT 1",
+                (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
                 run("DELETE FROM im_ledger WHERE session_id = ?", (family,))
