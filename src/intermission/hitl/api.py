@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _check
-from ..agents.tools import TOOL_INDEX, ToolArgumentError
+from ..agents.tools import Tool, ToolArgumentError, held_tool
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
 from ..errors import (
@@ -36,6 +36,16 @@ def _state(session: Any) -> HITLState:
             f"HITL works on a session (InMemoryAgentSession), not {type(session).__name__}"
         )
     return state
+
+
+def _tool_of(session: Any, task: HITLTask, agent: Any) -> Tool | None:
+    """The tool that would run ``task``: held by ``agent`` when given, else by the agent
+    that last ran the session in this process (its trace knows it). Never a table of
+    names: another agent built with the same names changes nothing here (R49)."""
+    if agent is None:
+        trace = getattr(session, "traces", {}).get(task.agent or "")
+        agent = getattr(trace, "agent", None)
+    return held_tool(agent, task.agent, task.tool_name)
 
 
 class HITL:
@@ -89,7 +99,7 @@ class HITL:
 
     @staticmethod
     def _check(
-        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+        session: AgentSession, task: HITLTask | str, decision: HITLDecision, agent: Any = None
     ) -> DecisionRecord:
         """Validate one decision against the session; returns the record, mutates nothing."""
         _state(session)
@@ -124,11 +134,12 @@ class HITL:
             )
         modified = decision.edited_args
         if modified is not None:
-            tool = TOOL_INDEX.get((current.agent or "", current.tool_name))
+            tool = _tool_of(session, current, agent)
             if tool is None:
                 raise InvalidDecisionError(
-                    f"cannot validate edited arguments: tool {current.tool_name!r} of agent "
-                    f"{current.agent!r} is not loaded in this process; build the agent first",
+                    f"cannot validate edited arguments: no tool {current.tool_name!r} of agent "
+                    f"{current.agent!r} is at hand; pass the agent: HITL.submit(session, task, "
+                    "decision, agent=agent)",
                     call_uuid=uuid,
                 )
             try:
@@ -164,27 +175,35 @@ class HITL:
 
     @staticmethod
     def submit(
-        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+        session: AgentSession,
+        task: HITLTask | str,
+        decision: HITLDecision,
+        *,
+        agent: Any = None,
     ) -> DecisionRecord:
         """Record ``decision`` for ``task`` (a task or its call UUID); typed errors, no change
         on refusal. The first decision of a task wins: the same decision again changes
         nothing and returns the recorded one; a different one raises
-        DecisionConflictError. Resume afterwards with an empty prompt."""
-        record = HITL._check(session, task, decision)
+        DecisionConflictError. Resume afterwards with an empty prompt.
+
+        Edited arguments are validated by the tool the agent instance holds (R49):
+        ``agent``, or the agent that last ran the session in this process."""
+        record = HITL._check(session, task, decision, agent)
         session.hitl.decisions.setdefault(record.call_uuid, record)
         return record.model_copy(deep=True)
 
     @staticmethod
     def submit_all(
-        session: AgentSession, decisions: Mapping[str, HITLDecision]
+        session: AgentSession, decisions: Mapping[str, HITLDecision], *, agent: Any = None
     ) -> list[DecisionRecord]:
-        """Record several decisions by call UUID; all are checked before any is stored."""
+        """Record several decisions by call UUID; all are checked before any is stored
+        (``agent``: as for :meth:`submit`)."""
         if not isinstance(decisions, Mapping):
             raise InvalidDecisionError(
                 f"submit_all takes a mapping of call UUIDs to decisions, not "
                 f"{type(decisions).__name__}"
             )
-        records = [HITL._check(session, uuid, d) for uuid, d in decisions.items()]
+        records = [HITL._check(session, uuid, d, agent) for uuid, d in decisions.items()]
         for record in records:
             session.hitl.decisions.setdefault(record.call_uuid, record)
         return [record.model_copy(deep=True) for record in records]

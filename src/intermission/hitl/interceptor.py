@@ -9,7 +9,7 @@ from typing import Any, Literal
 from .. import _check
 from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
-from ..agents.tools import TOOL_INDEX
+from ..agents.tools import held_tool
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
@@ -236,9 +236,10 @@ class HITLInterceptor(ReActInterceptor):
 
 
 def _destructive(trace: ReActTrace, tool_name: str) -> bool:
-    """True when ``tool_name`` is a tool of this agent marked destructive. A name no
-    tool of the agent has is not: it fails as an unknown tool without running anything."""
-    found = TOOL_INDEX.get((trace.agent_name, tool_name))
+    """True when ``tool_name`` is a tool this agent instance holds marked destructive
+    (R49: never a table of names another agent could overwrite). A name no tool of the
+    agent has is not: it fails as an unknown tool without running anything."""
+    found = held_tool(trace.agent, trace.agent_name, tool_name)
     return bool(found is not None and getattr(found, "destructive", False))
 
 
