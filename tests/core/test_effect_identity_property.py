@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from tests._helpers import IN_CI, PG_DSN, fresh_pg, need_module
 
 from intermission import HITL, HITLDecision, HITLInterceptor, InMemoryAgentSession, ReActAgent
+from intermission._ids import SequentialIds
 from intermission.agents.scripted import ScriptedModel
 from intermission.messages import ChatMessage, ToolCall
 
@@ -52,7 +53,7 @@ def _report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     keys = ("examples", "steps", "prompts", "approvals", "edited approvals", "skips",
             "rejections", "resumes", "effects run", "effects reused", "forks", "previews",
-            "deletes", "ids reused", "loads")  # fmt: skip
+            "deletes", "ids reused", "forks back in time", "fresh agents", "loads")  # fmt: skip
     line = "effect identity property: " + ", ".join(f"{TOTALS[k]} {k}" for k in keys)
     line += " (stores: " + ", ".join(f"{s} {TOTALS['store ' + s]}" for s in STORES) + ")"
     plugins = request.config.pluginmanager
@@ -108,11 +109,14 @@ def _reply(messages: list[ChatMessage], tools: Any) -> Any:
     return [ToolCall("deploy", {"target": t}, i) for t, i in json.loads(last.content)]
 
 
-def _agent(world: World) -> ReActAgent:
-    """A fresh agent (as a new process would build it) on the same world."""
+def _agent(world: World, ids: SequentialIds | None) -> ReActAgent:
+    """A fresh agent on the same world: the default random ids, or ``ids`` (one
+    ``SequentialIds`` for the whole example, as in one notebook kernel)."""
+    builder = ReActAgent.of(ScriptedModel(_reply))
+    if ids is not None:
+        builder = builder.ids(ids)
     return (
-        ReActAgent.of(ScriptedModel(_reply))
-        .name("ops")
+        builder.name("ops")
         .tools(_deploy(world))
         .interceptor(HITLInterceptor().on_destructive())
         .build()
@@ -130,7 +134,8 @@ class Known:
     """At its latest checkpoint: the proposed calls it waits on (proposal, index, target)."""
     decisions: dict[int, tuple[str, str | None]] = field(default_factory=dict)
     """Index → (verdict, target that runs), submitted since that checkpoint."""
-    requests: int = 0
+    checkpoints: list[list[tuple[int, int, str]]] = field(default_factory=list)
+    """Its history: the open calls at every request end, oldest first."""
 
 
 @dataclass
@@ -150,7 +155,7 @@ IDS = ["call_0", "call_1", "call_2"]
 TARGETS = ["prod", "staging", "eu"]
 SIDS = ["a", "b", "c", "d", "e"]
 CALLS = st.lists(
-    st.tuples(st.sampled_from(TARGETS), st.sampled_from([*IDS, None])), min_size=1, max_size=3
+    st.tuples(st.sampled_from(TARGETS), st.sampled_from([*IDS, None])), min_size=1, max_size=2
 )
 
 
@@ -160,25 +165,30 @@ def _draw_step(run: Run, data: st.DataObject) -> tuple[Any, ...]:
     idle = [s for s in SIDS if s not in live or not live[s].pending]
     waiting = [s for s, k in live.items() if len(k.decisions) < len(k.pending)]
     ready = [s for s, k in live.items() if k.pending and len(k.decisions) == len(k.pending)]
-    forkable = [s for s, k in live.items() if k.requests]
+    forkable = [s for s, k in live.items() if k.checkpoints]
     free = [s for s in SIDS if s not in live]
-    options = ["prompt"] * bool(idle) + ["decide"] * 3 * bool(waiting)
-    options += ["resume"] * 3 * bool(ready) + ["fork"] * 2 * bool(forkable and free)
+    # weighted towards what reaches effects: decisions, resumes, forks of paused sessions
+    options = ["prompt"] * 2 * bool(idle) + ["decide"] * 4 * bool(waiting)
+    options += ["resume"] * 4 * bool(ready) + ["fork"] * 3 * bool(forkable and free)
     options += ["delete"] * bool(live)
     name = data.draw(st.sampled_from(options))
     if name == "prompt":
         ids = data.draw(st.sampled_from(["numbered", "shared", "given", "none"]))
-        return (name, data.draw(st.sampled_from(idle)), data.draw(CALLS), ids)
+        sid = data.draw(st.sampled_from(idle))
+        return (name, sid, data.draw(CALLS), ids, data.draw(st.booleans()))
     if name == "decide":
-        verdict = data.draw(st.sampled_from(["approve", "approve", "edit", "skip", "reject"]))
+        verdict = data.draw(st.sampled_from(["approve"] * 3 + ["edit", "skip", "reject"]))
         return (name, data.draw(st.sampled_from(waiting)), data.draw(st.integers(0, 2)),
                 verdict, data.draw(st.sampled_from(TARGETS)))  # fmt: skip
     if name == "resume":
         return (name, data.draw(st.sampled_from(ready)), data.draw(st.booleans()))
     if name == "fork":
         effects = data.draw(st.sampled_from(["shared", "shared", "dry-run", "separate"]))
-        return (name, data.draw(st.sampled_from(forkable)), data.draw(st.sampled_from(free)),
-                effects)  # fmt: skip
+        paused = [s for s in forkable if live[s].pending]  # (where forks meet effects)
+        source = data.draw(st.sampled_from(paused if paused and data.draw(st.booleans())
+                                            else forkable))  # fmt: skip
+        back = data.draw(st.integers(0, 3))  # 0: the latest checkpoint
+        return (name, source, data.draw(st.sampled_from(free)), effects, back)
     return (name, data.draw(st.sampled_from(sorted(live))))
 
 
@@ -208,22 +218,24 @@ def _store(kind: str, tmp: Path) -> Any:
 class Run:
     """One example: the store, the world, the model, and the steps applied to them."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, ids: str) -> None:
         self.store = store
         self.world = World()
-        self.agent = _agent(self.world)
+        self.ids = SequentialIds() if ids == "sequential" else None
+        self.agent = _agent(self.world, self.ids)
         self.model = Model()
 
     def fresh_agent(self, fresh: bool) -> ReActAgent:
         if fresh:
-            self.agent = _agent(self.world)
+            self.agent = _agent(self.world, self.ids)
+            TOTALS["fresh agents"] += 1
         return self.agent
 
     def ran_since(self, before: int) -> Counter[str]:
         return Counter(self.world.calls[before:])
 
     # -- steps ---------------------------------------------------------------------------
-    def prompt(self, sid: str, calls: list[tuple[str, str | None]], ids: str) -> None:
+    def prompt(self, sid: str, calls: list[tuple[str, str | None]], ids: str, fresh: bool) -> None:
         known = self.model.live.get(sid)
         if known is not None and known.pending:
             return  # it waits for decisions first
@@ -231,6 +243,7 @@ class Run:
         TOTALS["prompts"] += 1
         TOTALS["ids reused"] += sum(1 for _, i in replies if i is not None)
         before = len(self.world.calls)
+        self.fresh_agent(fresh)
         if known is None:  # a new session (maybe under a deleted id): a family of its own
             known = Known(self.model.new_family())
             session = InMemoryAgentSession(sid)
@@ -244,7 +257,7 @@ class Run:
         self.model.proposals += 1
         known.pending = [(self.model.proposals, i, t) for i, (t, _) in enumerate(replies)]
         known.decisions = {}
-        known.requests += 1
+        known.checkpoints.append(list(known.pending))
         tasks = HITL.pending_tasks(self.store.load(sid))
         assert [t.args["target"] for t in tasks] == [t for t, _ in replies]
         assert len({t.call_uuid for t in tasks}) == len(tasks)  # unique, whatever the model
@@ -271,7 +284,8 @@ class Run:
             decision, runs = HITLDecision.skip("not now"), None
         else:
             decision, runs = HITLDecision.reject("no"), None
-        TOTALS["approvals" if runs is not None else {"skip": "skips"}.get(verdict, "rejections")] += 1
+        kind = "approvals" if runs is not None else "skips" if verdict == "skip" else "rejections"
+        TOTALS[kind] += 1
         HITL.submit(session, task.call_uuid, decision, agent=self.agent)
         self.store.save(session)
         known.decisions[index] = (verdict, runs)
@@ -305,13 +319,15 @@ class Run:
         TOTALS["effects run"] += sum(ran.values())
         TOTALS["resumes"] += 1
         known.pending, known.decisions = [], {}
-        known.requests += 1
+        known.checkpoints.append([])
 
-    def fork(self, source: str, new: str, effects: str) -> None:
+    def fork(self, source: str, new: str, effects: str, back: int) -> None:
         known = self.model.live.get(source)
-        if known is None or new in self.model.live or not known.requests:
+        if known is None or new in self.model.live or not known.checkpoints:
             return
-        fork = self.store.fork(source, new, effects=effects)
+        at = len(known.checkpoints) - 1 - back % len(known.checkpoints)
+        fork = self.store.fork(source, new, at, effects=effects)
+        assert fork.parent == (source, at)
         preview = known.family is None or effects == "dry-run"
         if preview:
             family = None
@@ -319,9 +335,11 @@ class Run:
         else:
             family = known.family if effects == "shared" else self.model.new_family()
         assert (fork.effects == "dry-run") == preview
-        # the fork stands where the source's latest checkpoint stood: its open calls,
+        # the fork stands where the source stood at that checkpoint: its open calls then,
         # none of the decisions made since
-        self.model.live[new] = Known(family, list(known.pending), {}, known.requests)
+        kept = [list(c) for c in known.checkpoints[: at + 1]]
+        self.model.live[new] = Known(family, list(kept[-1]), {}, kept)
+        TOTALS["forks back in time"] += at < len(known.checkpoints) - 1
         TOTALS["forks"] += 1
 
     def delete(self, sid: str) -> None:
@@ -346,15 +364,20 @@ class Run:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(kind=st.sampled_from(STORES), length=st.integers(1, 16), data=st.data())
+@given(
+    kind=st.sampled_from(STORES),
+    ids=st.sampled_from(["random", "sequential"]),
+    length=st.integers(1, 20),
+    data=st.data(),
+)
 def test_every_approved_effect_runs_once_per_identity_and_every_session_loads(
-    kind: str, length: int, data: st.DataObject
+    kind: str, ids: str, length: int, data: st.DataObject
 ) -> None:
     need_module("jsonschema", "MCP tools need jsonschema (extra mcp)")
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(kind, Path(tmp))
         try:
-            run = Run(store)
+            run = Run(store, ids)
             for _ in range(length):
                 name, *args = _draw_step(run, data)
                 getattr(run, name)(*args)
@@ -366,3 +389,33 @@ def test_every_approved_effect_runs_once_per_identity_and_every_session_loads(
             store.close()
     TOTALS["examples"] += 1
     TOTALS["store " + kind] += 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 20 / R48: effect ids are the id factory's next id and the session's "
+    "count of proposals; a SequentialIds started again (a new process) gives two sessions "
+    "of one family the same effect id for different proposals (ReActAgent._mint)",
+)
+def test_effect_ids_from_a_restarted_sequential_factory_stay_unique_in_a_family() -> None:
+    need_module("jsonschema", "MCP tools need jsonschema (extra mcp)")
+    from intermission.stores import MemoryStore
+
+    run = Run(MemoryStore(), "sequential")
+
+    def new_process() -> None:  # every agent a new process: its SequentialIds restarts
+        run.ids = SequentialIds()
+
+    run.prompt("a", [("prod", None)], "none", False)
+    run.decide("a", 0, "approve", "prod")
+    run.resume("a", False)
+    run.fork("a", "b", "shared", 0)  # one family, both at proposal count 1
+    new_process()
+    run.prompt("b", [("prod", None)], "none", True)  # effect-1.2 in b…
+    run.decide("b", 0, "approve", "prod")
+    run.resume("b", False)
+    new_process()
+    run.prompt("a", [("prod", None)], "none", True)  # …and effect-1.2 in a: another call
+    run.decide("a", 0, "approve", "prod")
+    run.resume("a", False)  # approved, and must run
+    assert run.world.calls == ["prod", "prod", "prod"]
