@@ -335,7 +335,8 @@ class StoreMethods:
     ) -> InMemoryAgentSession:
         """Fork a stored session at a checkpoint (see ``InMemoryAgentSession.fork``) and
         save the fork; returns it, ready to change and resume. Its family shares the ledger
-        (``effects="shared"``): an effect runs at most once across them."""
+        (``effects="shared"``): an effect runs at most once across them. A fork of a
+        dry-run preview is a preview too (R48)."""
         fork = self.load(session_id).fork(new_session_id, at, effects=effects)
         self.save(fork)
         return fork
