@@ -303,3 +303,42 @@ def test_a_fork_approving_edited_args_runs_its_own_effect_not_its_siblings(
         agent.prompt().session(f).call()
         assert observations(f)[-1] == "user 7 renamed to prod"  # A's result, not sent again
         assert server_calls(counts, "rename_user") == 2
+
+
+def _as_written_before(text: str) -> str:
+    """The snapshot as intermission wrote it before call UUIDs were made unique: both
+    tasks and both tool calls under ``dup``, no effect ids."""
+    data = json.loads(text)
+    for t in data["hitl"]["tasks"]:
+        t["call_uuid"] = "dup"
+    trace = data["traces"]["payer"]
+    for c in trace["last_reason"]["tool_calls"]:
+        c["id"] = "dup"
+    trace.pop("effect_ids")
+    trace.pop("proposed")
+    return json.dumps(data)
+
+
+def test_a_session_stranded_by_an_older_version_loads_and_is_decided(
+    store_and_url: tuple[Any, Any],
+) -> None:
+    """Case 5, for sessions already saved: a snapshot with two tasks under one call UUID
+    (written before the fix) loads — restore, a store's put_snapshot and load — with the
+    repeated id renamed consistently; approving runs each call once."""
+    store, _ = store_and_url
+    MOVED.clear()
+    s = InMemoryAgentSession.of("p5-old")
+    scripted_agent().prompt("pay alice and bob").session(s).call()
+    old = _as_written_before(s.to_json())
+
+    restored = InMemoryAgentSession.restore(old)
+    assert [t.call_uuid for t in HITL.pending_tasks(restored)] == ["dup", "dup.2"]
+    store.put_snapshot(old)
+    loaded = store.load("p5-old")
+    assert [(t.call_uuid, t.args["account"]) for t in HITL.pending_tasks(loaded)] == [
+        ("dup", "alice"),
+        ("dup.2", "bob"),
+    ]
+    HITL.approve_all(loaded)
+    assert scripted_agent().prompt().session(loaded).call().content == "Paid both."
+    assert sorted(MOVED) == [("alice", 5), ("bob", 5)]
