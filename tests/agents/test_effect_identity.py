@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests._helpers import fresh_pg, need_module, pg_dsn
 
 from intermission import (
@@ -23,6 +25,7 @@ from intermission import (
     InMemoryAgentSession,
     ReActAgent,
     ScriptedModel,
+    Tool,
     ToolCall,
     mcp_tools,
     tool,
@@ -342,3 +345,74 @@ def test_a_session_stranded_by_an_older_version_loads_and_is_decided(
     HITL.approve_all(loaded)
     assert scripted_agent().prompt().session(loaded).call().content == "Paid both."
     assert sorted(MOVED) == [("alice", 5), ("bob", 5)]
+
+
+# -- for all replies: ids that repeat, within a reply and across requests ---------------
+class Recording(Tool):
+    """A tool that records the identity each call runs under."""
+
+    def __init__(self, runs: list[tuple[str, str, int]]) -> None:
+        def act(n: int) -> str:
+            """Act on ``n``."""
+            return f"acted {n}"
+
+        super().__init__(act, destructive=True)
+        self.runs = runs
+
+    async def invoke(
+        self,
+        args: dict[str, Any],
+        session: Any = None,
+        call_uuid: str | None = None,
+        *,
+        effect_id: str | None = None,
+    ) -> Any:
+        self.runs.append((call_uuid or "", effect_id or "", args["n"]))
+        return await super().invoke(args, session, call_uuid, effect_id=effect_id)
+
+
+provider_ids = st.one_of(st.none(), st.sampled_from(["call_0", "call_1", "a", "a.2", "x"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(provider_ids, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_every_proposed_call_runs_once_under_an_identity_of_its_own(
+    requests: list[list[str | None]],
+) -> None:
+    """For every sequence of requests whose replies give ids that repeat (within a reply,
+    across requests, missing ones): every pause saves and loads, the call UUIDs of a
+    batch are distinct, every approved call runs exactly once, and no two calls of the
+    session share an effect id — even with a ``SequentialIds`` started again for every
+    request (a new process each time)."""
+    from intermission import SequentialIds
+
+    runs: list[tuple[str, str, int]] = []
+    script: list[Any] = []
+    n = 0
+    for ids in requests:
+        calls = []
+        for cid in ids:
+            n += 1
+            calls.append(ToolCall("act", {"n": n}, cid))
+        script += [calls, "done"]
+    s = InMemoryAgentSession.of("prop")
+    for ids in requests:
+        def agent() -> ReActAgent:  # built again each time: a fresh id factory
+            return (
+                ReActAgent.of(ScriptedModel(script))
+                .tools(Recording(runs))
+                .interceptor(HITLInterceptor().on_destructive())
+                .ids(SequentialIds())
+                .build()
+            )
+
+        agent().prompt("go").session(s).call()
+        s = InMemoryAgentSession.restore(s.to_json())
+        uuids = [t.call_uuid for t in HITL.pending_tasks(s)]
+        assert len(uuids) == len(ids) == len(set(uuids))
+        for cid, uuid in zip(ids, uuids, strict=True):
+            assert cid is None or uuid == cid or uuid.startswith(f"{cid}.")
+        HITL.approve_all(s)
+        assert agent().prompt().session(s).call().content == "done"
+    assert sorted(r[2] for r in runs) == list(range(1, n + 1))  # each call once
+    assert len({r[1] for r in runs}) == n  # each its own effect id
