@@ -416,3 +416,30 @@ def test_every_proposed_call_runs_once_under_an_identity_of_its_own(
         assert agent().prompt().session(s).call().content == "done"
     assert sorted(r[2] for r in runs) == list(range(1, n + 1))  # each call once
     assert len({r[1] for r in runs}) == n  # each its own effect id
+
+
+def test_a_callable_approver_policy_is_the_agent_instances_own() -> None:
+    """R49 for who may decide: agent A lets only the lead approve ``pay``; agent B, same
+    name, lets anyone — and pauses last. A's task still refuses another reviewer (the
+    policy comes from A's interceptor, not from the last one to pause)."""
+    from intermission import ReviewerNotAllowedError
+
+    def build(who: Callable[[str | None, Any], bool]) -> ReActAgent:
+        script: list[Any] = [[ToolCall("pay", {"account": "a", "amount": 1}, "c")], "ok"]
+        hitl = HITLInterceptor().on_destructive().approvers(who)
+        return ReActAgent.of(ScriptedModel(script)).tools(pay).interceptor(hitl).build()
+
+    a = build(lambda reviewer, task: reviewer == "lead")
+    s_a = InMemoryAgentSession.of("pa")
+    a.prompt("pay").session(s_a).call()
+    b = build(lambda reviewer, task: True)
+    s_b = InMemoryAgentSession.of("pb")
+    b.prompt("pay").session(s_b).call()
+    assert a.name == b.name and s_a.is_pending and s_b.is_pending
+
+    before = s_a.to_json()
+    with pytest.raises(ReviewerNotAllowedError):
+        HITL.submit(s_a, "c", HITLDecision.approve().reviewer("mallory"))
+    assert s_a.to_json() == before
+    HITL.submit(s_b, "c", HITLDecision.approve().reviewer("mallory"))  # B's own rule
+    HITL.submit(s_a, "c", HITLDecision.approve().reviewer("lead"), agent=a)
