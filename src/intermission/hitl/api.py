@@ -75,7 +75,8 @@ class HITL:
 
     @staticmethod
     def get_pending_task_by_call_uuid(session: AgentSession, call_uuid: str) -> HITLTask | None:
-        """The undecided task with this call UUID, or None."""
+        """The undecided task with this call UUID, or None. The call UUID is the model's
+        call id — with a suffix (``call_0.2``) when a reply repeated one (R48)."""
         _check.text("call_uuid", call_uuid)
         for task in HITL.pending_tasks(session):
             if task.call_uuid == call_uuid:

@@ -64,7 +64,8 @@ class HITLInterceptor(ReActInterceptor):
         says it only reads (``readOnlyHint``) or is not destructive (``destructiveHint:
         false`` — unset counts as destructive, as the MCP spec's defaults say), and a
         Python tool marked ``@tool(destructive=True)``. ``on_tool(name)`` for a tool takes
-        precedence over this."""
+        precedence over this. "Destructive" is read from the tool the running agent
+        instance holds (R49), never from another agent's tool of the same name."""
         _check.function("policy", policy, optional=True)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
         self._policies[_DESTRUCTIVE] = (policy, deadline_ms)
