@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from ..errors import ToolDefinitionError
 from .models import ToolSchema
 
-__all__ = ["Tool", "ToolArgumentError", "held_tool", "tool"]
+__all__ = ["Tool", "ToolArgumentError", "held_tool", "holder", "tool"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -23,8 +23,14 @@ session, e.g. for ``session.once(key, effect)``)."""
 
 
 def held_tool(agent: Any, agent_name: str | None, tool_name: str) -> Tool | None:
-    """The tool ``tool_name`` that ``agent`` itself holds — or, for a team, the member
-    named ``agent_name`` holds — or None (R49). Approval policy, edited-argument checks and
+    """The tool ``tool_name`` that ``agent`` itself holds (see :func:`holder`)."""
+    found = holder(agent, agent_name, tool_name)
+    return None if found is None else found.tools[tool_name]
+
+
+def holder(agent: Any, agent_name: str | None, tool_name: str) -> Any:
+    """The agent that holds the tool ``tool_name``: ``agent`` itself or, for a team, its
+    member named ``agent_name`` — or None (R49). Approval policy, edited-argument checks and
     reviewer badges read the instance's own tools: another agent built with the same names
     (in this process or any other) never changes what this one asks about."""
     seen: set[int] = set()
@@ -36,9 +42,8 @@ def held_tool(agent: Any, agent_name: str | None, tool_name: str) -> Tool | None
         seen.add(id(current))
         tools = getattr(current, "tools", None)
         if isinstance(tools, dict) and agent_name in (None, getattr(current, "name", None)):
-            found = tools.get(tool_name)
-            if isinstance(found, Tool):
-                return found
+            if isinstance(tools.get(tool_name), Tool):
+                return current
         nodes = getattr(current, "nodes", None)  # a GraphSpec
         if not isinstance(nodes, dict):
             nodes = getattr(getattr(current, "spec", None), "nodes", None)

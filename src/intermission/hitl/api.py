@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _check
-from ..agents.tools import Tool, ToolArgumentError, held_tool
+from ..agents.tools import Tool, ToolArgumentError, holder
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
 from ..errors import (
@@ -24,7 +24,7 @@ from ..errors import (
     UnknownTaskError,
     UsageError,
 )
-from .interceptor import APPROVER_POLICIES
+from .interceptor import ApproverPolicy, HITLInterceptor
 
 __all__ = ["HITL"]
 
@@ -38,14 +38,30 @@ def _state(session: Any) -> HITLState:
     return state
 
 
-def _tool_of(session: Any, task: HITLTask, agent: Any) -> Tool | None:
-    """The tool that would run ``task``: held by ``agent`` when given, else by the agent
-    that last ran the session in this process (its trace knows it). Never a table of
-    names: another agent built with the same names changes nothing here (R49)."""
+def _holder(session: Any, task: HITLTask, agent: Any) -> Any:
+    """The agent instance holding the tool that would run ``task``: ``agent`` (or its
+    team member) when given, else the agent that last ran the session in this process
+    (its trace knows it). Never a table of names: another agent built with the same
+    names changes nothing here (R49)."""
     if agent is None:
         trace = getattr(session, "traces", {}).get(task.agent or "")
         agent = getattr(trace, "agent", None)
-    return held_tool(agent, task.agent, task.tool_name)
+    return holder(agent, task.agent, task.tool_name)
+
+
+def _tool_of(held: Any, task: HITLTask) -> Tool | None:
+    return None if held is None else held.tools[task.tool_name]
+
+
+def _approver_policy(held: Any, task: HITLTask) -> ApproverPolicy | None:
+    """The callable approver policy of the holder's HITL interceptor for ``task``."""
+    tool = _tool_of(held, task)
+    for interceptor in getattr(held, "interceptors", ()):
+        if isinstance(interceptor, HITLInterceptor):
+            policy = interceptor.approver_policy(tool)
+            if policy is not None:
+                return policy
+    return None
 
 
 class HITL:
@@ -59,7 +75,8 @@ class HITL:
 
     @staticmethod
     def get_pending_task_by_call_uuid(session: AgentSession, call_uuid: str) -> HITLTask | None:
-        """The undecided task with this call UUID, or None."""
+        """The undecided task with this call UUID, or None. The call UUID is the model's
+        call id — with a suffix (``call_0.2``) when a reply repeated one (R48)."""
         _check.text("call_uuid", call_uuid)
         for task in HITL.pending_tasks(session):
             if task.call_uuid == call_uuid:
@@ -123,7 +140,8 @@ class HITL:
             )
         reviewer = decision.reviewer_name
         allowed = current.approvers
-        policy = APPROVER_POLICIES.get((current.agent or "", current.tool_name))
+        held = _holder(session, current, agent)
+        policy = _approver_policy(held, current)
         if (allowed is not None and reviewer not in allowed) or (
             policy is not None and not policy(reviewer, current)
         ):
@@ -134,7 +152,7 @@ class HITL:
             )
         modified = decision.edited_args
         if modified is not None:
-            tool = _tool_of(session, current, agent)
+            tool = _tool_of(held, current)
             if tool is None:
                 raise InvalidDecisionError(
                     f"cannot validate edited arguments: no tool {current.tool_name!r} of agent "
