@@ -183,10 +183,10 @@ def _draw_step(run: Run, data: st.DataObject) -> tuple[Any, ...]:
     if name == "resume":
         return (name, data.draw(st.sampled_from(ready)), data.draw(st.booleans()))
     if name == "fork":
-        effects = data.draw(st.sampled_from(["shared", "shared", "dry-run", "separate"]))
+        effects = data.draw(st.sampled_from(["shared"] * 3 + ["dry-run", "separate"]))
         paused = [s for s in forkable if live[s].pending]  # (where forks meet effects)
-        source = data.draw(st.sampled_from(paused if paused and data.draw(st.booleans())
-                                            else forkable))  # fmt: skip
+        near = paused if paused and data.draw(st.integers(0, 2)) else forkable
+        source = data.draw(st.sampled_from(near))
         back = data.draw(st.integers(0, 3))  # 0: the latest checkpoint
         return (name, source, data.draw(st.sampled_from(free)), effects, back)
     return (name, data.draw(st.sampled_from(sorted(live))))
