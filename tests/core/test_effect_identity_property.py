@@ -35,8 +35,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests._helpers import IN_CI, PG_DSN, fresh_pg, need_module
 
-from intermission import HITL, HITLDecision, HITLInterceptor, InMemoryAgentSession, ReActAgent
-from intermission._ids import SequentialIds
+from intermission import (
+    HITL,
+    HITLDecision,
+    HITLInterceptor,
+    InMemoryAgentSession,
+    ReActAgent,
+    SequentialIds,
+)
 from intermission.agents.scripted import ScriptedModel
 from intermission.messages import ChatMessage, ToolCall
 
@@ -53,7 +59,8 @@ def _report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     keys = ("examples", "steps", "prompts", "approvals", "edited approvals", "skips",
             "rejections", "resumes", "effects run", "effects reused", "forks", "previews",
-            "deletes", "ids reused", "forks back in time", "fresh agents", "loads")  # fmt: skip
+            "deletes", "provider call ids", "replies repeating an id", "forks back in time",
+            "fresh agents", "loads")  # fmt: skip
     line = "effect identity property: " + ", ".join(f"{TOTALS[k]} {k}" for k in keys)
     line += " (stores: " + ", ".join(f"{s} {TOTALS['store ' + s]}" for s in STORES) + ")"
     plugins = request.config.pluginmanager
@@ -241,7 +248,9 @@ class Run:
             return  # it waits for decisions first
         replies = _calls(calls, ids)
         TOTALS["prompts"] += 1
-        TOTALS["ids reused"] += sum(1 for _, i in replies if i is not None)
+        TOTALS["provider call ids"] += sum(1 for _, i in replies if i is not None)
+        ids_given = [i for _, i in replies if i is not None]
+        TOTALS["replies repeating an id"] += len(ids_given) != len(set(ids_given))
         before = len(self.world.calls)
         self.fresh_agent(fresh)
         if known is None:  # a new session (maybe under a deleted id): a family of its own
