@@ -94,11 +94,12 @@ def _list_patch(old: list[Any], new: list[Any]) -> list[Any]:
     truncation, a window that slid as the oldest messages went), else ``[new]``."""
     if len(new) < _SPLICE_MIN and len(old) < _SPLICE_MIN:
         return [new]
-    a = [_exact(x) for x in old]
-    b = [_exact(x) for x in new]
+    ops = _fast_opcodes(old, new)
+    if ops is None:  # (values Python calls equal but JSON does not: match their texts)
+        ops = _opcodes([_exact(x) for x in old], [_exact(x) for x in new])
     segments: list[list[Any]] = []
     kept = 0
-    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+    for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             segments.append([i1, i2])
             kept += i2 - i1
@@ -114,9 +115,24 @@ def _list_patch(old: list[Any], new: list[Any]) -> list[Any]:
     return ["~", segments]
 
 
-def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
-    # common head and tail first: appends, truncations and edits at one end need
-    # nothing else; between them, difflib finds what moved (a window that slid)
+Opcode = tuple[str, int, int, int, int]
+
+
+def _fast_opcodes(old: list[Any], new: list[Any]) -> list[Opcode] | None:
+    """What a session does to its lists — common head and tail (appends, truncations,
+    edits at one end), else a run of ``old`` found again in ``new`` (a window that slid)
+    — matched with ``==`` and then checked exactly, one dump per matched run (None: a
+    match that is not exact; the caller matches the items' texts instead)."""
+    ops = _opcodes(old, new, slide=True)
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal" and _exact(old[i1:i2]) != _exact(new[j1:j2]):
+            return None
+    return ops
+
+
+def _opcodes(a: list[Any], b: list[Any], *, slide: bool = False) -> list[Opcode]:
+    # common head and tail first; between them, a run of ``a`` found again in ``b``
+    # (``slide``), or difflib's matching (``a``/``b`` are the items' texts then)
     head = 0
     most = min(len(a), len(b))
     while head < most and a[head] == b[head]:
@@ -124,21 +140,52 @@ def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]
     tail = 0
     while tail < most - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
         tail += 1
-    ops: list[tuple[str, int, int, int, int]] = []
+    ops: list[Opcode] = []
     if head:
         ops.append(("equal", 0, head, 0, head))
-    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
-    if mid_a and mid_b and len(mid_a) + len(mid_b) <= _MATCH_MAX:
-        from difflib import SequenceMatcher
+    ea, eb = len(a) - tail, len(b) - tail
+    if head < ea and head < eb:
+        if slide:
+            ops += _slid(a, b, head, ea, head, eb)
+        elif (ea - head) + (eb - head) <= _MATCH_MAX:
+            from difflib import SequenceMatcher
 
-        matcher = SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            ops.append((tag, head + i1, head + i2, head + j1, head + j2))
-    elif mid_a or mid_b:
-        ops.append(("replace", head, len(a) - tail, head, len(b) - tail))
+            matcher = SequenceMatcher(None, a[head:ea], b[head:eb], autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                ops.append((tag, head + i1, head + i2, head + j1, head + j2))
+        else:
+            ops.append(("replace", head, ea, head, eb))
+    elif head < ea or head < eb:
+        ops.append(("replace", head, ea, head, eb))
     if tail:
         ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
     return ops
+
+
+def _slid(a: list[Any], b: list[Any], i1: int, i2: int, j1: int, j2: int) -> list[Opcode]:
+    """``a[i1:i2]`` against ``b[j1:j2]``: the longest run that starts ``a``'s part and is
+    found in ``b``'s, or the run that starts ``b``'s and is found in ``a``'s."""
+    best: tuple[int, int, int] = (0, i1, j1)  # (length, start in a, start in b)
+    for first, other, lo, hi, flip in ((a[i1], b, j1, j2, False), (b[j1], a, i1, i2, True)):
+        for k in range(lo, hi):
+            if other[k] == first:
+                x, y = (k, j1) if flip else (i1, k)
+                n = 0
+                while x + n < i2 and y + n < j2 and a[x + n] == b[y + n]:
+                    n += 1
+                if n > best[0]:
+                    best = (n, x, y)
+                break
+    n, x, y = best
+    if not n:
+        return [("replace", i1, i2, j1, j2)]
+    out: list[Opcode] = []
+    if x > i1 or y > j1:
+        out.append(("replace", i1, x, j1, y))
+    out.append(("equal", x, x + n, y, y + n))
+    if x + n < i2 or y + n < j2:
+        out.append(("replace", x + n, i2, y + n, j2))
+    return out
 
 
 def apply_patch(value: Any, patch: Any) -> Any:
