@@ -42,7 +42,7 @@ __all__ = [
 
 _MISSING: Any = object()
 _SCALAR_TYPES = (str, int, float, bool, type(None))
-_SPLICE_MIN = 8
+_SPLICE_MIN = 2
 """Lists shorter than this are replaced whole: a splice would not be smaller."""
 _MATCH_MAX = 4000
 """Lists longer than this are spliced by common head and tail only (no matching in
