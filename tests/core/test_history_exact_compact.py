@@ -154,3 +154,53 @@ def test_sixty_request_cycles_keep_history_within_half_the_session_again(cycles:
     assert len(loaded.fork("early", at=loaded.history[0]).messages) == len(
         on.fork("early2", at=on.history[0]).messages
     )
+
+
+def _diff_before_r50(old: Any, new: Any) -> Any:
+    """The patches snapshots were written with before R50 (main at f83c15a): a list is
+    extended with ``["+", items]`` or replaced whole."""
+    if old == new and type(old) is type(new):
+        return None
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: dict[str, Any] = {}
+        for key, value in new.items():
+            if key not in old:
+                out[key] = [value]
+            else:
+                sub = _diff_before_r50(old[key], value)
+                if sub is not None:
+                    out[key] = sub
+        for key in old:
+            if key not in new:
+                out[key] = []
+        return out
+    if (
+        isinstance(old, list) and isinstance(new, list) and len(new) > len(old)
+        and new[: len(old)] == old
+    ):  # fmt: skip
+        return ["+", new[len(old) :]]
+    return [new]
+
+
+def test_a_snapshot_written_with_the_old_patches_still_loads_and_reads_back() -> None:
+    s = _ops_cycles(12, 50)
+    states = s._history.states()
+    data = json.loads(s.to_json())
+    marks = data["history"]["marks"]
+    for i in range(len(marks) - 1):  # every patch as the old code wrote it
+        back = _diff_before_r50(states[i + 1], states[i]) or {}
+        marks[i].pop("back", None)
+        if back:
+            marks[i]["back"] = back
+    assert any('"+"' in json.dumps(m) or "messages" in m.get("back", {}) for m in marks)
+    assert not any('"~"' in json.dumps(m) for m in marks)
+    old = InMemoryAgentSession.restore(json.dumps(data))
+    assert old.history == s.history
+    assert [_typed(x) for x in old._history.states()] == [_typed(x) for x in states]
+    # and it goes on: new checkpoints on top of old ones
+    build_ops_agent().prompt("delete user 1001 again").session(old).call()
+    again = InMemoryAgentSession.restore(old.to_json())
+    assert len(again.history) == len(states) + 1
+    assert [_typed(x) for x in again._history.states()[: len(states)]] == [
+        _typed(x) for x in states
+    ]
