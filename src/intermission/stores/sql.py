@@ -105,10 +105,10 @@ MIGRATIONS: list[list[str]] = [
 
 _ROW = "snapshot, version, events, events_n, family"
 _INLINE_MAX = 2048
-_EVENTS_KEY = len(',"events":')
-"""What the log adds to a snapshot besides its array (see snapshot_json)."""
 """The longest event log text kept in the session row itself."""
 """The columns a session is rebuilt from (see SQLStore._session)."""
+_EVENTS_KEY = len(',"events":')
+"""What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 _PENDING = (
     "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
