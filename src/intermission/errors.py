@@ -13,7 +13,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   └── EffectOutcomeUnknownError            a ledgered effect started but never finished
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
-    │   └── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
+    │   ├── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
+    │   └── SnapshotTooLargeError                larger than a snapshot may be (names the limit)
     ├── ModelError                               a chat model failed or was misused
     │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
     ├── ToolDefinitionError (TypeError)          a function cannot become a tool
@@ -61,6 +62,7 @@ __all__ = [
     "SessionStateError",
     "SnapshotError",
     "SnapshotSchemaError",
+    "SnapshotTooLargeError",
     "StoreError",
     "StoreUnavailableError",
     "ToolDefinitionError",
@@ -178,6 +180,23 @@ class SnapshotSchemaError(SnapshotError):
     def __init__(self, message: str, *, path: str = "") -> None:
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class SnapshotTooLargeError(SnapshotError):
+    """A snapshot is larger than ``limit`` (``limits.MAX_SNAPSHOT_TEXT``) characters of
+    JSON: every store refuses to save it and every loader to read it (R50), so what a
+    store keeps always passes through its own snapshot."""
+
+    def __init__(self, size: int, limit: int, session_id: str | None = None) -> None:
+        self.size = size
+        self.limit = limit
+        self.session_id = session_id
+        whose = f"session {session_id!r}: " if session_id else ""
+        super().__init__(
+            f"{whose}the snapshot is {size:,} characters of JSON, more than the {limit:,} a "
+            "snapshot may hold (intermission.limits.MAX_SNAPSHOT_TEXT); keep large tool "
+            "outputs outside the session (a file or blob store) and put a reference in it"
+        )
 
 
 class ModelError(IntermissionError):

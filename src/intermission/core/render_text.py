@@ -140,11 +140,13 @@ def to_mermaid(ir: GraphIR) -> str:
 
 
 def to_text(ir: GraphIR) -> str:
-    """A plain-text outline: one line per node with its state."""
-    out = [f"graph {ir.id}" + (f" — pending: {ir.pending_reason}" if ir.pending_reason else "")]
+    """A plain-text outline: one line per node with its state (control characters in
+    ids and the pending reason shown as escapes, like the CLI: R42, R50)."""
+    reason = f" — pending: {visible(ir.pending_reason)}" if ir.pending_reason else ""
+    out = [f"graph {visible(ir.id)}{reason}"]
     for n in ir.nodes:
         out.append(
-            f"{'*' if n.highlight else ' '} [{n.state}] {n.id} ({n.kind})"
+            f"{'*' if n.highlight else ' '} [{n.state}] {visible(n.id)} ({n.kind})"
             + (f" ×{n.visits}" if n.visits > 1 else "")
         )
     return "\n".join(out)

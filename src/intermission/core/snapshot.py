@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from .. import _check
+from .. import _check, limits
 from .._clock import SYSTEM_CLOCK
 from .._json import canonical_dumps, check_json, loads
 from .._model import Model
 from ..decisions import HITLState
-from ..errors import IntermissionError, NotSerializableError, SnapshotSchemaError
+from ..errors import (
+    IntermissionError,
+    NotSerializableError,
+    SnapshotSchemaError,
+    SnapshotTooLargeError,
+)
 from ..events import Event
 from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
@@ -34,6 +40,7 @@ __all__ = [
     "GraphRunModel",
     "SessionSnapshot",
     "canonical",
+    "check_size",
     "parse_snapshot",
     "session_data",
 ]
@@ -320,6 +327,30 @@ def _path(err: ValidationError) -> str:
     return ".".join(str(p) for p in first["loc"])
 
 
+def check_size(text: str, session_id: str | None = None, extra: int = 0) -> str:
+    """``text`` (snapshot JSON, or the part of it a store writes, ``extra`` characters
+    short of the whole), unless the whole is larger than a snapshot may be (R50: the
+    same limit for every store's save and every loader)."""
+    limit = limits.MAX_SNAPSHOT_TEXT
+    size = len(text) + extra
+    if size > limit:
+        raise SnapshotTooLargeError(size, limit, session_id)
+    return text
+
+
+def _decoded(data: str | bytes | bytearray) -> str:
+    """Snapshot text as ``str`` (bytes in any encoding JSON allows): the limit counts
+    characters, the same for text and bytes."""
+    if isinstance(data, str):
+        return data
+    if len(data) > 4 * limits.MAX_SNAPSHOT_TEXT:  # (no character takes more than 4 bytes)
+        raise SnapshotTooLargeError(len(data), limits.MAX_SNAPSHOT_TEXT)
+    try:
+        return bytes(data).decode(json.detect_encoding(data))
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SnapshotSchemaError(f"not valid JSON: not text ({exc})") from None
+
+
 def parse_snapshot(data: Any) -> SessionSnapshot:
     """Validate a snapshot given as a model, dict or JSON text (typed errors only)."""
     return _parse(data)[0]
@@ -331,16 +362,21 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
         check_snapshot(data)
         return data, None
     if isinstance(data, (str, bytes, bytearray)):
+        text = check_size(_decoded(data))
         try:
-            data = loads(data, "the snapshot")
+            data = loads(text, "the snapshot", limit=limits.MAX_SNAPSHOT_TEXT)
         except ValueError as exc:
             raise SnapshotSchemaError(f"not valid JSON: {exc}") from None
     elif isinstance(data, dict):
         # a dict may hold anything Python can (bytes, sets, NaN): what is not JSON is
         # refused here, so every value kept below is plain JSON data
         try:
-            data = loads(canonical_dumps(data), "the snapshot")
+            text = canonical_dumps(data)
         except (NotSerializableError, RecursionError, ValueError) as exc:
+            raise SnapshotSchemaError(f"not JSON data: {exc}") from None
+        try:
+            data = loads(check_size(text), "the snapshot", limit=limits.MAX_SNAPSHOT_TEXT)
+        except (RecursionError, ValueError) as exc:
             raise SnapshotSchemaError(f"not JSON data: {exc}") from None
     if not isinstance(data, dict):
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")

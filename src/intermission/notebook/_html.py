@@ -7,12 +7,27 @@ import html
 import json
 from typing import Any
 
-__all__ = ["CSS", "esc", "id_html", "pre_json", "short_id"]
+__all__ = ["CSS", "esc", "id_html", "plain", "pre_json", "short_id"]
+
+_BIDI_CONTROLS = {
+    code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+"""The embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), shown as their
+escapes: a right-to-left override in a tool title or a reason would reverse what the
+reviewer reads after it (R50)."""
+
+
+def plain(value: Any) -> str:
+    """Any value as text for a page (a widget's label, an option): bidi controls
+    neutralised, shown as escapes; everything else as it is."""
+    text = "" if value is None else str(value)
+    return text if text.isascii() else text.translate(_BIDI_CONTROLS)
 
 
 def esc(value: Any) -> str:
-    """Escape any value for HTML text and attributes."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escape any value for HTML text and attributes (bidi controls neutralised too, see
+    :func:`plain`): every piece of HTML the notebook layer builds goes through here."""
+    return html.escape(plain(value), quote=True)
 
 
 def short_id(value: str | None, keep: int = 8) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.session import AgentSession
 from ..errors import InvalidDecisionError
 from ..hitl.graph import ApprovalKeys, decide_graph
@@ -141,4 +142,4 @@ class ApprovalWidget(CodeTwins, w.VBox):
     def __repr__(self) -> str:
         s = self.runner.session
         state = f"waiting: {s.pending_reason}" if s.is_pending else s.status
-        return f"<ApprovalWidget {s.session_id}: {state}>"
+        return visible(f"<ApprovalWidget {s.session_id}: {state}>")  # (as the CLI prints)

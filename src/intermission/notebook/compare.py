@@ -9,6 +9,7 @@ from dataclasses import replace
 from itertools import zip_longest
 from typing import Any
 
+from .._text import visible
 from ..core.ir import GraphIR, NodeIR, extract
 from ..core.render_text import HIGHLIGHT, to_dot, to_text
 from ..errors import UsageError
@@ -155,9 +156,10 @@ class Compare:
         cut = 38
 
         def cell(value: str) -> str:
+            value = visible(value)  # model text: no raw ESC or CR reaches a terminal or log
             return value if len(value) <= cut else value[: cut - 1] + "…"
 
-        first = max(len(what) for what, _, _ in rows) + 2
+        first = max(len(cell(what)) for what, _, _ in rows) + 2
         widths = [
             max([len(cell(name))] + [len(cell(values[i])) for _, values, _ in rows]) + 2
             for i, name in enumerate(self.names)
@@ -168,7 +170,7 @@ class Compare:
         lines = [head]
         for what, values, differs in rows:
             cells = "".join(cell(v).ljust(wd) for v, wd in zip(values, widths, strict=True))
-            lines.append(f"{'*' if differs else ' '} {what.ljust(first)}{cells}")
+            lines.append(f"{'*' if differs else ' '} {cell(what).ljust(first)}{cells}")
         lines.append(f"  {shared} events in common (before the fork point), then apart")
         return "\n".join(line.rstrip() for line in lines)
 
@@ -181,10 +183,10 @@ class Compare:
             for what, values, differs in rows
         )
         parts = [CSS, "<div class='im-compare'>"]
-        graphs = "".join(
+        graphs = "".join(  # (none for an agent without a graph: a ReAct agent)
             f"<div class='im-cmp-graph'><b>{esc(name)}</b>{_svg(ir)}</div>"
             for name, ir in zip(self.names, graph_irs, strict=True)
-        )
+        ) if graph_irs else ""
         if graphs:
             parts.append(
                 f"<p>Nodes and paths that differ are outlined in <b style='color:{HIGHLIGHT}'>"
@@ -221,7 +223,7 @@ class Compare:
         return {"text/plain": self._text(rows, shared), "text/html": html}
 
     def __repr__(self) -> str:
-        return f"<Compare {', '.join(self.names)}>"
+        return f"<Compare {visible(', '.join(self.names))}>"
 
 
 def _svg(ir: GraphIR) -> str:

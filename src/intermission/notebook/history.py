@@ -8,6 +8,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.fork import EFFECTS
 from ..core.history import Checkpoint
 from ..core.session import AgentSession
@@ -245,4 +246,5 @@ class History(w.VBox):
 
     def __repr__(self) -> str:
         cps, forks = len(self.checkpoints), len(self.forks)
-        return f"<History {self.session.session_id}: {cps} checkpoint(s), {forks} fork(s)>"
+        sid = visible(self.session.session_id)
+        return f"<History {sid}: {cps} checkpoint(s), {forks} fork(s)>"

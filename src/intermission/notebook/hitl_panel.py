@@ -9,6 +9,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
@@ -327,4 +328,4 @@ class HITLPanel(CodeTwins, w.VBox):
 
     def __repr__(self) -> str:
         s = self.runner.session
-        return f"<HITLPanel {s.session_id}: {len(self._undecided())} pending call(s)>"
+        return f"<HITLPanel {visible(s.session_id)}: {len(self._undecided())} pending call(s)>"

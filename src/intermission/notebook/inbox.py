@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets as w
 
 from ..errors import UsageError
-from ._html import CSS, esc, id_html
+from ._html import CSS, esc, id_html, plain
 from .resume import decision_widget
 from .settings import settings
 
@@ -96,8 +96,10 @@ class Inbox(w.VBox):
         )
         ids = [p.session_id for p in items]
         keep = self.picker.value if self.picker.value in ids else (ids[0] if ids else None)
-        if list(self.picker.options) != ids:
-            self.picker.options = ids
+        # an id with bidi controls gets a label with them neutralised
+        options: list[Any] = [i if plain(i) == i else (plain(i), i) for i in ids]
+        if list(self.picker.options) != options:
+            self.picker.options = options
         self.picker.value = keep
         self.open_button.disabled = keep is None
         return items

@@ -6,6 +6,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.engine import FlowEngine
 from ..core.session import InMemoryAgentSession
 from ..core.spec import GraphSpec
@@ -82,4 +83,4 @@ class Stepper(w.VBox):
 
     def __repr__(self) -> str:
         positions = ", ".join(self.session.context.trace.positions()) or "-"
-        return f"<Stepper {self.session.session_id}: next {positions}>"
+        return visible(f"<Stepper {self.session.session_id}: next {positions}>")

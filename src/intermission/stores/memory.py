@@ -11,7 +11,7 @@ from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import parse_snapshot
+from ..core.snapshot import check_size, parse_snapshot
 from ..errors import (
     ConflictError,
     LeaseLostError,
@@ -113,6 +113,9 @@ class MemoryStore(StoreMethods):
         row = row_of(session)
         log = session.events
         events = ((len(log), log.stored_json()),) if len(log) else ()
+        # the snapshot's whole text would be the row's plus the log (R50's one limit)
+        extra = len(',"events":') + len(events[0][1]) if events else 0
+        check_size(row.state_json, row.session_id, extra)
         now = self.clock.now_ms()
         expected = session.store_version
         sid = row.session_id
