@@ -17,6 +17,7 @@ from .decisions import HITLDecision
 from .errors import IntermissionError
 from .hitl import HITL, decide_graph
 from .stores.base import SessionStore
+from .stores.decide import DEFAULT_WAIT_S, decide_and_resume
 from .stores.open import open_store
 
 __all__ = ["main"]
@@ -96,19 +97,23 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
-    # Step 1: record the decision and save it, so a crash while resuming loses nothing.
-    # A decision someone else recorded first stands: a different one is refused
-    # (DecisionConflictError, exit 2) and nothing is saved.
-    with store.resume(args.session_id) as s:
-        agent_name = s.agent
-        tasks = s.hitl.tasks  # every call of the suspended batch, decided or not
-        if tasks:
+    # The decision is checked on a read first (a conflicting or late one exits 2 having
+    # claimed nothing), then recorded, saved and applied under one claim, waiting up to
+    # --wait seconds while another resumer holds it (R39): a winning decision is never
+    # left recorded but unapplied. A decision someone else recorded first stands.
+    batch: list[str] | None = None
+
+    def decide(s: Any) -> None:
+        nonlocal batch
+        if batch is None:  # the calls as first read: a later, new batch is not ours
+            batch = [t.call_uuid for t in s.hitl.tasks]
+        if batch:
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
                 decision = decision.comment(args.comment)
             if args.reviewer:
                 decision = decision.reviewer(args.reviewer)
-            HITL.submit_all(s, {t.call_uuid: decision for t in tasks})
+            HITL.submit_all(s, dict.fromkeys(batch, decision))
         else:
             decide_graph(
                 s,
@@ -117,14 +122,18 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
                 reason=args.reason,
                 comment=args.comment,
             )
-    # Step 2: resume under a fresh claim; a second resumer is refused before anything runs.
-    agent = _agent_for(args, agent_name)
-    with store.resume(args.session_id) as s:
-        response = agent.prompt().session(s).call()
+
+    outcome = decide_and_resume(
+        store, args.session_id, decide, lambda name: _agent_for(args, name), wait_s=args.wait
+    )
+    s = outcome.session
     state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
+    if outcome.applied_elsewhere:
+        print(f"session {_v(s.session_id)} {_v(state)}: {_v(outcome.describe())}")
+        return
     print(f"session {_v(s.session_id)} {_v(state)}")
-    if response.content:
-        print(_v(response.content, keep_newlines=True))
+    if outcome.response.content:
+        print(_v(outcome.response.content, keep_newlines=True))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,12 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
     pending.add_argument("--agent")
     pending.add_argument("--limit", type=int, default=50)
     add("show", "show one session").add_argument("session_id")
+    def wait(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--wait", type=float, default=DEFAULT_WAIT_S,
+            help="seconds to wait while someone else resumes the session (default 30)",
+        )  # fmt: skip
+
     approve = add("approve", "approve and resume")
+    wait(approve)
     approve.add_argument("session_id")
     approve.add_argument("--reviewer")
     approve.add_argument("--comment")
     approve.set_defaults(reason=None)
     reject = add("reject", "reject and resume")
+    wait(reject)
     reject.add_argument("session_id")
     reject.add_argument("--reason", required=True)
     reject.add_argument("--reviewer")
