@@ -14,10 +14,10 @@ from typing import Any
 
 from ._text import visible as _v
 from .decisions import HITLDecision
-from .errors import IntermissionError
-from .hitl import HITL, decide_graph
+from .errors import IntermissionError, _utc
+from .hitl import HITL, approval_deadline, decide_graph
 from .stores.base import SessionStore
-from .stores.decide import DEFAULT_WAIT_S, decide_and_resume
+from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
 from .stores.open import open_store
 
 __all__ = ["main"]
@@ -85,9 +85,15 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"reason:   {_v(s.pending_reason)}")
     if s.context.get("approval.request") is not None:
         print(f"request:  {_v(s.context.get('approval.request'))}")
+    expired = {t.call_uuid for t in HITL.expired_tasks(s)}
     for task in HITL.pending_tasks(s):
         call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
-        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}")
+        late = " [expired: the next resume rejects it]" if task.call_uuid in expired else ""
+        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}{late}")
+    deadline = approval_deadline(s)
+    if not s.hitl.tasks and s.is_pending and deadline is not None:
+        late = " [expired: the next resume rejects it]" if s.clock.now_ms() >= deadline else ""
+        print(f"deadline: {_utc(deadline)}{late}")
     for key, entry in sorted(s.ledger.items()):
         print(f"effect:   {_v(key)} {entry.status}")
     for line in ("result", "content"):
@@ -123,9 +129,21 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
                 comment=args.comment,
             )
 
-    outcome = decide_and_resume(
+    _applied(decide_and_resume(
         store, args.session_id, decide, lambda name: _agent_for(args, name), wait_s=args.wait
-    )
+    ))  # fmt: skip
+
+
+def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
+    """Resume with the decisions already recorded; a task past its deadline is rejected
+    (``system:deadline``)."""
+    _applied(decide_and_resume(
+        store, args.session_id, lambda s: None, lambda name: _agent_for(args, name),
+        wait_s=args.wait,
+    ))  # fmt: skip
+
+
+def _applied(outcome: DecisionOutcome) -> None:
     s = outcome.session
     state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
     if outcome.applied_elsewhere:
@@ -153,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     pending.add_argument("--agent")
     pending.add_argument("--limit", type=int, default=50)
     add("show", "show one session").add_argument("session_id")
+
     def wait(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--wait", type=float, default=DEFAULT_WAIT_S,
@@ -171,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     reject.add_argument("--reason", required=True)
     reject.add_argument("--reviewer")
     reject.add_argument("--comment")
+    resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
+    wait(resume)
+    resume.add_argument("session_id")
     return parser
 
 
@@ -183,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "show": cmd_show,
         "approve": lambda a, s: _decide(a, s, True),
         "reject": lambda a, s: _decide(a, s, False),
+        "resume": cmd_resume,
     }
     try:
         store = open_store(args.store)

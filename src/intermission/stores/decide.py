@@ -168,18 +168,14 @@ def _seen_since(
 
 
 def _ours(read: InMemoryAgentSession, mark: int) -> list[_Seen]:
-    """What ``decide`` recorded on the read copy (or found recorded and agreed with)."""
+    """What ``decide`` recorded on the read copy: the batch's decisions (a same one found
+    recorded included), or the graph decision it wrote. A graph decision found recorded
+    already (decide_graph's no-op) is not listed: whoever applies it applies ours."""
     ours = [
         _Seen(u, r.verdict, r.modified_args, r.reviewer, r.time_ms, None)
         for u, r in read.hitl.decisions.items()
     ]
-    if read.hitl.tasks:
-        return ours
-    graph = [e for e in read.events if e.kind == "approval_decided"]
-    if graph:  # this decision, or the same one recorded earlier (decide_graph's no-op)
-        e = graph[-1]
-        ours.append(_Seen("", e.verdict, None, e.reviewer, e.ts, None))
-    return ours
+    return ours + [s for s in _seen_since(read, mark) if not s.key]
 
 
 def _settle(
