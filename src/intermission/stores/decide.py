@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from .. import _check
 from ..core.session import InMemoryAgentSession
 from ..errors import DecisionConflictError, NothingToResumeError, SessionBusyError, _utc
-from .base import RESUMABLE, SessionStore
+from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
 
@@ -91,18 +91,16 @@ def decide_and_resume(
     read = store.load(session_id)
     mark = read.events.next_seq
     resumable = read.status in RESUMABLE
-    ours: list[_Seen] = []
-    if resumable:
-        decide(read)  # the check on a read: a refused decision never claims
-        ours = _ours(read, mark)
+    if not resumable:
+        raise _finished(read)
+    decide(read)  # the check on a read: a refused decision never claims
+    ours = _ours(read, mark)
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
     try:
         with ExitStack() as stack:
             try:
                 s = _claim(stack, store, session_id, wait_s)
             except NothingToResumeError:
-                if not resumable:
-                    raise
                 now = store.load(session_id)
                 seen = _seen_since(now, mark)
                 if not seen:
@@ -125,6 +123,18 @@ class _AppliedMeanwhile(Exception):
 
     def __init__(self, seen: list[_Seen]) -> None:
         self.seen = seen
+
+
+def _finished(session: InMemoryAgentSession) -> NothingToResumeError:
+    """The refusal for a session that is no longer waiting, naming its last decision."""
+    last = _seen_since(session, 0)
+    tail = ""
+    if last:
+        d = last[-1]
+        when = f" at {_utc(d.time_ms)}" if d.time_ms is not None else ""
+        tail = f"; its last decision was {d.verdict} by {d.reviewer or 'an unnamed reviewer'}{when}"
+    base = not_resumable(session.session_id, session.status)
+    return NothingToResumeError(f"{base}{tail}", session_id=session.session_id)
 
 
 def _claim(stack: ExitStack, store: SessionStore, session_id: str, wait_s: float) -> Any:
