@@ -233,7 +233,7 @@ class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
 class DecisionConflictError(InvalidDecisionError):
     """A different decision is already recorded and not yet applied: the first decision
     wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided what and when;
-    the session is unchanged."""
+    ``applied``: another resume applied it already. The session is unchanged."""
 
     def __init__(
         self,
@@ -244,8 +244,10 @@ class DecisionConflictError(InvalidDecisionError):
         time_ms: float | None,
         *,
         call_uuid: str | None = None,
+        applied: bool = False,
     ) -> None:
         self.session_id = session_id
+        self.applied = applied
         self.verdict = verdict
         self.reviewer = reviewer
         self.time_ms = time_ms
@@ -258,8 +260,12 @@ class DecisionConflictError(InvalidDecisionError):
         who = reviewer if reviewer else "an unnamed reviewer"
         super().__init__(
             f"{what} of session {session_id!r} was already decided: {verdict} by {who}{when}; "
-            "the first decision stands and nothing was changed (decide on a fork, or wait "
-            "for the resume that applies it)",
+            + (
+                "another resume applied it meanwhile, nothing was changed here"
+                if applied
+                else "the first decision stands and nothing was changed (decide on a fork, "
+                "or wait for the resume that applies it)"
+            ),
             call_uuid=call_uuid,
         )
 

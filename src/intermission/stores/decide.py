@@ -161,8 +161,7 @@ def _seen_since(
     tool decision's event is written when applied; a graph decision's when recorded, so
     it counts once a run started after it)."""
     seen: list[_Seen] = []
-    graph: list[tuple[int, _Seen]] = []
-    ran_after = -1
+    graph: list[_Seen] = []  # graph decisions; applied_ms set once a run started after
     for e in session.events:
         if e.seq < seq:
             continue
@@ -170,10 +169,10 @@ def _seen_since(
             r = e.decision
             seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            graph.append((e.seq, _Seen("", e.verdict, None, e.reviewer, e.ts, e.ts)))
+            graph.append(_Seen("", e.verdict, None, e.reviewer, e.ts, None))
         elif e.kind in _RUNS:
-            ran_after = e.seq
-    seen += [g for at, g in graph if not applied_only or ran_after > at]
+            graph = [g._replace(applied_ms=e.ts) if g.applied_ms is None else g for g in graph]
+    seen += [g for g in graph if not applied_only or g.applied_ms is not None]
     return seen
 
 
@@ -200,13 +199,13 @@ def _settle(
         what = f"tool call {mine.key}" if mine.key else "the approval"
         raise DecisionConflictError(
             session.session_id, what, other.verdict, other.reviewer, other.time_ms,
-            call_uuid=mine.key or None,
+            call_uuid=mine.key or None, applied=True,
         )  # fmt: skip
     if ours and not any(m.key in theirs for m in ours):
         other = seen[0]  # what we decided on is gone: someone decided something else
         raise DecisionConflictError(
             session.session_id, "the pending decision", other.verdict, other.reviewer,
-            other.time_ms,
+            other.time_ms, applied=True,
         )  # fmt: skip
     first = seen[0]
     return DecisionOutcome(
