@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from .. import _check
 from ..core.session import AgentSession
-from ..decisions import HITLTask
-from ..errors import DeadlinePassedError
-from .graph import ApprovalKeys, approval_deadline
+from ..decisions import HITLState, HITLTask
+from ..errors import DeadlinePassedError, UsageError
+from .graph import ApprovalKeys, approval_deadline, checked_keys
 
 __all__ = ["check_deadline", "check_task_deadline", "now_of"]
 
@@ -49,9 +49,11 @@ def check_deadline(
     on the graph approval (its ``keys.deadline``). A task or approval already decided in
     time is not late. Changes nothing; see the module docstring for the clock."""
     _check.text("call_uuid", call_uuid, optional=True)
-    keys = keys or ApprovalKeys()
+    keys = checked_keys(keys)
+    state = getattr(session, "hitl", None)
+    if not isinstance(state, HITLState):
+        raise UsageError(f"check_deadline takes a session, not {type(session).__name__}")
     now = now_of(session, now_ms)
-    state = session.hitl
     for task in state.tasks:
         if call_uuid is not None and task.call_uuid != call_uuid:
             continue

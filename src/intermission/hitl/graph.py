@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from .. import _check
 from .._check import shown
 from ..core.events_log import RunScope
 from ..core.session import AgentSession
@@ -24,6 +25,7 @@ __all__ = [
     "DEADLINE_REVIEWER",
     "ApprovalKeys",
     "approval_deadline",
+    "checked_keys",
     "decide_graph",
     "expire_approval",
 ]
@@ -46,10 +48,26 @@ class ApprovalKeys:
     """Epoch ms after which a decision is refused (written by the approval node, optional)."""
 
 
+def checked_keys(keys: ApprovalKeys | None) -> ApprovalKeys:
+    """``keys`` (None: the defaults), or UsageError for anything else."""
+    if keys is None:
+        return ApprovalKeys()
+    if not isinstance(keys, ApprovalKeys):
+        raise UsageError(f"keys is an ApprovalKeys, not {type(keys).__name__}")
+    return keys
+
+
+def _context_of(session: AgentSession) -> Any:
+    ctx = getattr(session, "context", None)
+    if ctx is None or not callable(getattr(ctx, "get", None)):
+        raise UsageError(f"a graph approval lives in a session, not {type(session).__name__}")
+    return ctx
+
+
 def approval_deadline(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> float | None:
     """The deadline of the session's graph approval (``keys.deadline``, epoch ms), or None
     when its node set none (anything but a finite number counts as none)."""
-    value = session.context.get(keys.deadline)
+    value = _context_of(session).get(checked_keys(keys).deadline)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
@@ -61,6 +79,8 @@ def expire_approval(
     """For an approval node on resume: when nobody decided and the deadline passed, record
     ``REJECT`` by ``system:deadline`` (with an ApprovalDecidedEvent) and return True; the
     node then routes as for any rejection. Time: ``now_ms``, else the session's clock."""
+    keys = checked_keys(keys)
+    _check.number("now_ms", now_ms, 0, 1e15, optional=True)
     deadline = approval_deadline(session, keys)
     if deadline is None or session.context.get(keys.decision) is not None:
         return False

@@ -23,7 +23,13 @@ from typing import Any, NamedTuple
 
 from .. import _check
 from ..core.session import InMemoryAgentSession
-from ..errors import DecisionConflictError, NothingToResumeError, SessionBusyError, _utc
+from ..errors import (
+    DecisionConflictError,
+    NothingToResumeError,
+    SessionBusyError,
+    UsageError,
+    _utc,
+)
 from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
@@ -86,8 +92,12 @@ def decide_and_resume(
     ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
     module docstring). Refused decisions raise their typed error and change nothing."""
+    if not isinstance(store, SessionStore):
+        raise UsageError(f"decide_and_resume takes a store, not {type(store).__name__}")
     _check.function("decide", decide)
     _check.number("wait_s", wait_s, 0, 3600)
+    if not hasattr(agent, "prompt") and not callable(agent):
+        raise UsageError(f"agent is an agent or a function of an agent name, not {agent!r:.60}")
     read = store.load(session_id)
     mark = read.events.next_seq
     resumable = read.status in RESUMABLE
