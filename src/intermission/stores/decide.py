@@ -167,22 +167,27 @@ _RUNS = ("run_start", "team_start", "node_start")
 def _seen_since(
     session: InMemoryAgentSession, seq: int, *, applied_only: bool = False
 ) -> list[_Seen]:
-    """Decisions recorded since event ``seq``; ``applied_only``: those a resume applied (a
-    tool decision's event is written when applied; a graph decision's when recorded, so
-    it counts once a run started after it)."""
+    """Decisions recorded or applied since event ``seq``; ``applied_only``: those a resume
+    applied since then. A tool decision's event is written when it is applied; a graph
+    decision's when it is recorded, and it counts as applied once a run started after it
+    (one recorded before ``seq`` and applied after it counts too)."""
     seen: list[_Seen] = []
-    graph: list[_Seen] = []  # graph decisions; applied_ms set once a run started after
+    graph: list[tuple[int, int | None, _Seen]] = []  # (recorded at, applied at, decision)
     for e in session.events:
-        if e.seq < seq:
-            continue
-        if e.kind == "hitl_decided":
+        if e.kind == "hitl_decided" and e.seq >= seq:
             r = e.decision
             seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            graph.append(_Seen("", e.verdict, None, e.reviewer, e.ts, None))
+            graph.append((e.seq, None, _Seen("", e.verdict, None, e.reviewer, e.ts, None)))
         elif e.kind in _RUNS:
-            graph = [g._replace(applied_ms=e.ts) if g.applied_ms is None else g for g in graph]
-    seen += [g for g in graph if not applied_only or g.applied_ms is not None]
+            graph = [
+                (at, e.seq, g._replace(applied_ms=e.ts)) if ran is None else (at, ran, g)
+                for at, ran, g in graph
+            ]
+    for at, ran, g in graph:
+        applied = ran is not None and ran >= seq
+        if applied or (not applied_only and at >= seq):
+            seen.append(g)
     return seen
 
 
