@@ -77,7 +77,8 @@ class ApprovalWidget(CodeTwins, w.VBox):
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
-            late = expired_html(approval_deadline(s, self.approval_keys), s.clock.now_ms())
+            deadline = approval_deadline(s, self.approval_keys)
+            late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
             self.request.value = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
                 + late

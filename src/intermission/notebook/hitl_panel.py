@@ -155,7 +155,10 @@ class HITLPanel(CodeTwins, w.VBox):
         busy = self.runner.busy
         decided = self.runner.session.hitl.decisions
         has_reason = bool(self.reason.value.strip())
-        now = self.runner.session.clock.now_ms()  # a click after the deadline is refused
+        # a click after the deadline is refused; read the clock only then (a FakeClock
+        # advances on every reading)
+        timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
+        now = self.runner.session.clock.now_ms() if timed else 0.0
         for uuid, row in self.rows.items():
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
