@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._clock import SYSTEM_CLOCK
 from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import IntermissionError, _utc
@@ -72,8 +73,11 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         print("no pending sessions")
         return
     print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
+    now = SYSTEM_CLOCK.now_ms()  # stored sessions are judged by the wall clock
     for item in items:
         agent, reason = _v(item.agent or "-"), _v(item.reason or "")
+        late = item.deadline_ms is not None and now >= item.deadline_ms
+        reason += " [expired]" if late else ""
         print(f"{_v(item.session_id):<24} {agent:<16} {len(item.tasks):>5}  {reason}")
 
 

@@ -220,6 +220,8 @@ def test_a_late_approval_through_the_cli_exits_2_and_changes_nothing(
     assert store.raw_row(sid) == row and lines(effects) == 0
     show = cli("show", sid, "--store", path, cwd=tmp_path, effects=effects)
     assert "[expired: the next resume rejects it]" in show.stdout
+    pending = cli("pending", "--store", path, cwd=tmp_path, effects=effects)
+    assert f"{sid} " in pending.stdout and pending.stdout.rstrip().endswith("[expired]")
     # the resume rejects it as system:deadline; nothing ran
     resumed = cli("resume", sid, "--store", path, cwd=tmp_path, effects=effects)
     assert resumed.returncode == 0, resumed.stderr
