@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .errors import (
         AmbiguousTaskError,
         ConflictError,
+        DeadlinePassedError,
         DecisionConflictError,
         EffectOutcomeUnknownError,
         FlowRuntimeError,
@@ -111,7 +112,7 @@ if TYPE_CHECKING:
         ToolCallEndEvent,
         ToolCallStartEvent,
     )
-    from .hitl import HITL, ApprovalKeys, HITLInterceptor, decide_graph
+    from .hitl import HITL, ApprovalKeys, HITLInterceptor, check_deadline, decide_graph
     from .messages import ChatMessage, ToolCall
     from .traces import ReActTrace, TeamRecord, TeamTrace
 
@@ -129,6 +130,7 @@ _WHERE: dict[str, str] = {
     "Checkpoint": ".core",
     "Clock": "._clock",
     "ConflictError": ".errors",
+    "DeadlinePassedError": ".errors",
     "DecisionConflictError": ".errors",
     "DecisionRecord": ".decisions",
     "END": ".core",
@@ -217,6 +219,7 @@ _WHERE: dict[str, str] = {
     "UnknownTaskError": ".errors",
     "UsageError": ".errors",
     "__version__": "._version",
+    "check_deadline": ".hitl",
     "decide_graph": ".hitl",
     "mcp_tools": ".agents",
     "tool": ".agents",
@@ -252,6 +255,7 @@ __all__ = [
     "Checkpoint",
     "Clock",
     "ConflictError",
+    "DeadlinePassedError",
     "DecisionConflictError",
     "DecisionRecord",
     "EffectOutcomeUnknownError",
@@ -338,6 +342,7 @@ __all__ = [
     "UnknownTaskError",
     "UsageError",
     "__version__",
+    "check_deadline",
     "decide_graph",
     "mcp_tools",
     "tool",

@@ -23,7 +23,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
     │   ├── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
-    │   └── DecisionConflictError                another decision is already recorded (R39)
+    │   ├── DecisionConflictError                another decision is already recorded (R39)
+    │   └── DeadlinePassedError                  the task's or approval's deadline has passed
     ├── StoreError                               a session store failed
     │   ├── SessionNotFoundError (KeyError)      no stored session with that id
     │   ├── ConflictError                        stale save (compare-and-set on the version)
@@ -42,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousTaskError",
     "ConflictError",
+    "DeadlinePassedError",
     "DecisionConflictError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
@@ -250,7 +252,7 @@ class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
 class DecisionConflictError(InvalidDecisionError):
     """A different decision is already recorded and not yet applied: the first decision
     wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided what and when;
-    the session is unchanged."""
+    ``applied``: another resume applied it already. The session is unchanged."""
 
     def __init__(
         self,
@@ -261,8 +263,10 @@ class DecisionConflictError(InvalidDecisionError):
         time_ms: float | None,
         *,
         call_uuid: str | None = None,
+        applied: bool = False,
     ) -> None:
         self.session_id = session_id
+        self.applied = applied
         self.verdict = verdict
         self.reviewer = reviewer
         self.time_ms = time_ms
@@ -275,8 +279,52 @@ class DecisionConflictError(InvalidDecisionError):
         who = reviewer if reviewer else "an unnamed reviewer"
         super().__init__(
             f"{what} of session {session_id!r} was already decided: {verdict} by {who}{when}; "
-            "the first decision stands and nothing was changed (decide on a fork, or wait "
-            "for the resume that applies it)",
+            + (
+                "another resume applied it meanwhile, nothing was changed here"
+                if applied
+                else "the first decision stands and nothing was changed (decide on a fork, "
+                "or wait for the resume that applies it)"
+            ),
+            call_uuid=call_uuid,
+        )
+
+
+def _utc(time_ms: float) -> str:
+    import datetime as _dt
+
+    stamp = _dt.datetime.fromtimestamp(time_ms / 1000, _dt.timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S") + f".{int(time_ms % 1000):03d} UTC"
+
+
+class DeadlinePassedError(InvalidDecisionError):
+    """A decision came after its deadline and was refused; the session is unchanged.
+
+    ``session_id``, ``call_uuid`` (a tool task) or ``approval`` (the context key of a graph
+    approval), ``deadline_ms`` and ``now_ms`` (epoch milliseconds of the session's clock)
+    say which deadline and when the decision came. The task stays visible as expired
+    until the next resume rejects it (reviewer ``system:deadline``)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        deadline_ms: float,
+        now_ms: float,
+        *,
+        call_uuid: str | None = None,
+        approval: str | None = None,
+        what: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.approval = approval
+        self.deadline_ms = deadline_ms
+        self.now_ms = now_ms
+        late = max(0.0, now_ms - deadline_ms)
+        lateness = f"{late:.0f} ms" if late < 10_000 else f"{late / 1000:.0f} s"
+        subject = what or (f"tool call {call_uuid}" if call_uuid else "the approval")
+        super().__init__(
+            f"{subject} of session {session_id!r} had to be decided by {_utc(deadline_ms)}; "
+            f"this decision came {lateness} late and was refused, nothing was changed "
+            "(the next resume rejects it as system:deadline)",
             call_uuid=call_uuid,
         )
 

@@ -4,7 +4,9 @@ Every check runs before anything changes: a refused decision leaves the session 
 it was (compare snapshots). Submitting does not resume; call ``agent.prompt().session(s)``.
 Everything returned here is a copy (R42): editing a task's ``args`` changes nothing that
 runs; the one way to change what runs is ``HITLDecision.approve().modified_args(...)``,
-which is validated, recorded and fingerprinted.
+which is validated, recorded and fingerprinted. A decision after its task's deadline is
+refused with DeadlinePassedError, judged by ``session.clock`` (the wall clock unless the
+session was made with another; see :mod:`intermission.hitl.deadlines`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..errors import (
     UnknownTaskError,
     UsageError,
 )
+from .deadlines import check_task_deadline
 from .interceptor import ApproverPolicy, HITLInterceptor
 
 __all__ = ["HITL"]
@@ -179,6 +182,8 @@ class HITL:
                 existing.time_ms,
                 call_uuid=uuid,
             )
+        now = session.clock.now_ms()
+        check_task_deadline(session, current, now)  # a late decision is refused (R23b)
         return DecisionRecord(
             call_uuid=uuid,
             tool_name=current.tool_name,
@@ -187,7 +192,7 @@ class HITL:
             modified_args=modified,
             always_allow=decision.always,
             reviewer=reviewer,
-            time_ms=session.clock.now_ms(),
+            time_ms=now,
             fingerprint=current.fingerprint,
         )
 
@@ -202,7 +207,8 @@ class HITL:
         """Record ``decision`` for ``task`` (a task or its call UUID); typed errors, no change
         on refusal. The first decision of a task wins: the same decision again changes
         nothing and returns the recorded one; a different one raises
-        DecisionConflictError. Resume afterwards with an empty prompt.
+        DecisionConflictError; a first one after the task's deadline raises
+        DeadlinePassedError. Resume afterwards with an empty prompt.
 
         Edited arguments are validated by the tool the agent instance holds (R49):
         ``agent``, or the agent that last ran the session in this process."""

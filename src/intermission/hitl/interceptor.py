@@ -33,11 +33,18 @@ REJECT_TEXT = "Rejected by the reviewer: human approval was not given."
 class HITLInterceptor(ReActInterceptor):
     """Ask a human before some tools run.
 
+    A deadline (``on_tool(..., deadline_ms=...)``) counts from when the call is proposed,
+    in epoch milliseconds of the run's clock (the agent's ``.clock(...)``, else the
+    session's). ``on_expire="reject"`` (the default): a decision after the deadline is
+    refused with DeadlinePassedError, and the next resume rejects the call as
+    ``system:deadline``. ``on_expire="wait"``: the deadline only marks the task expired
+    (an event, ``HITL.expired_tasks``); it stays decidable.
+
     Example:
         >>> hitl = HITLInterceptor().on_tool("delete_user").approvers({"lead"})
     """
 
-    def __init__(self, on_expire: Literal["reject", "wait"] = "wait") -> None:
+    def __init__(self, on_expire: Literal["reject", "wait"] = "reject") -> None:
         if on_expire not in ("reject", "wait"):
             raise UsageError(f"on_expire is 'reject' or 'wait', not {shown(on_expire)}")
         self._policies: dict[str, tuple[Policy | None, float | None]] = {}
@@ -138,6 +145,7 @@ class HITLInterceptor(ReActInterceptor):
                     created_ms=now,
                     deadline_ms=now + deadline if deadline is not None else None,
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
+                    on_expire=self.on_expire if deadline is not None else None,
                 )
             )
         return tasks

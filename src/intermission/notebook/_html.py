@@ -7,7 +7,7 @@ import html
 import json
 from typing import Any
 
-__all__ = ["CSS", "esc", "id_html", "plain", "pre_json", "short_id"]
+__all__ = ["CSS", "esc", "expired_html", "id_html", "plain", "pre_json", "short_id"]
 
 _BIDI_CONTROLS = {
     code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -39,6 +39,18 @@ def short_id(value: str | None, keep: int = 8) -> str:
 def id_html(value: str | None) -> str:
     """An id as a short monospace label whose tooltip is the whole id."""
     return f"<span class='im-id' title='{esc(value)}'>{esc(short_id(value))}</span>"
+
+
+def expired_html(deadline_ms: float | None, now_ms: float) -> str:
+    """A badge for a decision whose deadline passed (R23b), or "" before it / without one."""
+    if deadline_ms is None or now_ms < deadline_ms:
+        return ""
+    from ..errors import _utc
+
+    return (
+        f" <span class='im-badge im-bad im-expired' title='deadline {esc(_utc(deadline_ms))}'>"
+        "expired</span>"
+    )
 
 
 def pre_json(value: Any) -> str:

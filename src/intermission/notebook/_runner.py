@@ -11,6 +11,7 @@ import ipywidgets as w
 
 from ..core.session import AgentSession
 from ..errors import RequestInProgressError
+from ..stores.decide import decide_and_resume
 from ._html import esc
 from .graph_view import GraphView
 from .settings import settings
@@ -47,18 +48,20 @@ class ResumeRunner:
         self._busy = False
         self._thread: threading.Thread | None = None
         self.buttons: list[w.Button] = []
+        self.note = ""
+        """Set when another resume applied the same decision meanwhile (says by whom)."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
 
     # -- the resume ------------------------------------------------------------------
     def _resume(self, action: Action) -> Any:
         if self.store is not None:
-            sid = self.session.session_id
-            with self.store.resume(sid) as s:
-                action(s)
-            with self.store.resume(sid) as s:
-                self.session = s
-                return self.agent.prompt().session(s).call()
+            # checked on a read, then decided and applied under one claim (R39): a
+            # losing reviewer never blocks the winner; see stores.decide
+            outcome = decide_and_resume(self.store, self.session.session_id, action, self.agent)
+            self.session = outcome.session
+            self.note = "" if not outcome.applied_elsewhere else outcome.describe()
+            return outcome.response
         action(self.session)
         return self.agent.prompt().session(self.session).call()
 
@@ -79,6 +82,7 @@ class ResumeRunner:
                 return False  # a double click resumes once
             self._busy = True
         self.error = None
+        self.note = ""
         self.status.value = "<i>running…</i>"
         self._redraw()
         return True
@@ -107,7 +111,7 @@ class ResumeRunner:
             f"<b>waiting again:</b> {esc(self.session.pending_reason)}"
             if pending
             else f"<b>{esc(self.session.status)}</b>"
-        )
+        ) + (f" <i class='im-note'>{esc(self.note)}</i>" if self.note else "")
         self.result.value = f"<div class='im-result'>{esc(getattr(response, 'content', ''))}</div>"
         self._redraw()
 
@@ -182,7 +186,8 @@ class CodeTwins:
         """True once a decision was applied (by a click or a code twin) and the session no
         longer waits for this widget."""
         self.runner.wait()
-        return self.runner.response is not None and not self.runner.busy
+        applied = self.runner.response is not None or bool(self.runner.note)
+        return applied and not self.runner.busy
 
     def code_twin(self: W, decide: Callable[[W], Any]) -> Any:
         """The cell after a widget: what its buttons would do, in code.

@@ -10,8 +10,8 @@ import ipywidgets as w
 from .._text import visible
 from ..core.session import AgentSession
 from ..errors import InvalidDecisionError
-from ..hitl.graph import ApprovalKeys, decide_graph
-from ._html import CSS, esc, pre_json
+from ..hitl.graph import ApprovalKeys, approval_deadline, decide_graph
+from ._html import CSS, esc, expired_html, pre_json
 from ._runner import CodeTwins, ResumeRunner
 from .settings import default_reviewer
 
@@ -78,8 +78,11 @@ class ApprovalWidget(CodeTwins, w.VBox):
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
+            deadline = approval_deadline(s, self.approval_keys)
+            late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
             self.request.value = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
+                + late
                 + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
                 + "</div>"
             )

@@ -14,7 +14,7 @@ from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
-from ._html import CSS, esc, short_id
+from ._html import CSS, esc, expired_html, short_id
 from ._runner import CodeTwins, ResumeRunner
 from .settings import default_reviewer
 
@@ -158,6 +158,10 @@ class HITLPanel(CodeTwins, w.VBox):
         busy = self.runner.busy
         decided = self.runner.session.hitl.decisions
         has_reason = bool(self.reason.value.strip())
+        # a click after the deadline is refused; read the clock only then (a FakeClock
+        # advances on every reading)
+        timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
+        now = self.runner.session.clock.now_ms() if timed else 0.0
         for uuid, row in self.rows.items():
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
@@ -166,7 +170,7 @@ class HITLPanel(CodeTwins, w.VBox):
             elif chosen is not None:
                 row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                row.state.value = ""
+                row.state.value = expired_html(row.task.decide_by_ms, now).strip()
             open_row = record is None and chosen is None and not busy
             row.args.disabled = not open_row
             row.buttons["approve"].disabled = not open_row

@@ -7,8 +7,9 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._clock import SYSTEM_CLOCK
 from ..errors import UsageError
-from ._html import CSS, esc, id_html, plain
+from ._html import CSS, esc, expired_html, id_html, plain
 from .resume import decision_widget
 from .settings import settings
 
@@ -79,9 +80,10 @@ class Inbox(w.VBox):
     def refresh(self) -> list[Any]:
         """Re-read the pending list (keeping the selection when it is still pending)."""
         items: list[Any] = self.store.pending(limit=self.limit)
+        now = SYSTEM_CLOCK.now_ms()  # a stored session is judged by the wall clock
         rows = "".join(
             f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
-            f"<td>{len(p.tasks)}</td><td>{esc(p.reason)}"
+            f"<td>{len(p.tasks)}</td><td>{esc(p.reason)}{expired_html(p.deadline_ms, now)}"
             + "".join(f" {id_html(t.call_uuid)}" for t in p.tasks)
             + "</td></tr>"
             for p in items
