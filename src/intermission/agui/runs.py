@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ag_ui import core as ag
+from pydantic import TypeAdapter
 
 from ..core.session import InMemoryAgentSession
 from ..errors import (
@@ -45,6 +46,7 @@ BUSY_WAIT_S = 60.0
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
+EVENT: TypeAdapter[Any] = TypeAdapter(ag.Event)
 Frame = str
 _END = object()
 
@@ -57,14 +59,18 @@ def _notes(session: Any) -> dict[str, Any]:
 
 
 def _remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | None,
-              interrupts: list[ag.Interrupt]) -> None:  # fmt: skip
+              closing: list[Any]) -> None:  # fmt: skip
+    """Note the run's AG-UI id and, for a pause, the events that closed it (snapshots and
+    outcome as they were then), so a replay sends what the live stream sent."""
     notes = _notes(session)
     runs = dict(notes.get("runs") or {})
     if run_id:
         runs[run_id] = agui_run
     kept = dict(notes.get("interrupts") or {})
-    if end_seq is not None and interrupts:
-        kept[str(end_seq)] = [i.model_dump(mode="json", exclude_none=True) for i in interrupts]
+    if end_seq is not None and closing:
+        kept[str(end_seq)] = [
+            e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in closing
+        ]
     session.traces[ADAPTER] = {
         "kind": "agui",
         "runs": dict(list(runs.items())[-KEEP:]),
@@ -110,12 +116,15 @@ def _replay_run(
             return [_finished(tid, rid, end)]
         raw = stored.get(str(end.seq))
         if raw:
-            found = [ag.Interrupt.model_validate(i) for i in raw]
-        else:
-            found = [
-                ag.Interrupt(id=t.call_uuid, reason="tool_call", tool_call_id=t.call_uuid)
-                for e in events if e.kind == "hitl_pending" for t in e.tasks
-            ] or [ag.Interrupt(id=f"approval-{end.seq}", reason="confirmation")]  # fmt: skip
+            closing = [EVENT.validate_python(e) for e in raw]
+            for e in closing:
+                if e.type == ag.EventType.RUN_FINISHED:
+                    e.run_id = rid
+            return closing
+        found = [
+            ag.Interrupt(id=t.call_uuid, reason="tool_call", tool_call_id=t.call_uuid)
+            for e in events if e.kind == "hitl_pending" for t in e.tasks
+        ] or [ag.Interrupt(id=f"approval-{end.seq}", reason="confirmation")]  # fmt: skip
         return _paused(session, tid, rid, found, tr)
 
     tr = Translator(tid, rid, finish)
@@ -296,12 +305,11 @@ class Runs:
                 if not end.pending:
                     return [_finished(tid, rid, end)]
                 found = open_interrupts(s)
-                outer["interrupts"] = found
                 if not found:  # paused for another reason: still not a success (AG-UI 1.0)
                     found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
                                           message=s.pending_reason)]  # fmt: skip
-                    outer["interrupts"] = found
-                return _paused(s, tid, rid, found, tr)
+                outer["closing"] = _paused(s, tid, rid, found, tr)
+                return list(outer["closing"])
 
             tr = Translator(tid, rid, finish)
             last = s.events.next_seq - 1
@@ -313,7 +321,7 @@ class Runs:
                     send((event.seq, k), out)
             end = outer.get("end")
             _remember(s, outer.get("run"), rid, end.seq if end is not None else None,
-                      outer.get("interrupts") or [])  # fmt: skip
+                      outer.get("closing") or [])  # fmt: skip
             if not tr.done:  # the run ended without its end event (cancelled)
                 for k, out in enumerate(
                     tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
