@@ -51,9 +51,12 @@ class Server:
         if token:
             cmd += ["--token", token]
         env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        # its output goes to a file: a pipe nobody reads could fill and stall the server
+        self.output = effects.with_name(f"server-{self.port}.log")
+        with open(self.output, "w") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -61,8 +64,7 @@ class Server:
                     break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    out = self.proc.stdout.read() if self.proc.stdout else ""
-                    raise RuntimeError(f"server did not start: {out}") from None
+                    raise RuntimeError(f"server did not start: {self.output.read_text()}") from None
                 time.sleep(0.1)
 
     def headers(self) -> dict[str, str]:
@@ -127,8 +129,6 @@ class Server:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.proc.stdout:
-            self.proc.stdout.close()
 
 
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
