@@ -82,6 +82,31 @@ def hasty() -> ReActAgent:
     )
 
 
+@tool
+def post_note(text: str, session: AgentSession) -> str:
+    """Post a note for everyone to read."""
+    _effect(f"{session.session_id} post_note")
+    return "posted"
+
+
+def note() -> ReActAgent:
+    """A tool call whose argument is the user's text (whatever it holds)."""
+
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        if any(m.role == "tool" for m in messages[last_user:]):
+            return "Posted."
+        return [ToolCall("post_note", {"text": messages[last_user].content})]
+
+    return (
+        ReActAgent.of(ScriptedModel(script))
+        .name("note")
+        .tools(post_note)
+        .interceptor(HITLInterceptor().on_tool("post_note"))
+        .build()
+    )
+
+
 def change() -> Any:
     """The change graph: a confirmation at its approval node."""
     return build_change_graph(
@@ -89,4 +114,6 @@ def change() -> Any:
     )
 
 
-AGENTS: dict[str, Callable[[], Any]] = {"ops": ops, "pair": pair, "hasty": hasty, "change": change}
+AGENTS: dict[str, Callable[[], Any]] = {
+    "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
+}  # fmt: skip
