@@ -48,12 +48,15 @@ def agui_messages(
     session_id: str,
     messages: Iterable[ChatMessage],
     waiting: Iterable[tuple[str, list[Any]]] = (),
+    ids: dict[int, str] | None = None,
 ) -> list[Any]:
-    """The session's chat history as AG-UI messages (ids made from the position), then
-    the assistant messages whose tool calls wait for a decision (``waiting``)."""
+    """The session's chat history as AG-UI messages, then the assistant messages whose
+    tool calls wait for a decision (``waiting``). A message keeps the id the client saw
+    (``ids``, by position: the user's own id, the streamed text's); others get one made
+    from their position."""
     out: list[Any] = []
     for i, m in enumerate(messages):
-        mid = f"{session_id}:m{i}"
+        mid = (ids or {}).get(i) or f"{session_id}:m{i}"
         if m.role == "user":
             out.append(ag.UserMessage(id=mid, role="user", content=m.content or ""))
         elif m.role == "assistant":
@@ -115,6 +118,8 @@ class Translator:
         self.open_text: set[str] = set()
         self.open_steps: list[str] = []
         self.done = False
+        self.texts: list[str] = []
+        """Ids of the text messages streamed in this run, in order."""
         self.calls: list[tuple[str, list[Any]]] = []
         """Tool calls proposed in this run, by message: what MESSAGES_SNAPSHOT adds while
         they wait (the session's history holds them only once they ran)."""
@@ -137,6 +142,7 @@ class Translator:
                 return out  # the closing text of an abnormal end: the outcome says it
             if rid not in self.open_text:
                 self.open_text.add(rid)
+                self.texts.append(rid)
                 out.append(ag.TextMessageStartEvent(message_id=rid, role="assistant"))
             out.append(ag.TextMessageContentEvent(message_id=rid, delta=event.text))
         elif kind == "reason_end":
@@ -145,6 +151,7 @@ class Translator:
                 self.open_text.discard(rid)
                 out.append(ag.TextMessageEndEvent(message_id=rid))
             elif event.content:
+                self.texts.append(rid)
                 out.append(ag.TextMessageStartEvent(message_id=rid, role="assistant"))
                 out.append(ag.TextMessageContentEvent(message_id=rid, delta=event.content))
                 out.append(ag.TextMessageEndEvent(message_id=rid))

@@ -42,6 +42,7 @@ ADAPTER = "agui:server"
 """Where the server keeps its own notes in a session's agent states (``traces``): which
 AG-UI run id each run had, and the interrupts each pause announced."""
 KEEP = 100
+KEEP_IDS = 1000
 BUSY_WAIT_S = 60.0
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
@@ -59,13 +60,15 @@ def _notes(session: Any) -> dict[str, Any]:
 
 
 def _remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | None,
-              closing: list[Any]) -> None:  # fmt: skip
+              closing: list[Any], ids: dict[int, str]) -> None:  # fmt: skip
     """Note the run's AG-UI id and, for a pause, the events that closed it (snapshots and
     outcome as they were then), so a replay sends what the live stream sent."""
     notes = _notes(session)
     runs = dict(notes.get("runs") or {})
     if run_id:
         runs[run_id] = agui_run
+    known = dict(notes.get("ids") or {})
+    known.update({str(k): v for k, v in ids.items()})
     kept = dict(notes.get("interrupts") or {})
     if end_seq is not None and closing:
         kept[str(end_seq)] = [
@@ -75,7 +78,23 @@ def _remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | No
         "kind": "agui",
         "runs": dict(list(runs.items())[-KEEP:]),
         "interrupts": dict(list(kept.items())[-KEEP:]),
+        "ids": dict(list(known.items())[-KEEP_IDS:]),
     }
+
+
+def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -> dict[int, str]:
+    """The ids the client saw for the session's messages: those noted by earlier runs, and
+    for this run's (from position ``first``) the user's own and the streamed texts'."""
+    ids = {int(k): v for k, v in (_notes(session).get("ids") or {}).items()}
+    texts = iter(tr.texts)
+    for i, m in enumerate(session.messages[first:], start=first):
+        if m.role == "user" and user_id:
+            ids[i] = user_id
+        elif m.role == "assistant" and m.content:
+            found = next(texts, None)
+            if found:
+                ids[i] = found
+    return ids
 
 
 def runs_of(session: Any) -> list[list[Any]]:
@@ -143,18 +162,25 @@ def _finished(tid: str, rid: str, end: Any) -> Any:
 
 
 def _paused(session: Any, tid: str, rid: str, interrupts: list[ag.Interrupt],
-            tr: Translator) -> list[Any]:  # fmt: skip
+            tr: Translator, ids: dict[int, str] | None = None) -> list[Any]:  # fmt: skip
     waiting = [(m, calls) for m, calls in tr.calls if any(c.id in {i.tool_call_id for i in
                interrupts} for c in calls)]  # fmt: skip
     return [
         ag.StateSnapshotEvent(snapshot=state_of(session)),
-        ag.MessagesSnapshotEvent(messages=agui_messages(tid, session.messages, waiting)),
+        ag.MessagesSnapshotEvent(messages=agui_messages(tid, session.messages, waiting, ids)),
         ag.RunFinishedEvent(
             thread_id=tid,
             run_id=rid,
             outcome=ag.RunFinishedInterruptOutcome(type="interrupt", interrupts=interrupts),
         ),
     ]
+
+
+def _user_id(messages: list[Any]) -> str | None:
+    for m in reversed(messages):
+        if getattr(m, "role", None) == "user":
+            return str(m.id)[:200]
+    return None
 
 
 def _prompt_of(messages: list[Any]) -> str | None:
@@ -308,11 +334,14 @@ class Runs:
                 if not found:  # paused for another reason: still not a success (AG-UI 1.0)
                     found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
                                           message=s.pending_reason)]  # fmt: skip
-                outer["closing"] = _paused(s, tid, rid, found, tr)
+                outer["ids"] = message_ids(s, first, user_id, tr)
+                outer["closing"] = _paused(s, tid, rid, found, tr, outer["ids"])
                 return list(outer["closing"])
 
             tr = Translator(tid, rid, finish)
             last = s.events.next_seq - 1
+            first = len(s.messages)
+            user_id = _user_id(data.messages) if prompt else None
             for event in agent.prompt(prompt).session(s).stream():
                 last = event.seq
                 if "run" not in outer:
@@ -321,7 +350,8 @@ class Runs:
                     send((event.seq, k), out)
             end = outer.get("end")
             _remember(s, outer.get("run"), rid, end.seq if end is not None else None,
-                      outer.get("closing") or [])  # fmt: skip
+                      outer.get("closing") or [],
+                      outer.get("ids") or message_ids(s, first, user_id, tr))  # fmt: skip
             if not tr.done:  # the run ended without its end event (cancelled)
                 for k, out in enumerate(
                     tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
