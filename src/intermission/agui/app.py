@@ -177,7 +177,12 @@ def agui_app(
         Route("/threads/{thread_id}", thread, methods=["GET"]),
         Route("/threads/{thread_id}/events", events, methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
+    async def refused(request: Request, exc: Exception) -> Response:
+        # a path the store refuses as an id (400), or the store away (503)
+        status = 400 if isinstance(exc, UsageError) else 503
+        return _error(status, str(exc).splitlines()[0][:300])
+
+    app = Starlette(routes=routes, exception_handlers={IntermissionError: refused})
     page = Starlette(routes=[Route("/", console, methods=["GET"])])
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -196,9 +201,6 @@ def agui_app(
             response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send)
             return
-        try:
-            await app(scope, receive, send)
-        except IntermissionError as exc:  # a store error outside a run
-            await _error(503, str(exc).splitlines()[0][:300])(scope, receive, send)
+        await app(scope, receive, send)
 
     return asgi

@@ -113,6 +113,12 @@ def _graph_id(session: Any) -> str:
     return "approval-0"
 
 
+def _graph_deadline(session: Any) -> float | None:
+    """A graph approval's deadline (``approval.deadline``, epoch ms), where it has one."""
+    value = session.context.get("approval.deadline")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _graph_paused(session: Any) -> bool:
     return bool(session.is_pending) and not session.hitl.tasks
 
@@ -148,10 +154,12 @@ def open_interrupts(session: Any) -> list[ag.Interrupt]:
         return []  # decided, not yet resumed
     request = session.context.get("approval.request")
     text = request if isinstance(request, str) else json.dumps(request, ensure_ascii=False)
+    deadline = _graph_deadline(session)
     out.append(
         ag.Interrupt(
             id=_graph_id(session),
             reason="confirmation",
+            expires_at=_iso(deadline) if deadline is not None else None,
             message=(text if request is not None else session.pending_reason or "Approve?"),
             response_schema=RESPONSE_SCHEMA,
             metadata={"intermission": {"request": request, "reason": session.pending_reason}},
@@ -288,7 +296,8 @@ def plan(
         for iid in ids:
             expires = opened[iid].expires_at if iid in opened else None
             task = next((t for t in session.hitl.tasks if t.call_uuid == iid), None)
-            if task is not None and task.deadline_ms is not None and now_ms >= task.deadline_ms:
+            deadline = task.deadline_ms if task is not None else _graph_deadline(session)
+            if deadline is not None and now_ms >= deadline:
                 raise Refusal(
                     "INTERRUPT_EXPIRED",
                     f"interrupt {iid!r} expired at {expires}; nothing was changed",

@@ -316,7 +316,11 @@ class Runs:
             except DecisionConflictError:
                 raise
             except InvalidDecisionError as exc:
-                raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
+                # (DeadlinePassedError, where the core has it: the deadline passed meanwhile)
+                code = (
+                    "INTERRUPT_EXPIRED" if "Deadline" in type(exc).__name__ else "INVALID_PAYLOAD"
+                )
+                raise Refusal(code, f"{exc}; nothing was changed") from None
 
     def _execute(self, name: str, data: ag.RunAgentInput, prompt: str | None,
                  send: Callable[[Cursor, Any], None], *, claim: bool) -> None:  # fmt: skip
