@@ -17,6 +17,7 @@ from tests._helpers import need_module
 need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
 need_module("httpx", "httpx")
 
+from intermission.decisions import fingerprint  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
 from ._server import Server, effects, types  # noqa: E402
@@ -256,11 +257,14 @@ def test_edited_arguments_go_through_modified_args(world: Any) -> None:
     result = next(e for _, e in events if e["type"] == "TOOL_CALL_RESULT")
     assert result["content"] == "user 2002 deleted"
     assert effects(log, thread) == ["delete_user 2002"]
-    snap = json.loads(stored(db, thread))
-    decided = [e for e in snap["events"] if e["kind"] == "hitl_decided"] if "events" in snap else []
-    if decided:
-        assert decided[0]["decision"]["modified_args"] == {"user_id": 2002}
-        assert decided[0]["decision"]["reviewer"] == "ann"
+    store = SQLiteStore(db)
+    try:
+        (decided,) = [e.decision for e in store.load(thread).events if e.kind == "hitl_decided"]
+    finally:
+        store.close()
+    assert decided.modified_args == {"user_id": 2002} and decided.reviewer == "ann"
+    # the args the reviewer saw are what the decision's fingerprint names
+    assert decided.fingerprint == fingerprint(i["metadata"]["intermission"]["args"])
 
 
 def test_an_expired_interrupt_is_refused_and_changes_nothing(world: Any) -> None:
@@ -430,3 +434,12 @@ def test_with_a_token_every_route_needs_the_bearer(tmp_path: Path) -> None:
         assert len(server.get("/interrupts")["interrupts"]) == 1
     finally:
         server.stop()
+
+
+def test_serve_binds_127_0_0_1_unless_told_otherwise() -> None:
+    from intermission.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--agents", "m:A"])
+    assert (args.host, args.port, args.token, args.agents) == ("127.0.0.1", 8000, None, "m:A")
+    args = build_parser().parse_args(["--agents", "m:B", "serve"])
+    assert args.agents == "m:B"
