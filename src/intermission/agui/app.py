@@ -22,9 +22,10 @@ from starlette.routing import Route
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
 from ..stores.base import SessionStore
 from .console import CONSOLE_HTML
-from .events import encode, parse_cursor
 from .interrupts import decided, open_interrupts
-from .runs import Runs, replay
+from .replay import replay
+from .runs import Runs
+from .sse import encode, parse_cursor
 
 __all__ = ["MAX_BODY", "agui_app"]
 
@@ -177,6 +178,7 @@ def agui_app(
         Route("/threads/{thread_id}", thread, methods=["GET"]),
         Route("/threads/{thread_id}/events", events, methods=["GET"]),
     ]
+
     async def refused(request: Request, exc: Exception) -> Response:
         # a path the store refuses as an id (400), or the store away (503)
         status = 400 if isinstance(exc, UsageError) else 503

@@ -4,8 +4,7 @@ One :class:`Translator` per run: it turns the run's events, as the session logs 
 the AG-UI events a client sees. The same function serves the live stream and the replay
 from the log, so a client that reconnects gets the very events (and ids) it missed.
 
-Every AG-UI event gets a cursor ``(seq, k)``: the session event that produced it and its
-place among that event's AG-UI events; its SSE ``id:`` is ``"seq.k"``.
+Every AG-UI event gets a cursor ``(seq, k)`` (see :mod:`intermission.agui.sse`).
 """
 
 from __future__ import annotations
@@ -18,25 +17,12 @@ from ag_ui import core as ag
 
 from ..messages import ChatMessage
 
-__all__ = ["Cursor", "Translator", "agui_messages", "encode", "parse_cursor", "state_of"]
-
-Cursor = tuple[int, int]
+__all__ = ["ENDS", "STARTS", "Translator", "agui_messages", "state_of"]
 
 STARTS = ("run_start", "team_start")
 ENDS = ("run_end", "team_end")
 HIDDEN_STATE = ("agui.",)
 """Context keys the server keeps for itself: not shown in STATE_SNAPSHOT."""
-
-
-def parse_cursor(text: str | None) -> Cursor | None:
-    """A ``Last-Event-ID`` (``"seq.k"`` or ``"seq"``) as a cursor; None when absent or
-    not one of ours (then everything is replayed)."""
-    if not text:
-        return None
-    head, _, tail = text.strip().partition(".")
-    if not head.isdigit() or (tail and not tail.isdigit()) or len(text) > 40:
-        return None
-    return int(head), int(tail or 0)
 
 
 def state_of(session: Any) -> dict[str, Any]:
@@ -204,9 +190,3 @@ class Translator:
         """The RUN_ERROR that ends a failed run (after RUN_STARTED when there was one)."""
         self.done = True
         return [ag.RunErrorEvent(message=message, code=code)]
-
-
-def encode(event: Any, cursor: Cursor) -> str:
-    """One SSE frame: ``id: seq.k`` and the event's camelCase JSON (unset fields left out)."""
-    data = event.model_dump_json(by_alias=True, exclude_none=True)
-    return f"id: {cursor[0]}.{cursor[1]}\ndata: {data}\n\n"

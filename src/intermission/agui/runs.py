@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ag_ui import core as ag
-from pydantic import TypeAdapter
 
 from ..core.session import InMemoryAgentSession
 from ..errors import (
@@ -31,149 +30,21 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..hitl import HITL, decide_graph
-from .events import ENDS, STARTS, Cursor, Translator, agui_messages, encode, state_of
+from .events import Translator
 from .interrupts import Plan, Refusal, decision_of, open_interrupts, plan
+from .replay import finished, message_ids, paused, remember, replay, runs_of
+from .sse import Cursor, encode
 
-__all__ = ["Runs", "runs_of"]
+__all__ = ["Runs"]
 
 log = logging.getLogger("intermission.agui")
 
-ADAPTER = "agui:server"
-"""Where the server keeps its own notes in a session's agent states (``traces``): which
-AG-UI run id each run had, and the interrupts each pause announced."""
-KEEP = 100
-KEEP_IDS = 1000
 BUSY_WAIT_S = 60.0
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
-EVENT: TypeAdapter[Any] = TypeAdapter(ag.Event)
 Frame = str
 _END = object()
-
-
-def _notes(session: Any) -> dict[str, Any]:
-    notes = session.traces.get(ADAPTER)
-    if not isinstance(notes, dict):
-        notes = {"kind": "agui", "runs": {}, "interrupts": {}}
-    return notes
-
-
-def _remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | None,
-              closing: list[Any], ids: dict[int, str]) -> None:  # fmt: skip
-    """Note the run's AG-UI id and, for a pause, the events that closed it (snapshots and
-    outcome as they were then), so a replay sends what the live stream sent."""
-    notes = _notes(session)
-    runs = dict(notes.get("runs") or {})
-    if run_id:
-        runs[run_id] = agui_run
-    known = dict(notes.get("ids") or {})
-    known.update({str(k): v for k, v in ids.items()})
-    kept = dict(notes.get("interrupts") or {})
-    if end_seq is not None and closing:
-        kept[str(end_seq)] = [
-            e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in closing
-        ]
-    session.traces[ADAPTER] = {
-        "kind": "agui",
-        "runs": dict(list(runs.items())[-KEEP:]),
-        "interrupts": dict(list(kept.items())[-KEEP:]),
-        "ids": dict(list(known.items())[-KEEP_IDS:]),
-    }
-
-
-def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -> dict[int, str]:
-    """The ids the client saw for the session's messages: those noted by earlier runs, and
-    for this run's (from position ``first``) the user's own and the streamed texts'."""
-    ids = {int(k): v for k, v in (_notes(session).get("ids") or {}).items()}
-    texts = iter(tr.texts)
-    for i, m in enumerate(session.messages[first:], start=first):
-        if m.role == "user" and user_id:
-            ids[i] = user_id
-        elif m.role == "assistant" and m.content:
-            found = next(texts, None)
-            if found:
-                ids[i] = found
-    return ids
-
-
-def runs_of(session: Any) -> list[list[Any]]:
-    """The session's log cut into outer runs (a team's inner agents stay inside theirs)."""
-    out: list[list[Any]] = []
-    outer: str | None = None
-    for event in session.events:
-        if outer is None:
-            if event.kind in STARTS:
-                outer = event.run_id
-                out.append([event])
-            continue
-        out[-1].append(event)
-        if event.kind in ENDS and event.run_id == outer:
-            outer = None
-    return out
-
-
-def replay(session: Any, after: Cursor | None, run_id: str | None = None,
-           only: list[Any] | None = None) -> Iterator[tuple[Cursor, Any]]:  # fmt: skip
-    """AG-UI events of the session's log (or of one run), with cursors after ``after``."""
-    for events in [only] if only is not None else runs_of(session):
-        for cursor, out in _replay_run(session, events, run_id):
-            if after is None or cursor > after:
-                yield cursor, out
-
-
-def _replay_run(
-    session: Any, events: list[Any], run_id: str | None
-) -> Iterator[tuple[Cursor, Any]]:
-    notes = _notes(session)
-    stored = notes.get("interrupts") or {}
-    tid = session.session_id
-    rid = run_id or (notes.get("runs") or {}).get(events[0].run_id) or events[0].run_id
-
-    def finish(end: Any) -> list[Any]:
-        if not end.pending:
-            return [_finished(tid, rid, end)]
-        raw = stored.get(str(end.seq))
-        if raw:
-            closing = [EVENT.validate_python(e) for e in raw]
-            for e in closing:
-                if e.type == ag.EventType.RUN_FINISHED:
-                    e.run_id = rid
-            return closing
-        found = [
-            ag.Interrupt(id=t.call_uuid, reason="tool_call", tool_call_id=t.call_uuid)
-            for e in events if e.kind == "hitl_pending" for t in e.tasks
-        ] or [ag.Interrupt(id=f"approval-{end.seq}", reason="confirmation")]  # fmt: skip
-        return _paused(session, tid, rid, found, tr)
-
-    tr = Translator(tid, rid, finish)
-    for event in events:
-        for k, out in enumerate(tr.feed(event)):
-            yield (event.seq, k), out
-
-
-def _finished(tid: str, rid: str, end: Any) -> Any:
-    return ag.RunFinishedEvent(
-        thread_id=tid,
-        run_id=rid,
-        result=end.content or None,
-        outcome=ag.RunFinishedSuccessOutcome(type="success"),
-    )
-
-
-def _paused(session: Any, tid: str, rid: str, interrupts: list[ag.Interrupt],
-            tr: Translator, ids: dict[int, str] | None = None) -> list[Any]:  # fmt: skip
-    waiting = [(m, calls) for m, calls in tr.calls if any(c.id in {i.tool_call_id for i in
-               interrupts} for c in calls)]  # fmt: skip
-    return [
-        ag.StateSnapshotEvent(snapshot=state_of(session)),
-        ag.MessagesSnapshotEvent(messages=agui_messages(tid, session.messages, waiting, ids)),
-        ag.RunFinishedEvent(
-            thread_id=tid,
-            run_id=rid,
-            outcome=ag.RunFinishedInterruptOutcome(type="interrupt", interrupts=interrupts),
-        ),
-    ]
 
 
 def _user_id(messages: list[Any]) -> str | None:
@@ -333,13 +204,13 @@ class Runs:
             def finish(end: Any) -> list[Any]:
                 outer["end"] = end
                 if not end.pending:
-                    return [_finished(tid, rid, end)]
+                    return [finished(tid, rid, end)]
                 found = open_interrupts(s)
                 if not found:  # paused for another reason: still not a success (AG-UI 1.0)
                     found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
                                           message=s.pending_reason)]  # fmt: skip
                 outer["ids"] = message_ids(s, first, user_id, tr)
-                outer["closing"] = _paused(s, tid, rid, found, tr, outer["ids"])
+                outer["closing"] = paused(s, tid, rid, found, tr, outer["ids"])
                 return list(outer["closing"])
 
             tr = Translator(tid, rid, finish)
@@ -353,7 +224,7 @@ class Runs:
                 for k, out in enumerate(tr.feed(event)):
                     send((event.seq, k), out)
             end = outer.get("end")
-            _remember(s, outer.get("run"), rid, end.seq if end is not None else None,
+            remember(s, outer.get("run"), rid, end.seq if end is not None else None,
                       outer.get("closing") or [],
                       outer.get("ids") or message_ids(s, first, user_id, tr))  # fmt: skip
             if not tr.done:  # the run ended without its end event (cancelled)
