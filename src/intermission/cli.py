@@ -158,6 +158,14 @@ def _applied(outcome: DecisionOutcome) -> None:
         print(_v(outcome.response.content, keep_newlines=True))
 
 
+def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
+    """The AG-UI server and reviewer console (extra ``agui``) on this store, until ^C."""
+    from .agui import agui_app, serve
+
+    print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
+    serve(agui_app(_agents(args.agents), store, token=args.token), args.host, args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
@@ -197,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
     wait(resume)
     resume.add_argument("session_id")
+    serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
+    serve.add_argument("--agents", default=argparse.SUPPRESS, help="module:DICT of factories")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
     return parser
 
 
@@ -210,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "approve": lambda a, s: _decide(a, s, True),
         "reject": lambda a, s: _decide(a, s, False),
         "resume": cmd_resume,
+        "serve": cmd_serve,
     }
     try:
         store = open_store(args.store)

@@ -33,6 +33,7 @@ WIDGETS = {
     "06_parallel_and_interrupt.ipynb": ".im-stepper",
     "08_what_if.ipynb": ".im-history",
     "09_mcp_tools.ipynb": ".hitl-panel",
+    "10_approve_from_anywhere.ipynb": ".inbox",
 }
 
 
