@@ -400,12 +400,6 @@ def test_every_approved_effect_runs_once_per_identity_and_every_session_loads(
     TOTALS["store " + kind] += 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 20 / R48: effect ids are the id factory's next id and the session's "
-    "count of proposals; a SequentialIds started again (a new process) gives two sessions "
-    "of one family the same effect id for different proposals (ReActAgent._mint)",
-)
 def test_effect_ids_from_a_restarted_sequential_factory_stay_unique_in_a_family() -> None:
     need_module("jsonschema", "MCP tools need jsonschema (extra mcp)")
     from intermission.stores import MemoryStore

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -283,13 +284,16 @@ class ReActAgent(AgentBase):
 
     def _mint(self, trace: ReActTrace, calls: list[ToolCall]) -> dict[str, str]:
         """An effect id for every proposed call, ours and never the provider's (R48): the
-        id factory's fresh id numbered by the session's count of proposals, so a model
-        that reuses ``call_0`` on a later request (or a ``SequentialIds`` started again
-        in another process) never names an effect that already ran."""
+        id factory's fresh id, the session's count of proposals and random bits. The
+        random part is what makes it unique in a whole ledger family: a ``SequentialIds``
+        started again in another process, a fork at an earlier checkpoint, or a fork saved
+        under a deleted fork's id all reach the same count with the same factory id, and a
+        model may reuse ``call_0`` on any request; none of them may name an effect that
+        already ran."""
         minted = {}
         for c in calls:
             trace.proposed += 1
-            minted[c.id or ""] = f"{self.ids('effect')}.{trace.proposed}"
+            minted[c.id or ""] = f"{self.ids('effect')}.{trace.proposed}.{os.urandom(5).hex()}"
         return minted
 
     async def _action(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
