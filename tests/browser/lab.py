@@ -256,3 +256,14 @@ class Notebook:
                                         "'application/vnd.jupyter.error']").all()
         ]  # fmt: skip
         return found
+
+
+def goes_on(nb: Notebook, twin: str, shows: str | None = None, shown_by: str | None = None) -> None:
+    """After the click, a person runs the cells from the code twin down: none fails, the
+    twin's cell (or ``shown_by``) shows ``shows``, and the page's own checks say ok."""
+    nb.run_from(twin)
+    problems = nb.problems()
+    assert problems == [], problems
+    if shows is not None:
+        assert shows in nb.output_of(shown_by or twin)
+    assert nb.output_of("what this page taught").strip() == "ok"

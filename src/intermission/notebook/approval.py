@@ -72,6 +72,7 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self.add_class("approval-widget")
         self._show_request()
         r.refresh()
+        r.settle()
 
     def _show_request(self) -> None:
         s = self.runner.session
@@ -89,6 +90,8 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self.reject_button.disabled = not (waiting and bool(self.reason.value.strip()))
 
     def _click(self, action: Any) -> None:
+        if self.runner.sync():  # it moved on elsewhere: the widget shows that now instead
+            return
         try:
             decide = action()
         except Exception as exc:  # a refused decision: shown, nothing changed

@@ -125,6 +125,7 @@ class HITLPanel(CodeTwins, w.VBox):
         self.add_class("hitl-panel")
         self._build_rows()
         r.refresh()
+        r.settle()
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
@@ -236,6 +237,8 @@ class HITLPanel(CodeTwins, w.VBox):
         return lambda s: HITL.submit_all(s, chosen)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
+        if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
+            return
         try:
             action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
         except Exception as exc:
@@ -248,6 +251,8 @@ class HITLPanel(CodeTwins, w.VBox):
         return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
 
     def _click_all(self, verdict: str) -> None:
+        if self.runner.sync():
+            return
         try:
             action = self._choose(self._all(verdict, None, None))
         except Exception as exc:
@@ -257,7 +262,7 @@ class HITLPanel(CodeTwins, w.VBox):
             self.runner.run_in_background(action)
 
     def _click_resume(self) -> None:
-        if not self._undecided():
+        if not self.runner.sync() and not self._undecided():
             self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets as w
 
 from ..errors import UsageError
+from ._decided import decisions_of, outcome_of
 from ._html import CSS, esc, id_html
 from .resume import decision_widget
 from .settings import settings
@@ -58,6 +59,8 @@ class Inbox(w.VBox):
         self.hint = w.HTML()
         self.status = w.HTML()
         self._opened_by_click = False
+        self.listed: list[str] = []
+        """Every session id this inbox has listed as pending, first seen first."""
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         super().__init__(
@@ -95,6 +98,7 @@ class Inbox(w.VBox):
             else "<div class='im-inbox'><i>no pending sessions</i></div>"
         )
         ids = [p.session_id for p in items]
+        self.listed += [i for i in ids if i not in self.listed]
         keep = self.picker.value if self.picker.value in ids else (ids[0] if ids else None)
         if list(self.picker.options) != ids:
             self.picker.options = ids
@@ -107,6 +111,8 @@ class Inbox(w.VBox):
             try:
                 if self.current is None or not self.current.runner.busy:
                     self.refresh()
+                if self.current is not None:
+                    self.current.runner.sync()  # decided elsewhere: the widget says so
             except Exception:  # the store is away: the next poll tries again
                 continue
 
@@ -156,16 +162,40 @@ class Inbox(w.VBox):
         return widget
 
     # -- code twins ------------------------------------------------------------------
+    def _decided_elsewhere(self) -> Any:
+        """The first session this inbox listed that is now past its decision (whoever
+        decided it: here, another Inbox, the CLI, another kernel), or None."""
+        for sid in self.listed:
+            try:
+                s = self.store.load(sid)
+            except Exception:  # deleted since, or the store is away
+                continue
+            if not s.is_pending and s.status in ("done", "failed") and decisions_of(s):
+                return s
+        return None
+
     @property
     def decided(self) -> bool:
-        """True once the opened session was decided and resumed."""
-        return self.current is not None and self.current.decided
+        """True once the opened session (or, with none opened, a session this inbox
+        listed) was decided and resumed, here or anywhere else."""
+        if self.current is not None and self.current.decided:
+            return True
+        return self.current is None and self._decided_elsewhere() is not None
 
     def code_twin(self, decide: Any) -> Any:
         """The cell after the Inbox (see :class:`CodeTwins`): when a person opened a session
         and decided it, that response; on autopilot ``decide(inbox)``; else a hint."""
         if self.current is not None and self.current.runner.clicked:
             return self.current.runner.wait()
+        if self.current is not None:
+            self.current.runner.sync()
+            if self.current.runner.decided_elsewhere:
+                return outcome_of(self.current.runner.session)
+        else:
+            done = self._decided_elsewhere()
+            if done is not None:
+                self.refresh()
+                return outcome_of(done)
         if settings.autopilot:
             return decide(self)
         self.hint.value = (

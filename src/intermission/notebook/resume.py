@@ -24,7 +24,7 @@ class ResumeWidget(CodeTwins, w.VBox):
         self.runner = ResumeRunner(agent, session, store)
         self.resume_button = w.Button(description="Resume", button_style="primary", icon="play")
         self.resume_button.add_class("history-resume")
-        self.resume_button.on_click(lambda _b: self.runner.run_in_background(_nothing))
+        self.resume_button.on_click(lambda _b: self._click())
         self.runner.buttons = []
         self.runner.state_hook = self._enable
         r = self.runner
@@ -33,10 +33,15 @@ class ResumeWidget(CodeTwins, w.VBox):
         self.add_class("resume-widget")
         self._enable()
         r.refresh()
+        r.settle()
 
     def _enable(self) -> None:
         done = self.runner.session.status in ("done", "failed")
         self.resume_button.disabled = self.runner.busy or done
+
+    def _click(self) -> None:
+        if not self.runner.sync():  # moved on elsewhere: shown now instead
+            self.runner.run_in_background(_nothing)
 
     def resume(self) -> Any:
         """Code twin of Resume: continue the session, return the response."""

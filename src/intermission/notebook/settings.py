@@ -17,6 +17,9 @@ class Settings:
     """The reviewer name widgets fill in; None: ``$INTERMISSION_REVIEWER``, else the OS user."""
     inbox_poll_s: float | None = 5.0
     """How often an Inbox re-reads ``store.pending()`` (None: never; off on autopilot)."""
+    view_poll_s: float | None = 2.0
+    """How often a shown decision widget re-reads its session (None: never; off on
+    autopilot): a decision made elsewhere shows within seconds (R51)."""
     autopilot: bool = field(default_factory=lambda: os.environ.get("INTERMISSION_AUTOPILOT") == "1")
     """Code twins decide in place of a person (``$INTERMISSION_AUTOPILOT=1``: set by
     ``make test`` for nbval and by ``make notebooks``). Off, a code-twin cell leaves the
