@@ -151,3 +151,39 @@ def test_01_reject_in_the_panel_and_the_cells_below_handle_it(lab: Lab, page: An
     expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
     expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice")
     goes_on(nb, "panel.code_twin(")
+
+
+def test_08_a_fork_from_checkpoint_1_resumed_to_its_pause_is_decided_in_the_widget(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "08_what_if.ipynb")
+    nb.run_all()
+    history = nb.widget(".im-history")
+    label = history.locator(".history-label")
+    expect(label).to_contain_text("checkpoint 3")
+    handle = history.locator(".history-slider .noUi-handle")
+    handle.focus()
+    handle.press("ArrowLeft")
+    expect(label).to_contain_text("checkpoint 2", timeout=30_000)
+    handle.press("ArrowLeft")
+    expect(label).to_contain_text("checkpoint 1", timeout=30_000)
+    expect(label).to_contain_text("proposal_agent")
+    history.locator("button.history-fork").click()
+    opened = history.locator(".history-opened")
+    opened.locator("button.history-resume").click()  # the fork runs on to its pause …
+    fork = opened.locator(".approval-widget")  # … and becomes the widget that decides it
+    expect(fork).to_contain_text("Change plan awaits human review", timeout=60_000)
+    expect(fork.locator("button.approval-approve")).to_be_enabled()
+    fork.locator(".approval-comment textarea").fill("decided in the fork")
+    fork.locator("button.approval-approve").click()
+    expect(fork.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(fork.locator(".approval-status")).to_contain_text("APPROVE by alice at ")
+    shot(history, "08-fork-from-1-decided")
+    goes_on(
+        nb, "fork_widget = history.code_twin(",
+        "change-001.fork1 → Change executed: applied change-001",
+    )  # fmt: skip

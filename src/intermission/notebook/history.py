@@ -56,8 +56,7 @@ class History(w.VBox):
         self._checkpoints: list[Checkpoint] = []
         self.forks: list[Any] = []
         """The forks made here, oldest first."""
-        self.current: Any = None
-        """The widget of the newest fork."""
+        self._current: Any = None
         self.clicked = False
         """True once a person clicked Fork from here."""
         self.slider = w.IntSlider(description="Checkpoint", continuous_update=False)
@@ -96,6 +95,13 @@ class History(w.VBox):
         )  # fmt: skip
         self.add_class("im-history")
         self.refresh()
+
+    @property
+    def current(self) -> Any:
+        """The widget that moves the newest fork on now: the one opened for it, or the
+        decision widget a Resume turned it into when it paused again (None before a fork)."""
+        widget = self._current
+        return getattr(widget, "active", widget)
 
     # -- reading the history -----------------------------------------------------------
     @property
@@ -206,7 +212,8 @@ class History(w.VBox):
             fork = self.session.fork(new_id, cp.index, effects=how)
         widget = decision_widget(self.agent, fork, store=self.store)
         self.forks.append(fork)
-        self.current = widget
+        self._current = widget
+        widget.runner.start_polling()
         self.opened.children = [
             w.HTML(
                 f"<h4>Fork {esc(new_id)} — from checkpoint {cp.index}, effects "
