@@ -187,3 +187,26 @@ def test_08_a_fork_from_checkpoint_1_resumed_to_its_pause_is_decided_in_the_widg
         nb, "fork_widget = history.code_twin(",
         "change-001.fork1 → Change executed: applied change-001",
     )  # fmt: skip
+
+
+def test_06_clicking_the_stepper_then_running_the_next_cell_works(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "06_parallel_and_interrupt.ipynb")
+    nb.run_all()
+    stepper = nb.widget(".im-stepper")
+    status = stepper.locator(".stepper-status")
+    expect(status).to_contain_text("Finished")  # Run All stepped it to its end in code
+    stepper.locator("button:text-is('Reset')").click()
+    expect(status).to_contain_text("Reset: back at the start")
+    stepper.locator("button:text-is('Step')").click()
+    expect(status).to_contain_text("Stopped after the steps asked for")
+    expect(status).to_contain_text("next node(s): fork")
+    stepper.locator("button:text-is('Run')").click()  # as the prose invites
+    expect(status).to_contain_text("Finished: every branch reached its end")
+    expect(status).to_contain_text("nothing left to run")
+    shot(stepper, "06-stepper-clicked")
+    nb.run_from("stepper.reset()")
+    assert nb.problems() == []
+    assert "done ['build', 'package', 'test', 'join', 'deploy']" in nb.output_of("stepper.reset()")
+    assert nb.output_of("assert fresh.context.get").strip() == "ok"
