@@ -11,6 +11,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from tests.browser.conftest import shot
 from tests.browser.lab import Lab, Notebook, goes_on, html_shows
 
@@ -210,3 +211,77 @@ def test_06_clicking_the_stepper_then_running_the_next_cell_works(lab: Lab, page
     assert nb.problems() == []
     assert "done ['build', 'package', 'test', 'join', 'deploy']" in nb.output_of("stepper.reset()")
     assert nb.output_of("assert fresh.context.get").strip() == "ok"
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_04_every_text_a_person_reads_before_deciding_has_aa_contrast_in_both_themes(
+    lab: Lab, page: Any, theme: str
+) -> None:
+    lab.set_theme(theme)
+    try:
+        nb = Notebook(page, lab, "04_graph_approval.ipynb")
+        nb.run_all()
+        light = page.evaluate("() => document.body.dataset.jpThemeLight")
+        assert light == ("true" if theme.endswith("Light") else "false")
+        widget = nb.widget(".approval-widget")
+        html_shows(widget, "Waiting for your decision", "Request", "im-req-row")
+        parts = {
+            "request": ".approval-widget .approval-request .im-ask",
+            "hint": ".approval-widget .im-hint",
+            "JSON": ".approval-widget .im-pre",
+            "timeline headers": ".approval-widget .im-req-row",
+        }
+        seen = nb.contrast(*parts.values())
+        for name, selector in parts.items():
+            assert any(s["sel"] == selector for s in seen), f"no {name} text on the page"
+        low = [s for s in seen if s["ratio"] < 4.5]
+        assert low == [], low
+        card = widget.locator(".approval-graph .im-graph-card")
+        assert card.count() == 1  # the graph sits on its themed card
+        tag = "dark" if theme.endswith("Dark") else "light"
+        shot(widget, f"04-decision-moment-{tag}")
+    finally:
+        lab.set_theme("JupyterLab Light")
+
+
+def _fits_and_reads(graphs: list[dict[str, Any]], what: str) -> None:
+    assert graphs, f"no graph in {what}"
+    for g in graphs:
+        assert g["width"] <= g["room"] + 1, f"{what}: {g}"
+        assert g["minText"] >= 10, f"{what}: text too small: {g}"
+
+
+def test_graphs_fit_their_output_and_their_text_stays_readable(lab: Lab, page: Any) -> None:
+    nb = Notebook(page, lab, "04_graph_approval.ipynb")
+    nb.run_all()
+    nb.widget(".approval-widget")
+    standalone = nb.cell("from intermission.notebook import GraphView")
+    _fits_and_reads(nb.graphs(standalone.locator(".jp-OutputArea-output")), "a GraphView")
+    _fits_and_reads(nb.graphs(nb.panel.locator(".approval-graph")), "the approval widget")
+    lab.shut_down_kernels()
+
+    nb = Notebook(page, lab, "08_what_if.ipynb")
+    nb.run_all()
+    nb.widget(".im-history")
+    _fits_and_reads(nb.graphs(nb.panel.locator(".im-compare")), "Compare")
+    _fits_and_reads(nb.graphs(nb.panel.locator(".history-graph")), "History")
+    shot(nb.panel.locator(".im-compare").first, "08-compare")
+
+
+def test_an_empty_reviewer_field_records_the_default_reviewer_never_none(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "04_graph_approval.ipynb")
+    nb.run_all()
+    widget = nb.widget(".approval-widget")
+    reviewer = widget.locator(".approval-reviewer input")
+    reviewer.fill("")  # a person clears the field
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text("Change executed", timeout=60_000)
+    expect(widget.locator(".approval-status")).to_contain_text("APPROVE by alice at ")
+    expect(reviewer).to_have_value("alice")  # the field says who the decision records
+    expect(widget).to_contain_text("APPROVE by alice")  # the timeline row
+    expect(widget).not_to_contain_text("no reviewer named")
+    goes_on(nb, "widget.code_twin(", "Change executed: applied change-001")

@@ -95,7 +95,7 @@ class ResumeRunner:
             self._show_state()
             return
         self.status.value = (
-            f"<span class='im-error' style='color:#c62828'>error: "
+            f"<span class='im-error'>error: "
             f"{esc(type(error).__name__)}: {esc(error)}</span>"
         )
 
@@ -250,9 +250,7 @@ class ResumeRunner:
     def refresh(self) -> None:
         """Redraw graph and timeline from the session."""
         if hasattr(self.agent, "spec"):
-            view = GraphView(self.agent, self.session)
-            bundle = view._repr_mimebundle_()
-            self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+            self.graph.value = GraphView(self.agent, self.session).card()
         self.timeline.value = Timeline(self.session).html()
 
 

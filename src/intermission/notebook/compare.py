@@ -227,7 +227,9 @@ class Compare:
 def _svg(ir: GraphIR) -> str:
     dot = to_dot(ir, legend=False)
     svg = svg_of(dot)
-    return svg if svg is not None else f"<pre>{esc(to_text(ir))}</pre>"
+    if svg is None:
+        return f"<pre>{esc(to_text(ir))}</pre>"
+    return f"<div class='im-graph-card'>{svg}</div>"
 
 
 def _cell(event: Any, t0: float) -> str:

@@ -177,8 +177,7 @@ class History(w.VBox):
         then = self.at(cp.index)
         graph = None
         if hasattr(self.agent, "spec"):
-            bundle = GraphView(self.agent, then)._repr_mimebundle_()
-            graph = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+            graph = GraphView(self.agent, then).card()
         timeline = render_timeline(list(then.events), session_id=then.session_id)
         # everything is worked out before anything changes on the page, so the label never
         # names a checkpoint while the graph (rendered by dot, the slow part) shows another
@@ -231,7 +230,7 @@ class History(w.VBox):
             self.clicked = True
         except Exception as exc:  # shown here; nothing was made
             self.status.value = (
-                f"<span class='im-error' style='color:#c62828'>error: "
+                f"<span class='im-error'>error: "
                 f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 

@@ -15,7 +15,7 @@ from ..errors import InvalidDecisionError
 from ..hitl import HITL
 from ._html import CSS, esc, short_id
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer
+from .settings import default_reviewer, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
@@ -177,9 +177,11 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str | None:
-        name = reviewer if reviewer is not None else self.reviewer.value.strip()
-        return name or None
+    def _who(self, reviewer: str | None) -> str:
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
+        if reviewer is None and self.reviewer.value.strip() != who:
+            self.reviewer.value = who  # the field shows who the decision records
+        return who
 
     def _decision(
         self,
@@ -219,9 +221,7 @@ class HITLPanel(CodeTwins, w.VBox):
         else:
             note = note if note is not None else (self.comment.value.strip() or None)
             decision = HITLDecision.skip(note)
-        who = self._who(reviewer)
-        if who:
-            decision = decision.reviewer(who)
+        decision = decision.reviewer(self._who(reviewer))
         # checked against the session now (conflicts, approvers, edited arguments);
         # nothing is written until every call has a decision
         HITL._check(self.runner.session, call_uuid, decision)

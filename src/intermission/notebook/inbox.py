@@ -138,7 +138,7 @@ class Inbox(w.VBox):
             self._opened_by_click = True
         except Exception as exc:
             self.status.value = (
-                f"<span class='im-error' style='color:#c62828'>error: "
+                f"<span class='im-error'>error: "
                 f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 

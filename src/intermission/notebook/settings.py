@@ -41,3 +41,17 @@ def default_reviewer() -> str:
         return getpass.getuser()
     except (OSError, KeyError):  # no user name in this container
         return ""
+
+
+def reviewer_or_default(name: str | None) -> str:
+    """The reviewer a decision records: ``name``, or when it is empty the default reviewer
+    (R47: a decision never records nobody); refused when there is neither."""
+    from ..errors import InvalidDecisionError
+
+    chosen = (name or "").strip() or default_reviewer().strip()
+    if not chosen:
+        raise InvalidDecisionError(
+            "a decision needs a reviewer: type your name in the Reviewer field "
+            "(or set intermission.notebook.settings.reviewer)"
+        )
+    return chosen

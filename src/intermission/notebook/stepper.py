@@ -62,8 +62,7 @@ class Stepper(w.VBox):
         self._draw("ready")
 
     def _draw(self, status: str) -> None:
-        bundle = GraphView(self.target, self.session)._repr_mimebundle_()
-        self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+        self.graph.value = GraphView(self.target, self.session).card()
         positions = ", ".join(self.session.context.trace.positions())
         words = _WORDS.get(status, status)
         if status in ("stopped", "pending") and self.session.pending_reason:
