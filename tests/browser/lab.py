@@ -112,6 +112,22 @@ class Lab:
         )  # fmt: skip
         urllib.request.urlopen(request, timeout=30).close()
 
+    def wait_kernel_idle(self, path: str, timeout: float = 120.0) -> None:
+        """Wait until the server says the kernel of notebook ``path`` is idle (the front
+        end's own indicators differ between Lab and Notebook 7; the server's do not)."""
+        deadline = time.monotonic() + timeout
+        url = f"{self.base}/api/sessions?token={TOKEN}"
+        idle = 0
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                states = [s["kernel"]["execution_state"] for s in json.load(reply)
+                          if s.get("path", "").endswith(path) and s.get("kernel")]  # fmt: skip
+            idle = idle + 1 if states and all(st == "idle" for st in states) else 0
+            if idle >= 3:  # a moment of idle between queued cells is not the end
+                return
+            time.sleep(0.4)
+        raise AssertionError(f"the kernel of {path} never became idle")
+
     def shut_down_kernels(self) -> None:
         """End every notebook session (and its kernel): a test leaves no live Inbox or
         server behind to slow the next one."""

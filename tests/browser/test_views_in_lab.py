@@ -285,3 +285,30 @@ def test_an_empty_reviewer_field_records_the_default_reviewer_never_none(
     expect(widget).to_contain_text("APPROVE by alice")  # the timeline row
     expect(widget).not_to_contain_text("no reviewer named")
     goes_on(nb, "widget.code_twin(", "Change executed: applied change-001")
+
+
+def test_04_in_jupyter_notebook_7_runs_renders_the_widget_and_a_click_decides(
+    lab: Lab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+    from tests.browser.lab import TOKEN
+
+    page.goto(f"{lab.base}/notebooks/04_graph_approval.ipynb?token={TOKEN}", timeout=120_000)
+    panel = page.locator(".jp-NotebookPanel")
+    panel.wait_for(timeout=120_000)
+    lab.wait_kernel_idle("04_graph_approval.ipynb")
+    page.locator(".lm-MenuBar-item:has-text('Run')").first.click()
+    page.locator(".lm-Menu-item", has=page.locator(
+        ".lm-Menu-itemLabel:text-is('Run All Cells')")).first.click()  # fmt: skip
+    widget = panel.locator(".approval-widget")
+    expect(widget.locator("button.approval-approve")).to_be_enabled(timeout=120_000)
+    expect(widget).to_contain_text("Change plan awaits human review")
+    lab.wait_kernel_idle("04_graph_approval.ipynb")
+    assert panel.locator("[data-mime-type='application/vnd.jupyter.error']").count() == 0
+    assert "Error displaying widget" not in (panel.text_content() or "")
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(widget.locator(".approval-status")).to_contain_text("APPROVE by alice at ")
+    shot(widget, "nb7-04-after-approve")

@@ -261,6 +261,8 @@ def test_inbox_opens_decides_and_saves() -> None:
     store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
     assert set(inbox.picker.options) == {"change-001", "ops-1"}
+    # what each waits for: a graph approval counts, it is not "0 tasks"
+    assert "<td>1 approval</td>" in inbox.table.value and "<td>1 tool call</td>" in inbox.table.value
     widget = inbox.open_session("change-001")
     assert isinstance(widget, ApprovalWidget)
     widget.approve(reviewer="alice")

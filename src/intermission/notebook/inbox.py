@@ -16,6 +16,14 @@ from .settings import settings
 __all__ = ["Inbox"]
 
 
+def _to_decide(item: Any) -> str:
+    """What a pending session waits for: its tool calls, a graph approval, or a resume."""
+    n = len(item.tasks)
+    if n:
+        return f"{n} tool call{'s' if n > 1 else ''}"
+    return "1 approval" if getattr(item, "request", None) is not None else "a resume"
+
+
 class Inbox(w.VBox):
     """A live table of ``store.pending()``: the first pending session is preselected; Open
     shows it in the right decision widget (an ApprovalWidget with its graph, an
@@ -84,15 +92,15 @@ class Inbox(w.VBox):
         items: list[Any] = self.store.pending(limit=self.limit)
         rows = "".join(
             f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
-            f"<td>{len(p.tasks)}</td><td>{esc(p.reason)}"
+            f"<td>{_to_decide(p)}</td><td>{esc(p.reason)}"
             + "".join(f" {id_html(t.call_uuid)}" for t in p.tasks)
             + "</td></tr>"
             for p in items
         )
         self.table.value = (
             "<div class='im-inbox'><table><colgroup><col style='width:22%'>"
-            "<col style='width:14%'><col style='width:8%'><col></colgroup>"
-            "<tr><th>session</th><th>agent</th><th>tasks</th><th>reason</th></tr>"
+            "<col style='width:14%'><col style='width:12%'><col></colgroup>"
+            "<tr><th>session</th><th>agent</th><th>to decide</th><th>reason</th></tr>"
             f"{rows}</table></div>"
             if items
             else "<div class='im-inbox'><i>no pending sessions</i></div>"
