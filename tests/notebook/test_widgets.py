@@ -262,7 +262,8 @@ def test_inbox_opens_decides_and_saves() -> None:
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
     assert set(inbox.picker.options) == {"change-001", "ops-1"}
     # what each waits for: a graph approval counts, it is not "0 tasks"
-    assert "<td>1 approval</td>" in inbox.table.value and "<td>1 tool call</td>" in inbox.table.value
+    table = inbox.table.value
+    assert "<td>1 approval</td>" in table and "<td>1 tool call</td>" in table
     widget = inbox.open_session("change-001")
     assert isinstance(widget, ApprovalWidget)
     widget.approve(reviewer="alice")
