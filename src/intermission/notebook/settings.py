@@ -21,9 +21,9 @@ class Settings:
     """How often a shown decision widget re-reads its session (None: never; off on
     autopilot): a decision made elsewhere shows within seconds (R51)."""
     autopilot: bool = field(default_factory=lambda: os.environ.get("INTERMISSION_AUTOPILOT") == "1")
-    """Code twins decide in place of a person (``$INTERMISSION_AUTOPILOT=1``: set by
-    ``make test`` for nbval and by ``make notebooks``). Off, a code-twin cell leaves the
-    decision to a click and says so."""
+    """Code twins decide in place of a person (``$INTERMISSION_AUTOPILOT=1``: set for nbval
+    by ``notebooks/conftest.py``, and for the decided run of ``make notebooks``). Off, a
+    code-twin cell leaves the decision to a click and says so."""
 
 
 settings = Settings()
