@@ -29,7 +29,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
+	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py)
 	$(VENV)/bin/mypy --strict src
 
 unit: setup $(JS_STAMP)
