@@ -26,12 +26,13 @@ def _decided_text(record: DecisionRecord) -> str:
     return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
 
 
-def tool_badges(task: HITLTask) -> str:
+def tool_badges(task: HITLTask, agent: Any = None) -> str:
     """What the tool says of itself, for the reviewer: where it runs (an MCP server) and
-    its annotations (destructive, read-only, idempotent, open world)."""
-    from ..agents.tools import TOOL_INDEX
+    its annotations (destructive, read-only, idempotent, open world) — of the tool the
+    panel's ``agent`` holds (R49), never of a same-named tool of another agent."""
+    from ..agents.tools import held_tool
 
-    found = TOOL_INDEX.get((task.agent or "", task.tool_name))
+    found = held_tool(agent, task.agent, task.tool_name) if agent is not None else None
     if found is None:
         return ""
     notes = dict(getattr(found, "annotations", {}) or {})
@@ -57,9 +58,10 @@ class _Row:
 
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
+        badges = tool_badges(task, panel.runner.agent)
         self.head = w.HTML(
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
-            f"{esc(short_id(task.call_uuid))}</code>{tool_badges(task)} — {esc(task.reason)}"
+            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
         )
         self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
         self.args.add_class("hitl-args")
@@ -224,7 +226,7 @@ class HITLPanel(CodeTwins, w.VBox):
         decision = decision.reviewer(self._who(reviewer))
         # checked against the session now (conflicts, approvers, edited arguments);
         # nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision)
+        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
         return decision
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -234,7 +236,8 @@ class HITLPanel(CodeTwins, w.VBox):
         if self._undecided():
             return None
         chosen = dict(self._chosen)
-        return lambda s: HITL.submit_all(s, chosen)
+        agent = self.runner.agent
+        return lambda s: HITL.submit_all(s, chosen, agent=agent)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
         if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
