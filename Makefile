@@ -29,29 +29,26 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
+	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py)
 	$(VENV)/bin/mypy --strict src
 
 unit: setup $(JS_STAMP)
 	$(PY) -m pytest tests -q
 
-# Tutorials leave decisions to a person's click; under test (and when storing their outputs)
-# the code twins decide instead.
+# Tutorials leave decisions to a person's click; under test the code twins decide instead
+# (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
+# notebooks/` works the same).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
-	  INTERMISSION_AUTOPILOT=1 $(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
-	    --nbval-sanitize-with notebooks/sanitize.cfg $(NOTEBOOKS); \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
 	fi
 
 test: lint unit notebooks-test
 
-# Re-execute every tutorial and store its outputs (what nbval compares against).
+# Re-execute every tutorial and store its outputs as a person sees them before deciding;
+# cells whose output depends on the decision are tagged for nbval to run, not compare.
 notebooks: setup
-	for nb in $(NOTEBOOKS); do \
-	  INTERMISSION_AUTOPILOT=1 $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.record_timing=False \
-	    --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; \
-	done
+	$(PY) notebooks/store_outputs.py $(NOTEBOOKS)
 
 # Benchmarks install the peers (LangGraph, Burr) into their own environment.
 BENCH_VENV ?= .venv-bench

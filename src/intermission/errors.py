@@ -30,7 +30,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── ConflictError                        stale save (compare-and-set on the version)
     │   ├── SessionBusyError                     another resumer holds the claim
     │   ├── LeaseLostError                       this resumer's claim lapsed and was taken (R40)
-    │   └── StoreUnavailableError                the database could not be reached (R40)
+    │   ├── StoreUnavailableError                the database could not be reached (R40)
+    │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
     └── RunCancelledError                        a run was cancelled before it finished
 
@@ -65,6 +66,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotSchemaError",
     "SnapshotTooLargeError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
     "ToolDefinitionError",
@@ -383,6 +385,14 @@ class LeaseLostError(StoreError):
             f"What ran meanwhile: {what}. Effects recorded in the ledger are not repeated; "
             "load the session again to see where it stands"
         )
+
+
+class StoreClosedError(StoreError):
+    """The store was closed and then used again. Nothing is opened again (a deleted
+    database file is never re-created): open a new store."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(f"{store} is closed: open a new store to use it again")
 
 
 class StoreUnavailableError(StoreError):

@@ -57,8 +57,7 @@ class History(w.VBox):
         self._checkpoints: list[Checkpoint] = []
         self.forks: list[Any] = []
         """The forks made here, oldest first."""
-        self.current: Any = None
-        """The widget of the newest fork."""
+        self._current: Any = None
         self.clicked = False
         """True once a person clicked Fork from here."""
         self.slider = w.IntSlider(description="Checkpoint", continuous_update=False)
@@ -97,6 +96,13 @@ class History(w.VBox):
         )  # fmt: skip
         self.add_class("im-history")
         self.refresh()
+
+    @property
+    def current(self) -> Any:
+        """The widget that moves the newest fork on now: the one opened for it, or the
+        decision widget a Resume turned it into when it paused again (None before a fork)."""
+        widget = self._current
+        return getattr(widget, "active", widget)
 
     # -- reading the history -----------------------------------------------------------
     @property
@@ -172,8 +178,7 @@ class History(w.VBox):
         then = self.at(cp.index)
         graph = None
         if hasattr(self.agent, "spec"):
-            bundle = GraphView(self.agent, then)._repr_mimebundle_()
-            graph = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+            graph = GraphView(self.agent, then).card()
         timeline = render_timeline(list(then.events), session_id=then.session_id)
         # everything is worked out before anything changes on the page, so the label never
         # names a checkpoint while the graph (rendered by dot, the slow part) shows another
@@ -207,7 +212,8 @@ class History(w.VBox):
             fork = self.session.fork(new_id, cp.index, effects=how)
         widget = decision_widget(self.agent, fork, store=self.store)
         self.forks.append(fork)
-        self.current = widget
+        self._current = widget
+        widget.runner.start_polling()
         self.opened.children = [
             w.HTML(
                 f"<h4>Fork {esc(new_id)} — from checkpoint {cp.index}, effects "
@@ -225,7 +231,7 @@ class History(w.VBox):
             self.clicked = True
         except Exception as exc:  # shown here; nothing was made
             self.status.value = (
-                f"<span class='im-error' style='color:#c62828'>error: "
+                f"<span class='im-error'>error: "
                 f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 

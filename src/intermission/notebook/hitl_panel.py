@@ -16,7 +16,7 @@ from ..errors import InvalidDecisionError
 from ..hitl import HITL
 from ._html import CSS, esc, expired_html, short_id
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer
+from .settings import default_reviewer, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
@@ -128,6 +128,7 @@ class HITLPanel(CodeTwins, w.VBox):
         self.add_class("hitl-panel")
         self._build_rows()
         r.refresh()
+        r.settle()
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
@@ -183,9 +184,11 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str | None:
-        name = reviewer if reviewer is not None else self.reviewer.value.strip()
-        return name or None
+    def _who(self, reviewer: str | None) -> str:
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
+        if reviewer is None and self.reviewer.value.strip() != who:
+            self.reviewer.value = who  # the field shows who the decision records
+        return who
 
     def _decision(
         self,
@@ -225,9 +228,7 @@ class HITLPanel(CodeTwins, w.VBox):
         else:
             note = note if note is not None else (self.comment.value.strip() or None)
             decision = HITLDecision.skip(note)
-        who = self._who(reviewer)
-        if who:
-            decision = decision.reviewer(who)
+        decision = decision.reviewer(self._who(reviewer))
         # checked against the session now (conflicts, approvers, edited arguments);
         # nothing is written until every call has a decision
         HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
@@ -244,6 +245,8 @@ class HITLPanel(CodeTwins, w.VBox):
         return lambda s: HITL.submit_all(s, chosen, agent=agent)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
+        if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
+            return
         try:
             action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
         except Exception as exc:
@@ -256,6 +259,8 @@ class HITLPanel(CodeTwins, w.VBox):
         return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
 
     def _click_all(self, verdict: str) -> None:
+        if self.runner.sync():
+            return
         try:
             action = self._choose(self._all(verdict, None, None))
         except Exception as exc:
@@ -265,7 +270,7 @@ class HITLPanel(CodeTwins, w.VBox):
             self.runner.run_in_background(action)
 
     def _click_resume(self) -> None:
-        if not self._undecided():
+        if not self.runner.sync() and not self._undecided():
             self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------
