@@ -49,3 +49,35 @@ def test_a_closed_postgres_store_raises_store_closed_error() -> None:
     store.close()
     with pytest.raises(StoreClosedError):
         store.load(sid)
+
+
+@pytest.mark.parametrize("where", ["file", ":memory:"])
+def test_closing_a_store_while_another_thread_is_in_a_transaction_lets_it_finish(
+    tmp_path: Path, where: str
+) -> None:
+    """A widget's background resume may still be reading when the notebook closes the
+    store: its statement finishes on an open connection (closing a sqlite3 connection under
+    a running statement crashed the process), and the next use is StoreClosedError."""
+    import threading
+
+    store = SQLiteStore(tmp_path / "busy.sqlite" if where == "file" else ":memory:")
+    sid = _saved(store)
+    inside, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def reader() -> None:
+        with store._tx("read") as run:
+            inside.set()
+            release.wait(10)
+            seen.append(run("SELECT id FROM im_sessions WHERE id = ?", (sid,)).fetchone())
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert inside.wait(10)
+    store.close()  # the reader's connection stays open until its transaction ends
+    release.set()
+    thread.join(10)
+    assert seen == [(sid,)]
+    with pytest.raises(StoreClosedError):
+        store.load(sid)
+    assert store._conns == [] and store._out == {}

@@ -207,7 +207,8 @@ class Compare:
     def _blocks(self, rows: list[Row], shared: int) -> str:
         """The plain text when the table is wider than WIDTH columns: a row a block, one
         line when every session agrees, else one line per session."""
-        pad = max(len(n) for n in self.names)
+        names = [visible(n) for n in self.names]  # model text: escaped, as in the table
+        pad = max(len(n) for n in names)
 
         def fit(line: str) -> str:
             return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
@@ -215,11 +216,11 @@ class Compare:
         lines = []
         for what, values, differs in rows:
             if not differs:
-                lines.append(fit(f"  {what}: {values[0]} (all)"))
+                lines.append(fit(f"  {visible(what)}: {visible(values[0])} (all)"))
                 continue
-            lines.append(fit(f"* {what}"))
-            for name, value in zip(self.names, values, strict=True):
-                lines.append(fit(f"      {name.ljust(pad)}  {value}"))
+            lines.append(fit(f"* {visible(what)}"))
+            for name, value in zip(names, values, strict=True):
+                lines.append(fit(f"      {name.ljust(pad)}  {visible(value)}"))
         lines.append(f"  {shared} events in common (before the fork point), then apart")
         return "\n".join(line.rstrip() for line in lines)
 

@@ -17,6 +17,13 @@ __all__ = ["Pool", "Tx", "until_back"]
 T = TypeVar("T")
 
 
+def _close(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:
+        pass
+
+
 class Pool:
     """The connection plumbing of :class:`~intermission.stores.sql.SQLStore`; subclasses
     give the driver hooks."""
@@ -30,6 +37,9 @@ class Pool:
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._closed = False
+        self._out: dict[int, int] = {}
+        """How many transactions hold each connection (by id): close() never closes one
+        under a running statement — another thread's sqlite3 call would crash the process."""
 
     # -- driver hooks ------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -53,38 +63,56 @@ class Pool:
             if self._closed:  # never connect again: that would re-create a deleted file
                 raise StoreClosedError(repr(self))
             if self._idle:
-                return self._idle.pop(), False
+                conn = self._idle.pop()
+                self._out[id(conn)] = self._out.get(id(conn), 0) + 1
+                return conn, False
         conn = self._connect()
         with self._conns_lock:
             self._conns.append(conn)
+            self._out[id(conn)] = self._out.get(id(conn), 0) + 1
         return conn, True
+
+    def _count_back(self, conn: Any) -> bool:
+        """Count a borrowed connection back (under the lock); True when nobody holds it."""
+        left = self._out.get(id(conn), 0) - 1
+        if left > 0:
+            self._out[id(conn)] = left
+            return False
+        self._out.pop(id(conn), None)
+        return True
 
     def _give_back(self, conn: Any) -> None:
         with self._conns_lock:
-            if conn in self._conns:
-                self._idle.append(conn)
+            free = self._count_back(conn)
+            if not self._closed:
+                if conn in self._conns:
+                    self._idle.append(conn)
+                return
+            if not free or conn not in self._conns:
+                return
+            # closed while this transaction ran: its connection closes now, after it
+            self._conns = [c for c in self._conns if c is not conn]
+        _close(conn)
 
     def _discard(self, conn: Any) -> None:
         with self._conns_lock:
-            if conn in self._conns:
-                self._conns.remove(conn)
-            if conn in self._idle:
-                self._idle.remove(conn)
-        try:
-            conn.close()
-        except Exception:
-            pass
+            self._count_back(conn)
+            self._conns = [c for c in self._conns if c is not conn]
+            self._idle = [c for c in self._idle if c is not conn]
+        _close(conn)
 
     def close(self) -> None:
-        """Close every connection this store opened."""
+        """Close every connection this store opened: idle ones now, one that a
+        transaction in another thread holds as soon as that transaction ends. Any later
+        use raises StoreClosedError."""
         with self._conns_lock:
             self._closed = True
-            conns, self._conns, self._idle = self._conns, [], []
-        for conn in conns:
-            try:
-                conn.close()
-            except Exception:
-                pass
+            held = {key for key, n in self._out.items() if n > 0}
+            conns = [c for c in self._conns if id(c) not in held]
+            self._conns = [c for c in self._conns if id(c) in held]
+            self._idle = []
+        for conn in {id(c): c for c in conns}.values():
+            _close(conn)
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)

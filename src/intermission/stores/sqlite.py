@@ -77,7 +77,8 @@ class SQLiteStore(SQLStore):
 
     def _discard(self, conn: Any) -> None:
         if conn is self._memory_conn:
-            return  # the shared :memory: connection *is* the database
+            super()._give_back(conn)  # the shared :memory: connection *is* the database
+            return
         super()._discard(conn)
 
     def _transaction(self, conn: Any, mode: str) -> _SQLiteTransaction:
