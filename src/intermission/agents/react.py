@@ -255,7 +255,7 @@ class ReActAgent(AgentBase):
             trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again
             return
         trace.last_reason = message
-        trace.effect_ids = self._mint(trace, calls)
+        trace.effect_ids = self._mint(session, trace, calls)
         if calls:
             trace.route = "action"
         else:
@@ -282,18 +282,23 @@ class ReActAgent(AgentBase):
             named.append(c if uuid == c.id else ToolCall(c.name, c.args, uuid))
         return named
 
-    def _mint(self, trace: ReActTrace, calls: list[ToolCall]) -> dict[str, str]:
+    def _mint(
+        self, session: AgentSession, trace: ReActTrace, calls: list[ToolCall]
+    ) -> dict[str, str]:
         """An effect id for every proposed call, ours and never the provider's (R48): the
-        id factory's fresh id, the session's count of proposals and random bits. The
-        random part is what makes it unique in a whole ledger family: a ``SequentialIds``
-        started again in another process, a fork at an earlier checkpoint, or a fork saved
-        under a deleted fork's id all reach the same count with the same factory id, and a
-        model may reuse ``call_0`` on any request; none of them may name an effect that
-        already ran."""
+        session's generation, this agent and the session's count of its proposals.
+
+        The generation is minted with the session and anew for every fork, so a fork (also
+        one saved under a deleted fork's id) or a new session under a deleted id never
+        names an effect another proposal ran, whatever the id factory or the model's call
+        ids. The count is saved with the session, so a request that crashed after an
+        unapproved (ledgered) call ran and proposes it again names the same effect: the
+        ledger answers and the call is not sent twice."""
         minted = {}
+        generation = getattr(session, "generation", None) or os.urandom(8).hex()
         for c in calls:
             trace.proposed += 1
-            minted[c.id or ""] = f"{self.ids('effect')}.{trace.proposed}.{os.urandom(5).hex()}"
+            minted[c.id or ""] = f"effect-{generation}.{self._name}.{trace.proposed}"
         return minted
 
     async def _action(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:

@@ -20,7 +20,7 @@ from .._json import canonical_dumps
 from ..errors import SessionStateError, UsageError
 from .events_log import EventLog
 from .history import Checkpoint
-from .ledger import new_family
+from .ledger import new_family, new_generation
 from .session import check_session_id
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ def fork_session(
     # shared: the parent's family (its id, for a parent from before families were
     # minted); otherwise a generation of its own
     snapshot["family"] = session.ledger_id if effects == "shared" else new_family()
+    snapshot["generation"] = new_generation()  # a fork's new proposals are its own effects
     if effects == "dry-run":
         snapshot["effects"] = "dry-run"
     # restored from its text: the fork's history reads its base state from that text,

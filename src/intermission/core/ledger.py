@@ -10,10 +10,18 @@ from pydantic import ConfigDict
 
 from .._model import Model
 
-__all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt", "new_family"]
+__all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt", "new_family", "new_generation"]
 
 FORGOTTEN = "forgotten by hand: the outcome was unknown; the next once() runs it again"
 """The ``error`` of an entry that ``forget_effect`` marked for another attempt."""
+
+
+def new_generation() -> str:
+    """A fresh session generation: minted when a session is created or forked, kept by
+    every copy, restore and save of that session. Effect ids are numbered within it, so
+    a crashed request that proposes the same call again names the same effect, while a
+    fork, or a new session saved under a deleted one's id, never does (R48)."""
+    return "gen-" + os.urandom(8).hex()
 
 
 def new_family() -> str:

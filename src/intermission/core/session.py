@@ -25,7 +25,7 @@ from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
 from .history import Checkpoint, History
-from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt, new_family
+from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt, new_family, new_generation
 from .session_status import SessionStatus
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
@@ -152,6 +152,9 @@ class InMemoryAgentSession:
         self._history = History(max_checkpoints)
         self.parent: tuple[str, int] | None = None
         """For a fork: ``(session_id, checkpoint index)`` it was forked from (R44)."""
+        self.generation: str = new_generation()
+        """This session's own generation (a fork gets a new one): effect ids are numbered
+        within it (R48)."""
         self.family: str | None = new_family()
         """The ledger family this session shares with its ``shared`` forks: a generation of
         its own, minted here, never the session id (R48). None only in a session restored

@@ -26,7 +26,7 @@ from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
 from .history import CORE_KEYS, History, check_patch, core_text, core_values
-from .ledger import LedgerEntry
+from .ledger import LedgerEntry, new_generation
 from .session import check_effect_key, check_session_id
 from .state import FlowTrace, GraphRun
 
@@ -132,6 +132,7 @@ class SessionSnapshot(Model):
     history: HistoryModel | None = None
     parent: ParentModel | None = None
     family: str | None = None
+    generation: str | None = None
     effects: Literal["real", "dry-run"] = "real"
 
     def to_json(self) -> str:
@@ -146,7 +147,7 @@ _DEFAULTS: dict[str, Any] = {
     "traces": {}, "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
     "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
-    "family": None, "effects": "real",
+    "family": None, "generation": None, "effects": "real",
 }  # fmt: skip
 
 
@@ -180,6 +181,7 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "history": _history_data(session),
         "parent": _parent_data(session),
         "family": session.family,
+        "generation": session.generation,
         "effects": session.effects,
     }
 
@@ -276,6 +278,7 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
         extra["parent"] = _parent_data(session)
     if session.family is not None:
         extra["family"] = session.family
+    extra["generation"] = session.generation
     if session.effects != "real":
         extra["effects"] = session.effects
     tail = canonical_dumps(extra)[1:-1]
@@ -624,6 +627,8 @@ def _fill(
     session.parent = None if snap.parent is None else (snap.parent.id, snap.parent.at)
     session.effect_wait_s = 30.0
     session.family = snap.family
+    # (a snapshot from before generations gets one now; its next save keeps it)
+    session.generation = snap.generation or new_generation()
     session.effects = snap.effects
     history = snap.history
     if history is None or not history.marks:
