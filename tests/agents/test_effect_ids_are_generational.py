@@ -145,7 +145,8 @@ def test_forks_run_by_fresh_processes_with_sequential_ids_never_share_an_effect(
 
     def approve_and_resume(sid: str, agent: Any) -> str:
         with store.resume(sid) as s:
-            decisions = {t.call_uuid: HITLDecision.approve().reviewer("alice") for t in s.hitl.tasks}
+            approve = HITLDecision.approve().reviewer("alice")
+            decisions = {t.call_uuid: approve for t in s.hitl.tasks}
             HITL.submit_all(s, decisions, agent=agent)
             return str(agent.prompt().session(s).call().content)
 
