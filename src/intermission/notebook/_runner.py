@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import ipywidgets as w
 
+from .._concurrency import Job, background
 from ..core.session import AgentSession
 from ..errors import RequestInProgressError
 from ._html import esc
@@ -45,7 +46,7 @@ class ResumeRunner:
         """True once a button (not a code twin) started a decision."""
         self._lock = threading.Lock()
         self._busy = False
-        self._thread: threading.Thread | None = None
+        self._job: Job | None = None
         self.buttons: list[w.Button] = []
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
@@ -132,7 +133,8 @@ class ResumeRunner:
         return response
 
     def run_in_background(self, action: Action) -> None:
-        """What buttons do: decide and resume on a worker thread, never blocking the cell."""
+        """What buttons do: decide and resume beside the cell (a thread; an asyncio task in
+        the browser, where a click handler may not block), never blocking it."""
         if not self._begin():
             return
         self.clicked = True
@@ -146,14 +148,12 @@ class ResumeRunner:
             else:
                 self._finish(response)
 
-        self._thread = threading.Thread(target=work, name="intermission-widget", daemon=True)
-        self._thread.start()
+        self._job = background(work, name="intermission-widget")
 
     def wait(self, timeout: float | None = 60.0) -> Any:
         """Wait for a button-started resume to end; returns the response."""
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if self._job is not None:
+            self._job.wait(timeout)
         return self.response
 
     # -- display ---------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""The tutorials in the JupyterLite site (`make lite`, issue 23): Pyodide in Debian's
+Chromium, served from 127.0.0.1 with every other host refused (a request to one fails the
+test). 01 and 04 run with real clicks — Approve; Reject with a reason, then Approve in a
+second run — and every other tutorial but 09 runs to its own checks with the code twins
+deciding; 09 says in the site that a browser cannot run it. This is where the concurrency
+seam's browser path (``pyodide.ffi.run_sync``, asyncio tasks) runs for real.
+
+The site is the one ``make lite`` built (``INTERMISSION_LITE_SITE`` points elsewhere); under
+CI=true a missing site or Chromium fails. Open-to-kernel-idle times are printed (and written
+to tests/artifacts/lite-timings.txt), never asserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._helpers import need, need_module
+from tests.browser.lab import CHROMIUM, ROOT
+from tests.browser.lite import LOCAL_ARGS, SITE, LiteNotebook, Site, offline_context
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+TUTORIALS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+CLICKED = ("01_quickstart.ipynb", "04_graph_approval.ipynb")
+TIMINGS: list[tuple[str, float, float]] = []
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
+    need((SITE / "jupyter-lite.json").exists(), f"the JupyterLite site in {SITE} (make lite)")
+    server = Site(SITE, tmp_path_factory.mktemp("lite") / "http.log")
+    yield server
+    server.stop()
+    if TIMINGS:
+        lines = [f"{n}: JupyterLab up {up:.2f} s, kernel idle {idle:.2f} s" for n, up, idle in TIMINGS]
+        idle = sorted(t[2] for t in TIMINGS)
+        lines.append(f"open → kernel idle: median {idle[len(idle) // 2]:.2f} s over {len(idle)} "
+                     f"cold pages (min {idle[0]:.2f}, max {idle[-1]:.2f})")  # fmt: skip
+        print("\n" + "\n".join(lines))
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "lite-timings.txt").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    need_module("playwright", "Playwright (pip install playwright)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LOCAL_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def refused() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser: Any, site: Site, refused: list[str]) -> Iterator[Any]:
+    context = offline_context(browser, refused)
+    tab = context.new_page()
+    yield tab
+    context.close()
+    assert refused == [], f"requests left 127.0.0.1: {refused[:10]}"
+
+
+def opened(page: Any, site: Site, name: str, *, autopilot: bool = False) -> LiteNotebook:
+    nb = LiteNotebook(page, site, name, autopilot=autopilot)
+    TIMINGS.append((name, nb.lab_up_s, nb.kernel_idle_s))
+    return nb
+
+
+def shot(locator: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(ARTIFACTS / f"lite-{name}.png"))
+
+
+def goes_on(nb: LiteNotebook, twin: str, shows: str | None = None) -> None:
+    """After the click the person runs the cells from the code twin down: none fails, and
+    the page's own checks say ok."""
+    nb.run_from(twin)
+    assert nb.problems() == [], nb.describe()
+    if shows is not None:
+        assert shows in nb.output_of(twin)
+    assert nb.output_of("what this page taught").strip() == "ok", nb.describe()
+
+
+def test_the_kernel_runs_in_the_browser_on_the_event_loop_backend(page: Any, site: Site) -> None:
+    nb = opened(page, site, "01_quickstart.ipynb")
+    out = nb.execute(
+        "import sys, threading\n"
+        "from intermission import _concurrency as c\n"
+        "print(sys.platform, c.IN_BROWSER, c.BACKEND.name)\n"
+        "try:\n"
+        "    threading.Thread(target=print).start()\n"
+        "except RuntimeError as exc:\n"
+        "    print('threads:', exc)\n"
+    )
+    assert out.split("\n")[0] == "emscripten True event-loop"
+    assert "threads: can't start new thread" in out  # what the seam is there for
+
+
+@pytest.mark.parametrize("name", [t for t in TUTORIALS if t not in CLICKED and not t.startswith("09_")])
+def test_a_tutorial_runs_to_its_checks(page: Any, site: Site, name: str) -> None:
+    nb = opened(page, site, name, autopilot=True)
+    nb.run_all()
+    assert nb.problems() == [], nb.describe()
+    assert nb.output_of("what this page taught").strip() == "ok", nb.describe()
+
+
+def test_01_a_person_approves_in_the_hitl_panel(page: Any, site: Site) -> None:
+    from playwright.sync_api import expect
+
+    nb = opened(page, site, "01_quickstart.ipynb")
+    nb.run_all()
+    assert nb.problems() == [], nb.describe()
+    panel = nb.widget(".hitl-panel")
+    expect(panel).to_contain_text("Waiting for your decision")
+    panel.locator("button.hitl-approve").first.click()
+    expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
+    expect(panel.locator(".approval-result")).to_contain_text("User 1001 has been deleted.")
+    shot(panel, "01-after-approve")
+    goes_on(nb, "panel.code_twin(", "User 1001 has been deleted.")
+
+
+def _decision_moment(nb: LiteNotebook) -> Any:
+    from playwright.sync_api import expect
+
+    widget = nb.widget(".approval-widget")
+    expect(widget).to_contain_text("Change plan awaits human review")
+    expect(widget.locator("button.approval-approve")).to_be_enabled()
+    return widget
+
+
+def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
+    page: Any, site: Site
+) -> None:
+    from playwright.sync_api import expect
+
+    nb = opened(page, site, "04_graph_approval.ipynb")
+    nb.run_all()
+    assert nb.problems() == [], nb.describe()
+    widget = _decision_moment(nb)
+    widget.locator(".approval-reason input").fill("no rollback plan yet")
+    widget.locator("button.approval-reject").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change rejected: no rollback plan yet", timeout=60_000
+    )
+    expect(widget).to_contain_text("REJECT by")
+    shot(widget, "04-after-reject")
+    goes_on(nb, "widget.code_twin(")
+
+    nb.restart_and_run_all()
+    widget = _decision_moment(nb)
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+    expect(widget.locator(".approval-status")).to_contain_text("done")
+    shot(widget, "04-after-approve")
+    goes_on(nb, "widget.code_twin(", "Change executed: applied change-001")
+
+
+def test_09_says_it_cannot_run_in_a_browser_and_fails_nowhere(page: Any, site: Site) -> None:
+    nb = opened(page, site, "09_mcp_tools.ipynb")
+    assert "cannot run in a browser" in (nb.panel.text_content() or "")
+    nb.menu("Run", "Run All Cells")
+    nb.wait_idle()
+    assert nb.problems() == [], nb.describe()
