@@ -1,5 +1,6 @@
-"""Build the tutorials into a JupyterLite site that runs in the browser with no server
-(`make lite`). Everything comes from the registries, nothing from a CDN at run time:
+"""Build the tutorials into a JupyterLite site: the browser runs them, no server (`make lite`).
+
+Everything comes from the registries, nothing from a CDN at run time:
 
 - Pyodide's runtime from npm (``package.json``/``package-lock.json`` here);
 - every wheel from PyPI for Pyodide's platform (``wheels.txt``): pure wheels and
@@ -52,16 +53,19 @@ NOTEBOOK_EXTRA = ["ipywidgets", "ipython", "graphviz"]
 
 
 def run(*cmd: str | Path, cwd: Path | None = None) -> None:
+    """Run a command, echoed, failing the build when it fails."""
     print("+", " ".join(map(str, cmd)), flush=True)
     subprocess.run([str(c) for c in cmd], check=True, cwd=cwd)
 
 
 def pip(*args: str | Path) -> None:
+    """Run this venv's pip."""
     run(sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args)
 
 
 # -- wheels ----------------------------------------------------------------------------
 def download_wheels(dest: Path) -> None:
+    """Every wheel in wheels.txt (and what it needs) for Pyodide's platform, from PyPI."""
     pip("download", "--platform", PLATFORM, "--python-version", PY, "--only-binary=:all:",
         "-d", dest, "-r", HERE / "wheels.txt")  # fmt: skip
 
@@ -109,7 +113,8 @@ def pure_pyyaml(dest: Path, work: Path) -> None:
 def kernel_wheels(dest: Path) -> None:
     """The kernel's own wheels (piplite, pyodide-kernel, the ipykernel and widgets shims)
     ship inside its labextension."""
-    found = [w for w in (Path(sys.prefix) / KERNEL_EXT).glob("*.whl") if w.name.startswith(KERNEL_WHEELS)]
+    shipped = (Path(sys.prefix) / KERNEL_EXT).glob("*.whl")
+    found = [w for w in shipped if w.name.startswith(KERNEL_WHEELS)]
     assert len(found) == len(KERNEL_WHEELS), f"kernel wheels not found in {KERNEL_EXT}: {found}"
     for wheel in found:
         shutil.copy(wheel, dest)
@@ -211,6 +216,7 @@ def tutorials(dest: Path) -> None:
 
 # -- the site --------------------------------------------------------------------------
 def main(out: Path) -> None:
+    """Build the site into ``out/site`` (``out/work`` and ``out/lite`` are scratch)."""
     out = out.resolve()
     work, lite = out / "work", out / "lite"
     for folder in (work, lite, out / "site"):
@@ -242,7 +248,8 @@ def main(out: Path) -> None:
     run(Path(sys.executable).parent / "jupyter", "lite", "build", "--no-sourcemaps",
         "--lite-dir", lite, "--output-dir", out / "site", cwd=lite)  # fmt: skip
     config = json.loads((out / "site" / "jupyter-lite.json").read_text())
-    assert "static/pyodide/pyodide.mjs" in json.dumps(config), "the site would load Pyodide from a CDN"
+    local = "static/pyodide/pyodide.mjs" in json.dumps(config)
+    assert local, "the site would load Pyodide from a CDN"
     print(f"site: {out / 'site'}")
 
 

@@ -276,7 +276,7 @@ class EventLoop:
 
     def _ffi(self) -> tuple[Callable[[Awaitable[Any]], Any], Callable[[], bool]]:
         if self._run_sync is None or self._can_run_sync is None:
-            from pyodide.ffi import can_run_sync, run_sync  # only exists under Pyodide
+            from pyodide.ffi import can_run_sync, run_sync  # type: ignore[import-not-found]
 
             self._run_sync, self._can_run_sync = run_sync, can_run_sync
         return self._run_sync, self._can_run_sync

@@ -29,7 +29,8 @@ KERNEL_IDLE = """() => {
   const w = app && app.shell.currentWidget;
   const kernel = w && w.sessionContext && w.sessionContext.session
     && w.sessionContext.session.kernel;
-  return !!kernel && kernel.status === 'idle' && w.sessionContext.kernelDisplayName.includes('Pyodide');
+  return !!kernel && kernel.status === 'idle'
+    && w.sessionContext.kernelDisplayName.includes('Pyodide');
 }"""
 
 EXECUTE = """async (code) => {
@@ -118,6 +119,11 @@ class LiteNotebook(Notebook):
         if autopilot:  # before `import intermission`: the code twins decide, as under nbval
             self.execute("import os; os.environ['INTERMISSION_AUTOPILOT'] = '1'")
         self.wait_idle(timeout=180_000)
+
+    def last_output(self) -> str:
+        """The text the last code cell shows (every tutorial ends with its checks)."""
+        cell = self.panel.locator(".jp-CodeCell").last
+        return str(cell.locator(".jp-OutputArea").text_content() or "").strip()
 
     def execute(self, code: str) -> str:
         """Run ``code`` in the kernel, outside the notebook; its printed text."""
