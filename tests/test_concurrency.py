@@ -176,7 +176,6 @@ class Recording:
 def test_every_thread_the_package_starts_goes_through_the_seam(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    pytest.importorskip("ipywidgets")
     from intermission import InMemoryAgentSession
     from intermission.examples import build_change_graph
     from intermission.notebook import Inbox, settings

@@ -2,7 +2,8 @@
 
 Everything comes from the registries, nothing from a CDN at run time:
 
-- Pyodide's runtime from npm (``package.json``/``package-lock.json`` here);
+- Pyodide's runtime from npm (``package.json``/``package-lock.json`` here), and Graphviz
+  compiled to WebAssembly (``@viz-js/viz``), which draws the graphs where no ``dot`` runs;
 - every wheel from PyPI for Pyodide's platform (``wheels.txt``): pure wheels and
   ``pyemscripten`` wheels; PyYAML has none, so a pure wheel is made from its sdist;
 - the package's own wheel, and the kernel's wheels from its labextension;
@@ -232,6 +233,7 @@ def main(out: Path) -> None:
     npm = work / "npm" / "node_modules" / "pyodide"
     for name in RUNTIME:
         shutil.copy(npm / name, wheels)
+    shutil.copy(work / "npm" / "node_modules" / "@viz-js" / "viz" / "dist" / "viz.js", wheels)
 
     download_wheels(wheels)
     for wheel in wheels.glob("*.whl"):
