@@ -120,9 +120,12 @@ class LiteNotebook(Notebook):
             self.execute("import os; os.environ['INTERMISSION_AUTOPILOT'] = '1'")
         self.wait_idle(timeout=180_000)
 
-    def last_output(self) -> str:
-        """The text the last code cell shows (every tutorial ends with its checks)."""
-        cell = self.panel.locator(".jp-CodeCell").last
+    def checks_output(self) -> str:
+        """What the tutorial's own checks print: its "what this page taught" cell, or else
+        its last code cell."""
+        cell = self.cell("what this page taught")
+        if cell.count() == 0:
+            cell = self.panel.locator(".jp-CodeCell").last
         return str(cell.locator(".jp-OutputArea").text_content() or "").strip()
 
     def execute(self, code: str) -> str:

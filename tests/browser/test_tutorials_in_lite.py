@@ -88,7 +88,7 @@ def goes_on(nb: LiteNotebook, twin: str, shows: str | None = None) -> None:
     assert nb.problems() == [], nb.describe()
     if shows is not None:
         assert shows in nb.output_of(twin)
-    assert nb.last_output() == "ok", nb.describe()
+    assert nb.checks_output() == "ok", nb.describe()
 
 
 SEAM = """
@@ -184,7 +184,7 @@ def test_a_tutorial_runs_to_its_checks(page: Any, site: Site, name: str) -> None
     nb = opened(page, site, name, autopilot=True)
     nb.run_all()
     assert nb.problems() == [], nb.describe()
-    assert nb.last_output() == "ok", nb.describe()
+    assert nb.checks_output() == "ok", nb.describe()
 
 
 def test_01_a_person_approves_in_the_hitl_panel(page: Any, site: Site) -> None:
