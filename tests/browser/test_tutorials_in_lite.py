@@ -119,6 +119,13 @@ try:
 except ValueError as exc:
     print("caught:", exc)
 
+# a stream read with a plain `for` (its run waits on this loop between two events)
+from intermission import ReActAgent, ScriptedModel
+streamer = ReActAgent.of(ScriptedModel(["sunny and mild"], chunk_size=4)).name("w").build()
+request = streamer.prompt("weather?").session(InMemoryAgentSession.of("w1"))
+kinds = [e.kind for e in request.stream()]
+print("stream:", kinds[0], kinds[-1], "reason_delta" in kinds)
+
 # 2. a click's resume in the background, and the cell after it waiting for it
 widget = ApprovalWidget(team, s)
 widget.runner.run_in_background(widget._approve_action("alice"))
@@ -168,6 +175,7 @@ def test_the_seam_runs_on_the_event_loop_in_the_browser(page: Any, site: Site) -
         "threads: can't start new thread",
         "call: True",
         "caught: caught by the cell",
+        "stream: run_start run_end True",
         "background: Change executed: applied change-001",
         "lease: renewed",
         "inbox polled: True",
