@@ -75,7 +75,8 @@ def pure_pyyaml(dest: Path, work: Path) -> None:
     """PyPI has no Pyodide wheel of PyYAML: wrap its sdist's pure-Python ``lib/yaml`` (no
     libyaml C extension; ``yaml.__with_libyaml__`` is False) as a py3-none-any wheel."""
     sdists = work / "sdist"
-    pip("download", "--no-binary=:all:", "--no-deps", "-d", sdists,
+    # the sdist only: --no-binary=:all: would build its build tools (Cython) from source too
+    pip("download", "--no-binary=pyyaml", "--no-deps", "-d", sdists,
         "PyYAML>=6")  # fmt: skip
     sdist = next(sdists.glob("*.tar.gz"))
     version = re.sub(r"^(?i:pyyaml)-|\.tar\.gz$", "", sdist.name)
