@@ -12,7 +12,7 @@ NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,dev]'
+	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,agui,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -30,7 +30,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py)
+	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py)
 	$(VENV)/bin/mypy --strict src
 
 # The tutorials as a JupyterLite site in $(LITE_OUT)/site, built offline from PyPI and npm
@@ -60,23 +60,20 @@ lite-serve: lite
 unit: setup $(JS_STAMP) $(LITE_SITE)
 	$(PY) -m pytest tests -q
 
-# Tutorials leave decisions to a person's click; under test (and when storing their outputs)
-# the code twins decide instead.
+# Tutorials leave decisions to a person's click; under test the code twins decide instead
+# (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
+# notebooks/` works the same).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
-	  INTERMISSION_AUTOPILOT=1 $(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
-	    --nbval-sanitize-with notebooks/sanitize.cfg $(NOTEBOOKS); \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
 	fi
 
 test: lint unit notebooks-test
 
-# Re-execute every tutorial and store its outputs (what nbval compares against).
+# Re-execute every tutorial and store its outputs as a person sees them before deciding;
+# cells whose output depends on the decision are tagged for nbval to run, not compare.
 notebooks: setup
-	for nb in $(NOTEBOOKS); do \
-	  INTERMISSION_AUTOPILOT=1 $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.record_timing=False \
-	    --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; \
-	done
+	$(PY) notebooks/store_outputs.py $(NOTEBOOKS)
 
 # Benchmarks install the peers (LangGraph, Burr) into their own environment.
 BENCH_VENV ?= .venv-bench

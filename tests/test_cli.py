@@ -50,12 +50,12 @@ def test_cli_reject_path_and_one_line_errors(
     assert main(["approve", "change-001", "--store", store]) == 2
     assert main(["show", "missing", "--store", store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    assert err[0].startswith(
         "error: session 'change-001' is done: there is nothing to resume (someone else may "
         "have resumed it already); nothing was claimed. To send a new prompt, use "
-        "store.claim(session_id)",
-        "error: no stored session 'missing'",
-    ]
+        "store.claim(session_id); its last decision was REJECT by an unnamed reviewer at "
+    ) and err[0].endswith(" UTC")  # the refusal names what decided it (issue 24)
+    assert err[1:] == ["error: no stored session 'missing'"]
 
 
 def test_cli_approves_a_react_agents_tool_call_paused_in_another_process(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ SCRIPT = textwrap.dedent(
     """
     import sys
 
-    BLOCKED = {"IPython", "ipywidgets", "graphviz", "psycopg", "httpx"}
+    BLOCKED = {
+        "IPython", "ipywidgets", "graphviz", "psycopg", "httpx", "ag_ui", "starlette", "uvicorn",
+    }
 
     class Refuse:
         def find_spec(self, name, path=None, target=None):

@@ -9,8 +9,8 @@ Everything comes from the registries, nothing from a CDN at run time:
 - the package's own wheel, and the kernel's wheels from its labextension;
 - a ``pyodide-lock.json`` written here (Pyodide's own lock points at wheels it rebuilt, whose
   hashes differ from PyPI's), so ``import intermission`` works with no install cell;
-- the tutorials, with what a browser needs said in them (05 keeps its database in memory,
-  09 cannot run there).
+- the tutorials, with what a browser needs said in them (05 keeps its database in memory;
+  09 and 10 cannot run there and are shown as text).
 
 Usage: ``python binder/lite/build.py OUT`` leaves the site in ``OUT/site``.
 """
@@ -184,10 +184,17 @@ BROWSER_09 = (
     "(it needs `rpds-py`, which has no wheel for Pyodide). The code is shown below as text; "
     "run it for real with `make lab` on your machine."
 )
+BROWSER_10 = (
+    "> **This tutorial cannot run in a browser.** It serves an AG-UI endpoint (uvicorn on a "
+    "thread, httpx as its client); a page can open no port and start no thread. The code is "
+    "shown below as text; run it for real with `make lab` on your machine."
+)
+NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10}
+"""Tutorials shown as text in the site, each with why."""
 
 
 def tutorials(dest: Path) -> None:
-    """Copy the tutorials without outputs, for the Pyodide kernel, with 05 and 09 told
+    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09 and 10 told
     what a browser changes."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text())
@@ -206,13 +213,14 @@ def tutorials(dest: Path) -> None:
                 old, 'DB = pathlib.Path("/tmp/tutorial-05.sqlite")  # memory: gone on reload'
             )
             nb["cells"].insert(1, _md(BROWSER_05))
-        if path.name.startswith("09_"):
+        why = NOT_IN_BROWSER.get(path.name[:3])
+        if why is not None:
             cells = []
             for cell in nb["cells"]:
                 if cell["cell_type"] == "code":
                     cell = _md("```python\n" + "".join(cell["source"]) + "\n```")
                 cells.append(cell)
-            nb["cells"] = [cells[0], _md(BROWSER_09), *cells[1:]]
+            nb["cells"] = [cells[0], _md(why), *cells[1:]]
         (dest / path.name).write_text(json.dumps(nb, indent=1) + "\n")
 
 

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .errors import (
         AmbiguousTaskError,
         ConflictError,
+        DeadlinePassedError,
         DecisionConflictError,
         EffectOutcomeUnknownError,
         FlowRuntimeError,
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
         SessionStateError,
         SnapshotError,
         SnapshotSchemaError,
+        SnapshotTooLargeError,
+        StoreClosedError,
         StoreError,
         StoreUnavailableError,
         ToolDefinitionError,
@@ -110,7 +113,7 @@ if TYPE_CHECKING:
         ToolCallEndEvent,
         ToolCallStartEvent,
     )
-    from .hitl import HITL, ApprovalKeys, HITLInterceptor, decide_graph
+    from .hitl import HITL, ApprovalKeys, HITLInterceptor, check_deadline, decide_graph
     from .messages import ChatMessage, ToolCall
     from .traces import ReActTrace, TeamRecord, TeamTrace
 
@@ -128,6 +131,7 @@ _WHERE: dict[str, str] = {
     "Checkpoint": ".core",
     "Clock": "._clock",
     "ConflictError": ".errors",
+    "DeadlinePassedError": ".errors",
     "DecisionConflictError": ".errors",
     "DecisionRecord": ".decisions",
     "END": ".core",
@@ -197,6 +201,8 @@ _WHERE: dict[str, str] = {
     "SessionStatus": ".core",
     "SnapshotError": ".errors",
     "SnapshotSchemaError": ".errors",
+    "SnapshotTooLargeError": ".errors",
+    "StoreClosedError": ".errors",
     "StoreError": ".errors",
     "StoreUnavailableError": ".errors",
     "SystemClock": "._clock",
@@ -215,6 +221,7 @@ _WHERE: dict[str, str] = {
     "UnknownTaskError": ".errors",
     "UsageError": ".errors",
     "__version__": "._version",
+    "check_deadline": ".hitl",
     "decide_graph": ".hitl",
     "mcp_tools": ".agents",
     "tool": ".agents",
@@ -250,6 +257,7 @@ __all__ = [
     "Checkpoint",
     "Clock",
     "ConflictError",
+    "DeadlinePassedError",
     "DecisionConflictError",
     "DecisionRecord",
     "EffectOutcomeUnknownError",
@@ -317,6 +325,8 @@ __all__ = [
     "SessionStatus",
     "SnapshotError",
     "SnapshotSchemaError",
+    "SnapshotTooLargeError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
     "SystemClock",
@@ -335,6 +345,7 @@ __all__ = [
     "UnknownTaskError",
     "UsageError",
     "__version__",
+    "check_deadline",
     "decide_graph",
     "mcp_tools",
     "tool",

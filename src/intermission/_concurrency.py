@@ -108,7 +108,8 @@ class _ThreadTicker:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._seconds):
-            self._fn()
+            if self._fn() is False:
+                return
 
     def stop(self, timeout: float | None = 5.0) -> None:
         self._stop.set()
@@ -247,9 +248,8 @@ class _TaskTicker:
         try:
             while True:
                 await asyncio.sleep(self._seconds)
-                if self._stopped:
+                if self._stopped or self._fn() is False:
                     return
-                self._fn()
         except BaseException:  # as a dying thread would: stop, and never become an error output
             return
 
@@ -323,5 +323,6 @@ def background(fn: Callable[[], object], *, name: str = "intermission-job") -> J
 
 
 def every(seconds: float, fn: Callable[[], object], *, name: str = "intermission-ticker") -> Ticker:
-    """Call ``fn()`` every ``seconds`` until ``stop()``; an exception from ``fn`` stops it."""
+    """Call ``fn()`` every ``seconds`` until ``stop()``, or until ``fn`` returns False or
+    raises."""
     return BACKEND.every(seconds, fn, name)

@@ -77,12 +77,13 @@ def check_json(key: str, value: Any, depth: int = 0) -> None:
     raise NotSerializableError(key, value)
 
 
-def loads(text: Any, what: str) -> Any:
-    """Parse JSON text (``str``/``bytes``) no larger than ``MAX_TEXT_BYTES``; anything that
-    is not JSON (too deep for the parser, ``NaN``, bad bytes) raises ``ValueError`` with
-    ``what`` in the message, for the caller to turn into its typed error."""
-    if len(text) > _MAX_TEXT:
-        raise ValueError(f"{what} is larger than {_MAX_TEXT} bytes")
+def loads(text: Any, what: str, *, limit: int = _MAX_TEXT) -> Any:
+    """Parse JSON text (``str``/``bytes``) no larger than ``limit`` (``MAX_TEXT_BYTES``
+    unless the caller checked its own limit); anything that is not JSON (too deep for the
+    parser, ``NaN``, bad bytes) raises ``ValueError`` with ``what`` in the message, for
+    the caller to turn into its typed error."""
+    if len(text) > limit:
+        raise ValueError(f"{what} is larger than {limit} bytes")
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:

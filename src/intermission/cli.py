@@ -12,11 +12,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._clock import SYSTEM_CLOCK
 from ._text import visible as _v
 from .decisions import HITLDecision
-from .errors import IntermissionError
-from .hitl import HITL, decide_graph
+from .errors import IntermissionError, _utc
+from .hitl import HITL, approval_deadline, decide_graph
 from .stores.base import SessionStore
+from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
 from .stores.open import open_store
 
 __all__ = ["main"]
@@ -71,8 +73,11 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         print("no pending sessions")
         return
     print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
+    now = SYSTEM_CLOCK.now_ms()  # stored sessions are judged by the wall clock
     for item in items:
         agent, reason = _v(item.agent or "-"), _v(item.reason or "")
+        late = item.deadline_ms is not None and now >= item.deadline_ms
+        reason += " [expired]" if late else ""
         print(f"{_v(item.session_id):<24} {agent:<16} {len(item.tasks):>5}  {reason}")
 
 
@@ -84,9 +89,15 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"reason:   {_v(s.pending_reason)}")
     if s.context.get("approval.request") is not None:
         print(f"request:  {_v(s.context.get('approval.request'))}")
+    expired = {t.call_uuid for t in HITL.expired_tasks(s)}
     for task in HITL.pending_tasks(s):
         call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
-        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}")
+        late = " [expired: the next resume rejects it]" if task.call_uuid in expired else ""
+        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}{late}")
+    deadline = approval_deadline(s)
+    if not s.hitl.tasks and s.is_pending and deadline is not None:
+        late = " [expired: the next resume rejects it]" if s.clock.now_ms() >= deadline else ""
+        print(f"deadline: {_utc(deadline)}{late}")
     for key, entry in sorted(s.ledger.items()):
         print(f"effect:   {_v(key)} {entry.status}")
     for line in ("result", "content"):
@@ -96,19 +107,23 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
-    # Step 1: record the decision and save it, so a crash while resuming loses nothing.
-    # A decision someone else recorded first stands: a different one is refused
-    # (DecisionConflictError, exit 2) and nothing is saved.
-    with store.resume(args.session_id) as s:
-        agent_name = s.agent
-        tasks = s.hitl.tasks  # every call of the suspended batch, decided or not
-        if tasks:
+    # The decision is checked on a read first (a conflicting or late one exits 2 having
+    # claimed nothing), then recorded, saved and applied under one claim, waiting up to
+    # --wait seconds while another resumer holds it (R39): a winning decision is never
+    # left recorded but unapplied. A decision someone else recorded first stands.
+    batch: list[str] | None = None
+
+    def decide(s: Any) -> None:
+        nonlocal batch
+        if batch is None:  # the calls as first read: a later, new batch is not ours
+            batch = [t.call_uuid for t in s.hitl.tasks]
+        if batch:
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
                 decision = decision.comment(args.comment)
             if args.reviewer:
                 decision = decision.reviewer(args.reviewer)
-            HITL.submit_all(s, {t.call_uuid: decision for t in tasks})
+            HITL.submit_all(s, dict.fromkeys(batch, decision))
         else:
             decide_graph(
                 s,
@@ -117,14 +132,38 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
                 reason=args.reason,
                 comment=args.comment,
             )
-    # Step 2: resume under a fresh claim; a second resumer is refused before anything runs.
-    agent = _agent_for(args, agent_name)
-    with store.resume(args.session_id) as s:
-        response = agent.prompt().session(s).call()
+
+    _applied(decide_and_resume(
+        store, args.session_id, decide, lambda name: _agent_for(args, name), wait_s=args.wait
+    ))  # fmt: skip
+
+
+def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
+    """Resume with the decisions already recorded; a task past its deadline is rejected
+    (``system:deadline``)."""
+    _applied(decide_and_resume(
+        store, args.session_id, lambda s: None, lambda name: _agent_for(args, name),
+        wait_s=args.wait,
+    ))  # fmt: skip
+
+
+def _applied(outcome: DecisionOutcome) -> None:
+    s = outcome.session
     state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
+    if outcome.applied_elsewhere:
+        print(f"session {_v(s.session_id)} {_v(state)}: {_v(outcome.describe())}")
+        return
     print(f"session {_v(s.session_id)} {_v(state)}")
-    if response.content:
-        print(_v(response.content, keep_newlines=True))
+    if outcome.response.content:
+        print(_v(outcome.response.content, keep_newlines=True))
+
+
+def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
+    """The AG-UI server and reviewer console (extra ``agui``) on this store, until ^C."""
+    from .agui import agui_app, serve
+
+    print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
+    serve(agui_app(_agents(args.agents), store, token=args.token), args.host, args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,16 +183,33 @@ def build_parser() -> argparse.ArgumentParser:
     pending.add_argument("--agent")
     pending.add_argument("--limit", type=int, default=50)
     add("show", "show one session").add_argument("session_id")
+
+    def wait(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--wait", type=float, default=DEFAULT_WAIT_S,
+            help="seconds to wait while someone else resumes the session (default 30)",
+        )  # fmt: skip
+
     approve = add("approve", "approve and resume")
+    wait(approve)
     approve.add_argument("session_id")
     approve.add_argument("--reviewer")
     approve.add_argument("--comment")
     approve.set_defaults(reason=None)
     reject = add("reject", "reject and resume")
+    wait(reject)
     reject.add_argument("session_id")
     reject.add_argument("--reason", required=True)
     reject.add_argument("--reviewer")
     reject.add_argument("--comment")
+    resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
+    wait(resume)
+    resume.add_argument("session_id")
+    serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
+    serve.add_argument("--agents", default=argparse.SUPPRESS, help="module:DICT of factories")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
     return parser
 
 
@@ -166,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "show": cmd_show,
         "approve": lambda a, s: _decide(a, s, True),
         "reject": lambda a, s: _decide(a, s, False),
+        "resume": cmd_resume,
+        "serve": cmd_serve,
     }
     try:
         store = open_store(args.store)

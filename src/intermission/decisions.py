@@ -38,6 +38,16 @@ class HITLTask(Model):
     deadline_ms: float | None = None
     approvers: list[str] | None = None
     """Reviewers allowed to decide (None: anyone, unless a callable policy says otherwise)."""
+    on_expire: Literal["reject", "wait"] | None = None
+    """What the deadline means: ``reject`` (a decision after it is refused and the next
+    resume rejects the call) or ``wait`` (a reminder: the task stays decidable). None, in
+    snapshots written before this field, counts as ``reject``."""
+
+    @property
+    def decide_by_ms(self) -> float | None:
+        """The deadline after which a decision is refused (epoch ms of the session's
+        clock), or None when there is none or it only marks the task expired."""
+        return None if self.on_expire == "wait" else self.deadline_ms
 
     @property
     def fingerprint(self) -> str:

@@ -13,7 +13,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   └── EffectOutcomeUnknownError            a ledgered effect started but never finished
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
-    │   └── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
+    │   ├── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
+    │   └── SnapshotTooLargeError                larger than a snapshot may be (names the limit)
     ├── ModelError                               a chat model failed or was misused
     │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
     ├── ToolDefinitionError (TypeError)          a function cannot become a tool
@@ -22,13 +23,15 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
     │   ├── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
-    │   └── DecisionConflictError                another decision is already recorded (R39)
+    │   ├── DecisionConflictError                another decision is already recorded (R39)
+    │   └── DeadlinePassedError                  the task's or approval's deadline has passed
     ├── StoreError                               a session store failed
     │   ├── SessionNotFoundError (KeyError)      no stored session with that id
     │   ├── ConflictError                        stale save (compare-and-set on the version)
     │   ├── SessionBusyError                     another resumer holds the claim
     │   ├── LeaseLostError                       this resumer's claim lapsed and was taken (R40)
-    │   └── StoreUnavailableError                the database could not be reached (R40)
+    │   ├── StoreUnavailableError                the database could not be reached (R40)
+    │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
     └── RunCancelledError                        a run was cancelled before it finished
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousTaskError",
     "ConflictError",
+    "DeadlinePassedError",
     "DecisionConflictError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
@@ -61,6 +65,8 @@ __all__ = [
     "SessionStateError",
     "SnapshotError",
     "SnapshotSchemaError",
+    "SnapshotTooLargeError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
     "ToolDefinitionError",
@@ -180,6 +186,23 @@ class SnapshotSchemaError(SnapshotError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class SnapshotTooLargeError(SnapshotError):
+    """A snapshot is larger than ``limit`` (``limits.MAX_SNAPSHOT_TEXT``) characters of
+    JSON: every store refuses to save it and every loader to read it (R50), so what a
+    store keeps always passes through its own snapshot."""
+
+    def __init__(self, size: int, limit: int, session_id: str | None = None) -> None:
+        self.size = size
+        self.limit = limit
+        self.session_id = session_id
+        whose = f"session {session_id!r}: " if session_id else ""
+        super().__init__(
+            f"{whose}the snapshot is {size:,} characters of JSON, more than the {limit:,} a "
+            "snapshot may hold (intermission.limits.MAX_SNAPSHOT_TEXT); keep large tool "
+            "outputs outside the session (a file or blob store) and put a reference in it"
+        )
+
+
 class ModelError(IntermissionError):
     """A chat model failed or was misused."""
 
@@ -231,7 +254,7 @@ class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
 class DecisionConflictError(InvalidDecisionError):
     """A different decision is already recorded and not yet applied: the first decision
     wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided what and when;
-    the session is unchanged."""
+    ``applied``: another resume applied it already. The session is unchanged."""
 
     def __init__(
         self,
@@ -242,8 +265,10 @@ class DecisionConflictError(InvalidDecisionError):
         time_ms: float | None,
         *,
         call_uuid: str | None = None,
+        applied: bool = False,
     ) -> None:
         self.session_id = session_id
+        self.applied = applied
         self.verdict = verdict
         self.reviewer = reviewer
         self.time_ms = time_ms
@@ -256,8 +281,52 @@ class DecisionConflictError(InvalidDecisionError):
         who = reviewer if reviewer else "an unnamed reviewer"
         super().__init__(
             f"{what} of session {session_id!r} was already decided: {verdict} by {who}{when}; "
-            "the first decision stands and nothing was changed (decide on a fork, or wait "
-            "for the resume that applies it)",
+            + (
+                "another resume applied it meanwhile, nothing was changed here"
+                if applied
+                else "the first decision stands and nothing was changed (decide on a fork, "
+                "or wait for the resume that applies it)"
+            ),
+            call_uuid=call_uuid,
+        )
+
+
+def _utc(time_ms: float) -> str:
+    import datetime as _dt
+
+    stamp = _dt.datetime.fromtimestamp(time_ms / 1000, _dt.timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S") + f".{int(time_ms % 1000):03d} UTC"
+
+
+class DeadlinePassedError(InvalidDecisionError):
+    """A decision came after its deadline and was refused; the session is unchanged.
+
+    ``session_id``, ``call_uuid`` (a tool task) or ``approval`` (the context key of a graph
+    approval), ``deadline_ms`` and ``now_ms`` (epoch milliseconds of the session's clock)
+    say which deadline and when the decision came. The task stays visible as expired
+    until the next resume rejects it (reviewer ``system:deadline``)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        deadline_ms: float,
+        now_ms: float,
+        *,
+        call_uuid: str | None = None,
+        approval: str | None = None,
+        what: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.approval = approval
+        self.deadline_ms = deadline_ms
+        self.now_ms = now_ms
+        late = max(0.0, now_ms - deadline_ms)
+        lateness = f"{late:.0f} ms" if late < 10_000 else f"{late / 1000:.0f} s"
+        subject = what or (f"tool call {call_uuid}" if call_uuid else "the approval")
+        super().__init__(
+            f"{subject} of session {session_id!r} had to be decided by {_utc(deadline_ms)}; "
+            f"this decision came {lateness} late and was refused, nothing was changed "
+            "(the next resume rejects it as system:deadline)",
             call_uuid=call_uuid,
         )
 
@@ -316,6 +385,14 @@ class LeaseLostError(StoreError):
             f"What ran meanwhile: {what}. Effects recorded in the ledger are not repeated; "
             "load the session again to see where it stands"
         )
+
+
+class StoreClosedError(StoreError):
+    """The store was closed and then used again. Nothing is opened again (a deleted
+    database file is never re-created): open a new store."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(f"{store} is closed: open a new store to use it again")
 
 
 class StoreUnavailableError(StoreError):

@@ -12,7 +12,7 @@ from typing import Any
 from .agents import ReActAgent, ScriptedModel, TeamAgent, tool
 from .core import END, FlowContext, GraphSpec, Node
 from .core.session import AgentSession
-from .hitl import HITLInterceptor
+from .hitl import HITLInterceptor, expire_approval
 from .messages import ChatMessage, ToolCall
 from .traces import TeamTrace
 
@@ -57,11 +57,23 @@ def build_ops_agent(user_id: int = 1001) -> ReActAgent:
 
 
 def change_approval_task(ctx: FlowContext, node: Node) -> None:
-    """The seed's approval node: check the decision; if none, record the request and pend."""
-    if ctx.get("approval.decision") is None:
+    """The seed's approval node: check the decision; if none, record the request and pend.
+    A deadline (``approval.deadline``, epoch ms) that passed undecided is a rejection by
+    ``system:deadline``."""
+    assert ctx.session is not None
+    if ctx.get("approval.decision") is None and not expire_approval(ctx.session):
         ctx.put("approval.request", ctx.get("change.proposal"))
-        assert ctx.session is not None
         ctx.session.pending(True, "Change plan awaits human review")
+
+
+def _approval_with_deadline(deadline_ms: float) -> Callable[[FlowContext, Node], None]:
+    def task(ctx: FlowContext, node: Node) -> None:
+        assert ctx.session is not None
+        if ctx.get("approval.deadline") is None:  # counted from when review was first asked
+            ctx.put("approval.deadline", ctx.session.clock.now_ms() + deadline_ms)
+        change_approval_task(ctx, node)
+
+    return task
 
 
 def _reject_finish(ctx: FlowContext, node: Node) -> None:
@@ -82,9 +94,11 @@ def build_change_graph(
     change_id: str = "change-001",
     *,
     checkpoints: str = "request",
+    deadline_ms: float | None = None,
 ) -> TeamAgent:
     """``proposal_agent → approval → approval_route → executor_agent | reject_finish``;
-    ``checkpoints="node"`` records a checkpoint at every node as well (R43)."""
+    ``checkpoints="node"`` records a checkpoint at every node as well (R43);
+    ``deadline_ms``: the review must be decided within that many ms of being asked."""
     proposal_agent = (
         ReActAgent.of(
             ScriptedModel(
@@ -118,7 +132,8 @@ def build_change_graph(
     spec = GraphSpec("change")
     spec.add_start().link_add("proposal_agent")
     spec.add_agent(proposal_agent).link_add("approval")
-    spec.add_activity("approval").title("Human review").task(change_approval_task).link_add(
+    approval = change_approval_task if deadline_ms is None else _approval_with_deadline(deadline_ms)
+    spec.add_activity("approval").title("Human review").task(approval).link_add(
         "approval_route"
     )
     spec.add_exclusive("approval_route").link_add(

@@ -19,7 +19,9 @@ class ToolCall(Model):
     """A tool call proposed by a model. ``id`` is the call UUID HITL decisions are keyed by.
 
     ``ToolCall(name, args, id=None)``: an explicit ``id`` pins the call UUID (tests, replays);
-    otherwise the model that emits it assigns one.
+    otherwise the model that emits it assigns one. The id is the provider's metadata, not
+    the effect's identity (R48): a ReAct agent makes it unique in the request (a repeated
+    ``call_0`` becomes ``call_0.2``) and runs the call under an effect id of its own.
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)

@@ -64,10 +64,22 @@ class ReActTrace(Model):
     """The last assistant message with its tool calls (replayed on HITL resume)."""
     batch: list[BatchCall] | None = None
     """The tool batch in progress (None between batches)."""
+    proposed: int = 0
+    """Tool calls proposed to this agent on this session, over all prompts (a new prompt
+    keeps it): numbers every effect id, so ids stay unique per session even when an id
+    factory starts again in another process (R48)."""
+    effect_ids: dict[str, str] = Field(default_factory=dict)
+    """Call UUID → the effect id intermission minted when the model proposed the calls of
+    ``last_reason`` (R48). Empty in snapshots written before effect ids: those calls use
+    their call UUID."""
     extras: dict[str, Any] = Field(default_factory=dict)
     _session: Any = PrivateAttr(default=None)
     _scope: Any = PrivateAttr(default=None)
     _agent: Any = PrivateAttr(default=None)
+
+    def effect_id(self, call_uuid: str) -> str:
+        """The effect id of a call of ``last_reason`` (R48)."""
+        return self.effect_ids.get(call_uuid, call_uuid)
 
     @property
     def session(self) -> Any:
@@ -108,6 +120,7 @@ class ReActTrace(Model):
         self.abnormal = False
         self.last_reason = None
         self.batch = None
+        self.effect_ids = {}
         self.extras = {}
 
 

@@ -427,7 +427,7 @@ def test_tool_names_that_collide_once_made_safe_are_refused(monkeypatch: Any) ->
     with pytest.raises(ToolDefinitionError, match="both become 'get_user'"):
         mcp_tools(url="http://127.0.0.1:9/mcp")
     monkeypatch.setattr(MCPConnection, "list_tools", lambda self: [spec("get.user")])
-    tools = mcp_tools(url="http://127.0.0.1:9/mcp")
+    tools = mcp_tools(url="http://127.0.0.1:9/mcp", name="fake")  # (never connects)
     assert [(t.name, t.mcp_name, t.destructive) for t in tools] == [("get_user", "get.user", True)]
     tools.close()
 

@@ -102,6 +102,32 @@ class Lab:
         self.stop()
         raise AssertionError(f"JupyterLab did not start; see {self.log.name}")
 
+    def set_theme(self, theme: str) -> None:
+        """Switch Lab's theme ("JupyterLab Light" / "JupyterLab Dark") for pages opened next."""
+        body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
+        request = urllib.request.Request(
+            f"{self.base}/lab/api/settings/@jupyterlab/apputils-extension:themes",
+            data=body, method="PUT",
+            headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
+        )  # fmt: skip
+        urllib.request.urlopen(request, timeout=30).close()
+
+    def wait_kernel_idle(self, path: str, timeout: float = 120.0) -> None:
+        """Wait until the server says the kernel of notebook ``path`` is idle (the front
+        end's own indicators differ between Lab and Notebook 7; the server's do not)."""
+        deadline = time.monotonic() + timeout
+        url = f"{self.base}/api/sessions?token={TOKEN}"
+        idle = 0
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                states = [s["kernel"]["execution_state"] for s in json.load(reply)
+                          if s.get("path", "").endswith(path) and s.get("kernel")]  # fmt: skip
+            idle = idle + 1 if states and all(st == "idle" for st in states) else 0
+            if idle >= 3:  # a moment of idle between queued cells is not the end
+                return
+            time.sleep(0.4)
+        raise AssertionError(f"the kernel of {path} never became idle")
+
     def shut_down_kernels(self) -> None:
         """End every notebook session (and its kernel): a test leaves no live Inbox or
         server behind to slow the next one."""
@@ -133,6 +159,42 @@ IDLE = """() => {
   if (!ind || ind.getAttribute('data-status') !== 'idle' || !name.includes('Python')) return false;
   return ![...panel.querySelectorAll('.jp-InputArea-prompt')]
     .some(p => (p.textContent || '').includes('*'));
+}"""
+
+
+CONTRAST = """(selectors) => {
+  // WCAG contrast of every text node under each selector: its colour (alpha-blended) against
+  // the backgrounds below it, composited down to the first opaque one
+  const cv = document.createElement('canvas'); cv.width = cv.height = 1;
+  const g = cv.getContext('2d', {willReadFrequently: true});
+  const rgba = c => { g.clearRect(0, 0, 1, 1); g.fillStyle = '#000'; g.fillStyle = c;
+    g.fillRect(0, 0, 1, 1); const d = g.getImageData(0, 0, 1, 1).data;
+    return [d[0], d[1], d[2], d[3] / 255]; };
+  const over = (c, base) => base.map((v, i) => c[i] * c[3] + v * (1 - c[3]));
+  const lum = rgb => { const f = v => { v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]); };
+  const backdrop = el => { const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 0.99) break; } }
+    let base = [255, 255, 255];
+    for (const c of layers.reverse()) base = over(c, base);
+    return base; };
+  const found = [];
+  for (const sel of selectors) {
+    for (const root of document.querySelectorAll(sel)) {
+      const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const text = n.textContent.trim();
+        if (!text) continue;
+        const el = n.parentElement, bg = backdrop(el);
+        const fg = over(rgba(getComputedStyle(el).color), bg);
+        const [a, b] = [lum(fg), lum(bg)];
+        found.push({sel, text: text.slice(0, 60),
+                    ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)});
+      } } }
+  return found;
 }"""
 
 
@@ -207,6 +269,16 @@ class Notebook:
         self.page.wait_for_timeout(500)
         self.wait_idle()
 
+    def contrast(self, *selectors: str) -> list[dict[str, Any]]:
+        """The WCAG contrast ratio of every text under ``selectors`` in this notebook."""
+        return list(self.page.evaluate(CONTRAST, list(selectors)))
+
+    def graphs(self, locator: Any) -> list[dict[str, Any]]:
+        """Each graph under ``locator`` (its first match): rendered width, room (its
+        output's width), and the rendered pixel size of its smallest text."""
+        locator.first.scroll_into_view_if_needed()
+        return list(locator.first.evaluate(GRAPHS))
+
     def output_of(self, text: str) -> str:
         return str(self.cell(text).locator(".jp-OutputArea").text_content() or "")
 
@@ -256,3 +328,40 @@ class Notebook:
                                         "'application/vnd.jupyter.error']").all()
         ]  # fmt: skip
         return found
+
+
+def goes_on(nb: Notebook, twin: str, shows: str | None = None, shown_by: str | None = None) -> None:
+    """After the click, a person runs the cells from the code twin down: none fails, the
+    twin's cell (or ``shown_by``) shows ``shows``, and the page's own checks say ok."""
+    nb.run_from(twin)
+    problems = nb.problems()
+    assert problems == [], problems
+    if shows is not None:
+        assert shows in nb.output_of(shown_by or twin)
+    assert nb.output_of("what this page taught").strip() == "ok"
+
+
+GRAPHS = """async (root) => {
+  // every graph under scope: its rendered width, the width it has to fit in, and the
+  // rendered size of its smallest text (SVG font size times the scale it is drawn at)
+  const out = [];
+  const sizes = text => [...text.matchAll(/font-size="([0-9.]+)"/g)].map(m => parseFloat(m[1]));
+  {
+    const box = root.closest('.jp-OutputArea-output') || root.parentElement;
+    for (const svg of root.querySelectorAll('svg')) {
+      if (!svg.viewBox || !svg.viewBox.baseVal || !svg.viewBox.baseVal.width) continue;
+      const w = svg.getBoundingClientRect().width;
+      const fs = sizes(svg.outerHTML);
+      out.push({kind: 'inline', width: w, room: box.getBoundingClientRect().width,
+                minText: Math.min(...fs) * w / svg.viewBox.baseVal.width});
+    }
+    for (const img of root.querySelectorAll('img')) {
+      const text = await (await fetch(img.src)).text();
+      const vb = text.match(/viewBox="[0-9.\\-]+ [0-9.\\-]+ ([0-9.]+)/);
+      const w = img.getBoundingClientRect().width;
+      out.push({kind: 'img', width: w, room: box.getBoundingClientRect().width,
+                minText: vb ? Math.min(...sizes(text)) * w / parseFloat(vb[1]) : 0});
+    }
+  }
+  return out;
+}"""

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import need, need_module
-from tests.browser.lab import ARGS, CHROMIUM, ROOT, Lab, Notebook, html_shows
+from tests.browser.conftest import shot
+from tests.browser.lab import ROOT, Lab, Notebook, goes_on, html_shows
 
-ARTIFACTS = ROOT / "tests" / "artifacts"
 TUTORIALS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
 WIDGETS = {
     "01_quickstart.ipynb": ".hitl-panel",
@@ -33,55 +29,8 @@ WIDGETS = {
     "06_parallel_and_interrupt.ipynb": ".im-stepper",
     "08_what_if.ipynb": ".im-history",
     "09_mcp_tools.ipynb": ".hitl-panel",
+    "10_approve_from_anywhere.ipynb": ".inbox",
 }
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
-    need(shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is not None,
-         "JupyterLab (pip install jupyterlab)")  # fmt: skip
-    server = Lab(tmp_path_factory.mktemp("lab"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Any, lab: Lab) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 2400})
-    tab = context.new_page()
-    yield tab
-    context.close()
-    lab.shut_down_kernels()
-
-
-def shot(locator: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"lab-{name}.png"
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(path))
-    return path
-
-
-def goes_on(nb: Notebook, twin: str, shows: str | None = None, shown_by: str | None = None) -> None:
-    """After the click, a person runs the cells from the code twin down: none fails, the
-    twin's cell (or ``shown_by``) shows ``shows``, and the page's own checks say ok."""
-    nb.run_from(twin)
-    assert nb.problems() == []
-    if shows is not None:
-        assert shows in nb.output_of(shown_by or twin)
-    assert nb.output_of("what this page taught").strip() == "ok"
 
 
 @pytest.mark.parametrize("name", TUTORIALS)

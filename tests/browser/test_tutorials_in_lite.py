@@ -1,8 +1,9 @@
 """The tutorials in the JupyterLite site (`make lite`, issue 23): Pyodide in Debian's
 Chromium, served from 127.0.0.1 with every other host refused (a request to one fails the
 test). 01 and 04 run with real clicks — Approve; Reject with a reason, then Approve in a
-second run — and every other tutorial but 09 runs to its own checks with the code twins
-deciding; 09 says in the site that a browser cannot run it. This is where the concurrency
+second run — and every other tutorial but 09 and 10 runs to its own checks with the code
+twins deciding; 09 (MCP over a subprocess) and 10 (an AG-UI server) say in the site that a
+browser cannot run them. This is where the concurrency
 seam's browser path (``pyodide.ffi.run_sync``, asyncio tasks) runs for real.
 
 The site is the one ``make lite`` built (``INTERMISSION_LITE_SITE`` points elsewhere); under
@@ -184,7 +185,8 @@ def test_the_seam_runs_on_the_event_loop_in_the_browser(page: Any, site: Site) -
     ], out
 
 
-AUTOPILOT = [t for t in TUTORIALS if t not in CLICKED and not t.startswith("09_")]
+AS_TEXT = [t for t in TUTORIALS if t.startswith(("09_", "10_"))]  # a server, a subprocess
+AUTOPILOT = [t for t in TUTORIALS if t not in CLICKED and t not in AS_TEXT]
 
 
 @pytest.mark.parametrize("name", AUTOPILOT)
@@ -249,8 +251,11 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
     goes_on(nb, "widget.code_twin(", "Change executed: applied change-001")
 
 
-def test_09_says_it_cannot_run_in_a_browser_and_fails_nowhere(page: Any, site: Site) -> None:
-    nb = opened(page, site, "09_mcp_tools.ipynb")
+@pytest.mark.parametrize("name", AS_TEXT)
+def test_a_tutorial_a_browser_cannot_run_says_so_and_fails_nowhere(
+    page: Any, site: Site, name: str
+) -> None:
+    nb = opened(page, site, name)
     assert "cannot run in a browser" in (nb.panel.text_content() or "")
     nb.menu("Run", "Run All Cells")
     nb.wait_idle()

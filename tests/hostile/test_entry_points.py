@@ -38,12 +38,14 @@ from intermission import (
     SequentialIds,
     TeamAgent,
     ToolCall,
+    check_deadline,
     decide_graph,
     tool,
 )
 from intermission.core.events_log import EventLog
 from intermission.examples import build_change_graph, build_ops_agent
-from intermission.stores import MemoryStore, SQLiteStore
+from intermission.hitl import approval_deadline, expire_approval
+from intermission.stores import MemoryStore, SQLiteStore, decide_and_resume
 
 EXAMPLES = 1000 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 150
 HOSTILE_SETTINGS = settings(
@@ -303,6 +305,23 @@ SESSION_CALLS: dict[str, Callable[[Any], None]] = {
         change_session, lambda s, v: decide_graph(s, "APPROVE", keys=v)),
     "decide_graph(approvers)": _session_case(
         change_session, lambda s, v: decide_graph(s, "APPROVE", reviewer="a", approvers=v)),
+    "check_deadline(session)": _pure_case(lambda v: check_deadline(v)),
+    "check_deadline(call_uuid)": _session_case(ops_session, lambda s, v: check_deadline(s, v)),
+    "check_deadline(now_ms)": _session_case(ops_session, lambda s, v: check_deadline(s, now_ms=v)),
+    "check_deadline(keys)": _session_case(change_session, lambda s, v: check_deadline(s, keys=v)),
+    "expire_approval(now_ms)": _session_case(
+        change_session, lambda s, v: expire_approval(s, now_ms=v)),
+    "expire_approval(keys)": _session_case(change_session, lambda s, v: expire_approval(s, v)),
+    "approval_deadline(session)": _pure_case(lambda v: approval_deadline(v)),
+    "decide_and_resume(store)": _pure_case(lambda v: decide_and_resume(v, "x", print, OPS)),
+    "decide_and_resume(session_id)": _pure_case(
+        lambda v: decide_and_resume(MemoryStore(), v, print, OPS)),
+    "decide_and_resume(decide)": _pure_case(
+        lambda v: decide_and_resume(MemoryStore(), "x", v, OPS)),
+    "decide_and_resume(agent)": _pure_case(
+        lambda v: decide_and_resume(MemoryStore(), "x", print, v)),
+    "decide_and_resume(wait_s)": _pure_case(
+        lambda v: decide_and_resume(MemoryStore(), "x", print, OPS, wait_s=v)),
 }  # fmt: skip
 
 LOADER_CALLS: dict[str, Callable[[Any], None]] = {

@@ -8,6 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from tests._helpers import paused_change
 
 from intermission import InMemoryAgentSession, UsageError
@@ -171,8 +174,15 @@ def test_compare_shows_paths_answers_and_effects_side_by_side() -> None:
     effect = rows["effect change-001/execute (family ledger)"][0]
     assert effect == ["—", "completed · ran here", "completed · ran in approve"]
     assert rows["tool calls not run (dry run)"][0] == ["1", "0", "0"]
+    # the context keys whose values differ, and only those (issue 21)
+    assert rows["context change.result"] == (
+        ["—", '"applied change-001"', '"Change rejected: too risky"'], True
+    )
+    assert rows["context approval.reason"] == (["—", "—", '"too risky"'], True)
+    assert not any(what == "context approval.request" for what in rows)  # all the same
     assert c.shared_events == len(s.events) == s.history[-1].events
     text = c.text()
+    assert max(len(line) for line in text.splitlines()) <= 100  # fits a terminal
     assert "* decision" in text and "  node proposal_agent" in text
     assert f"{c.shared_events} events in common" in text
     html = c.html()
@@ -220,3 +230,13 @@ def test_each_move_draws_once(monkeypatch: Any) -> None:
     h.show(0)  # the same checkpoint again: drawn again (a person asked for it)
     h.refresh()  # back to the newest
     assert drawn == [1, 0, 0, h.checkpoints[-1].index]
+
+
+@hsettings(max_examples=30, deadline=None)
+@given(names=st.lists(st.text(min_size=1, max_size=150), min_size=2, max_size=5))
+def test_compare_text_fits_100_columns_whatever_the_names(names: list[str]) -> None:
+    team, s, _ = paused()
+    forks = [s.fork(f"f{i}", effects="dry-run") for i in range(len(names))]
+    ApprovalWidget(team, forks[0]).approve(reviewer="x" * 300)
+    text = Compare(team, *forks, names=names).text()
+    assert max(len(line) for line in text.splitlines()) <= 100

@@ -64,7 +64,7 @@ def test_reject_needs_a_reason_and_it_shows_in_the_timeline() -> None:  # R47
     assert ApprovalWidget(team2, s2).reject("no window").content == "Change rejected: no window"
 
 
-def test_the_reviewer_defaults_from_the_settings_and_an_empty_one_is_refused_by_policy(
+def test_the_reviewer_defaults_from_the_settings_and_an_empty_one_falls_back_to_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from intermission.notebook import settings
@@ -73,13 +73,45 @@ def test_the_reviewer_defaults_from_the_settings_and_an_empty_one_is_refused_by_
     team, s, _ = paused()
     w = ApprovalWidget(team, s, approvers={"carol"})
     assert w.operator.value == "carol"
-    w.operator.value = ""
+    w.operator.value = "   "  # cleared: the decision records the default reviewer (R47)
     w.approve_button.click()
     w.wait()
-    assert "ReviewerNotAllowedError" in w.runner.status.value and s.is_pending
+    assert s.status == "done" and s.context["approval.operator"] == "carol"
+    assert w.operator.value == "carol"  # the field says who was recorded
+    decided = [e for e in s.events if e.kind == "approval_decided"]
+    assert [e.reviewer for e in decided] == ["carol"]
     monkeypatch.setattr(settings, "reviewer", None)
     monkeypatch.setenv("INTERMISSION_REVIEWER", "dave")
     assert ApprovalWidget(team, paused()[1]).operator.value == "dave"
+
+
+def test_with_no_reviewer_at_all_a_decision_is_refused_and_nothing_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import getpass
+
+    from intermission.notebook import settings
+
+    monkeypatch.setattr(settings, "reviewer", None)
+    monkeypatch.delenv("INTERMISSION_REVIEWER", raising=False)
+    monkeypatch.setattr(getpass, "getuser", lambda: "")
+    team, s, _ = paused()
+    before = s.to_json()
+    w = ApprovalWidget(team, s)
+    w.approve_button.click()
+    w.wait()
+    assert "InvalidDecisionError" in w.runner.status.value and "Reviewer" in w.runner.status.value
+    assert s.to_json() == before
+    with pytest.raises(InvalidDecisionError, match="reviewer"):
+        w.approve()
+    agent = build_ops_agent()
+    session = InMemoryAgentSession("hitl-none")
+    agent.prompt("Please delete user 1001").session(session).call()
+    assert session.is_pending
+    panel = HITLPanel(agent, session)
+    with pytest.raises(InvalidDecisionError, match="reviewer"):
+        panel.decide_all("approve")
+    assert session.is_pending
 
 
 def test_double_click_resumes_once() -> None:
@@ -229,6 +261,9 @@ def test_inbox_opens_decides_and_saves() -> None:
     store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
     assert set(inbox.picker.options) == {"change-001", "ops-1"}
+    # what each waits for: a graph approval counts, it is not "0 tasks"
+    table = inbox.table.value
+    assert "<td>1 approval</td>" in table and "<td>1 tool call</td>" in table
     widget = inbox.open_session("change-001")
     assert isinstance(widget, ApprovalWidget)
     widget.approve(reviewer="alice")
@@ -244,7 +279,8 @@ def test_stepper_advances_n_nodes_and_resets() -> None:
     spec = linear(4)
     stepper = Stepper(spec)
     assert stepper.step(2) == "budget" and stepper.session.context["count"] == 1
-    assert "next: n1" in stepper.status.value
+    assert "next node(s): n1" in stepper.status.value
+    assert "Stopped after the steps asked for" in stepper.status.value
     stepper.step_button.click()
     assert stepper.session.context["count"] == 2
     assert stepper.run() == "done" and stepper.session.context["count"] == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
 from .models import ChatModel, counted_reply
 from .request import AgentResponse
-from .tools import TOOL_INDEX, Tool, ToolArgumentError, observation_text, tool
+from .tools import Tool, ToolArgumentError, observation_text, tool
 
 if TYPE_CHECKING:
     from ..core.events_log import RunScope
@@ -105,8 +106,6 @@ class ReActAgent(AgentBase):
         self.model = builder._model
         self.system_prompt = builder._system_prompt
         self.tools: dict[str, Tool] = {t.name: t for t in builder._tools}
-        for t in self.tools.values():
-            TOOL_INDEX[(self._name, t.name)] = t
         self.interceptors: tuple[Any, ...] = tuple(builder._interceptors)
         self.max_turns = builder._max_turns
         self.window = builder._window
@@ -241,7 +240,7 @@ class ReActAgent(AgentBase):
         except BaseException:
             trace.turn -= 1  # stopped mid-reply: the model is asked again on resume
             raise
-        calls = [c if c.id else ToolCall(c.name, c.args, self.ids("call")) for c in calls]
+        calls = self._identify(trace, calls)
         message = ChatMessage.assistant("".join(texts), calls)
         duration = scope.clock.now_ms() - started
         await call_hook(self.interceptors, "on_reason_end", trace, message, duration)
@@ -256,12 +255,46 @@ class ReActAgent(AgentBase):
             trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again
             return
         trace.last_reason = message
+        trace.effect_ids = self._mint(trace, calls)
         if calls:
             trace.route = "action"
         else:
             trace.working_memory.append(message)
             trace.set_final_answer(message.content)
         await scope.pace()  # the reply is kept: a reader that stops here resumes from it
+
+    def _identify(self, trace: ReActTrace, calls: list[ToolCall]) -> list[ToolCall]:
+        """The calls with call UUIDs unique in the request (R48): the provider's id when it
+        has one that is new here, else that id with a suffix (``call_0.2``) — a model that
+        numbers calls per reply, or gives two calls one id, never makes two calls share a
+        UUID (HITL tasks, decisions and tool results are keyed by it)."""
+        taken = {c.id for m in trace.working_memory for c in m.tool_calls if c.id}
+        taken.update(m.tool_call_id for m in trace.working_memory if m.tool_call_id)
+        named = []
+        for c in calls:
+            uuid = c.id or self.ids("call")
+            if uuid in taken:
+                n = 2
+                while f"{uuid}.{n}" in taken:
+                    n += 1
+                uuid = f"{uuid}.{n}"
+            taken.add(uuid)
+            named.append(c if uuid == c.id else ToolCall(c.name, c.args, uuid))
+        return named
+
+    def _mint(self, trace: ReActTrace, calls: list[ToolCall]) -> dict[str, str]:
+        """An effect id for every proposed call, ours and never the provider's (R48): the
+        id factory's fresh id, the session's count of proposals and random bits. The
+        random part is what makes it unique in a whole ledger family: a ``SequentialIds``
+        started again in another process, a fork at an earlier checkpoint, or a fork saved
+        under a deleted fork's id all reach the same count with the same factory id, and a
+        model may reuse ``call_0`` on any request; none of them may name an effect that
+        already ran."""
+        minted = {}
+        for c in calls:
+            trace.proposed += 1
+            minted[c.id or ""] = f"{self.ids('effect')}.{trace.proposed}.{os.urandom(5).hex()}"
+        return minted
 
     async def _action(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
         assert trace.last_reason is not None
@@ -342,7 +375,7 @@ class ReActAgent(AgentBase):
             ex.result = f"[dry run] not run: {ex.tool_name}({canonical_dumps(ex.args)})"
             ex.error = "dry_run"
         if ex.result is None:
-            task = asyncio.ensure_future(self._invoke(ex, session))
+            task = asyncio.ensure_future(self._invoke(ex, session, trace.effect_id(ex.call_uuid)))
             while True:
                 try:
                     ex.result, ex.error = await asyncio.shield(task)
@@ -370,13 +403,16 @@ class ReActAgent(AgentBase):
         if cancelled:
             raise asyncio.CancelledError
 
-    async def _invoke(self, ex: ToolExchange, session: AgentSession) -> tuple[str, str | None]:
+    async def _invoke(
+        self, ex: ToolExchange, session: AgentSession, effect_id: str
+    ) -> tuple[str, str | None]:
         """Run one tool; failures become observations, never exceptions (R14)."""
         t = self.tools.get(ex.tool_name)
         if t is None:
             return f"Tool [{ex.tool_name}] not found.", "not_found"
         try:
-            return observation_text(await t.invoke(ex.args, session, ex.call_uuid)), None
+            outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
+            return observation_text(outcome), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"
         except (SessionStateError, StoreError, ToolUnavailableError):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from ..errors import ToolDefinitionError
 from .models import ToolSchema
 
-__all__ = ["TOOL_INDEX", "Tool", "ToolArgumentError", "tool"]
+__all__ = ["Tool", "ToolArgumentError", "held_tool", "holder", "tool"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -21,9 +21,35 @@ INJECTED = frozenset({"session"})
 """Parameter names filled in by the agent, not by the model (``session``: the running
 session, e.g. for ``session.once(key, effect)``)."""
 
-TOOL_INDEX: dict[tuple[str, str], Tool] = {}
-"""(agent name, tool name) → tool, filled as agents are built; HITL validates edited
-arguments against it. Process-local: sessions only hold names."""
+
+def held_tool(agent: Any, agent_name: str | None, tool_name: str) -> Tool | None:
+    """The tool ``tool_name`` that ``agent`` itself holds (see :func:`holder`)."""
+    found = holder(agent, agent_name, tool_name)
+    return None if found is None else found.tools[tool_name]
+
+
+def holder(agent: Any, agent_name: str | None, tool_name: str) -> Any:
+    """The agent that holds the tool ``tool_name``: ``agent`` itself or, for a team, its
+    member named ``agent_name`` — or None (R49). Approval policy, edited-argument checks and
+    reviewer badges read the instance's own tools: another agent built with the same names
+    (in this process or any other) never changes what this one asks about."""
+    seen: set[int] = set()
+    todo = [agent]  # agents and the graphs of teams, searched depth first
+    while todo:
+        current = todo.pop()
+        if current is None or isinstance(current, str) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        tools = getattr(current, "tools", None)
+        if isinstance(tools, dict) and agent_name in (None, getattr(current, "name", None)):
+            if isinstance(tools.get(tool_name), Tool):
+                return current
+        nodes = getattr(current, "nodes", None)  # a GraphSpec
+        if not isinstance(nodes, dict):
+            nodes = getattr(getattr(current, "spec", None), "nodes", None)
+        for node in (nodes or {}).values():
+            todo.extend((getattr(node, "agent", None), getattr(node, "subgraph", None)))
+    return None
 
 
 class ToolArgumentError(ValueError):
@@ -102,10 +128,17 @@ class Tool:
         return {k: getattr(model, k) for k in type(model).model_fields}
 
     async def invoke(
-        self, args: dict[str, Any], session: Any = None, call_uuid: str | None = None
+        self,
+        args: dict[str, Any],
+        session: Any = None,
+        call_uuid: str | None = None,
+        *,
+        effect_id: str | None = None,
     ) -> Any:
         """Validate ``args`` and run the function (sync functions run inline).
-        ``call_uuid``: the call being run (tools that ledger their effect key on it)."""
+        ``call_uuid``: the call's id (the provider's, made unique; metadata);
+        ``effect_id``: the id intermission minted when the call was proposed (R48) — a
+        tool that ledgers its effect keys it on this and the arguments it runs."""
         values = self.validate(args)
         if "session" in self.injected:
             values["session"] = session

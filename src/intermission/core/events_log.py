@@ -115,6 +115,9 @@ class EventLog(Sequence[Event]):
         # (never saved there, trimmed or cleared since), so the next save rewrites them all
         self._saved_n = -1
         self._parts = 0
+        self.stored_chars = 0
+        """How long the JSON array of the events a store holds is (with
+        :meth:`unsaved_chunk`, what the next save's whole log comes to: R50's limit)."""
 
     @classmethod
     def from_stored(
@@ -135,7 +138,7 @@ class EventLog(Sequence[Event]):
         if count:
             log._unparsed, log._unparsed_n = text, count
             log._text, log._text_n = text, 0
-        log.mark_stored(count, parts)
+        log.mark_stored(count, parts, len(text) if count else 0)
         return log
 
     def unsaved_chunk(self, max_parts: int = 64) -> tuple[bool, str, int, int]:
@@ -156,11 +159,22 @@ class EventLog(Sequence[Event]):
         added = [stored_form(items[i]) for i in range(start, len(items))]
         return False, canonical_dumps(added), new, self._parts
 
-    def mark_stored(self, count: int, parts: int) -> None:
-        """Record that a store holds the first ``count`` events in ``parts`` chunks
-        (``count`` -1: unknown, the next save rewrites them all)."""
+    def mark_stored(self, count: int, parts: int, chars: int = 0) -> None:
+        """Record that a store holds the first ``count`` events in ``parts`` chunks,
+        ``chars`` characters of JSON together (``count`` -1: unknown, the next save
+        rewrites them all)."""
         self._saved_n = count
         self._parts = parts
+        self.stored_chars = chars
+
+    def chars_after(self, replace: bool, chunk: str) -> int:
+        """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s
+        ``(replace, chunk)`` is written (0: no events)."""
+        if replace:
+            return 0 if chunk == "[]" else len(chunk)
+        if not chunk:
+            return self.stored_chars
+        return self.stored_chars + len(chunk) - 1  # ("[a]" and "[b]" make "[a,b]")
 
     def _room(self) -> None:
         # called before every append: a full log drops its oldest event, which the

@@ -3,6 +3,13 @@
 A fork is built as a snapshot — the checkpoint's state, the events logged up to it, the
 history up to it — and restored: nothing of the parent is shared but, by default, its
 ledger (an effect runs at most once in the family).
+
+Families (R48): a ``shared`` fork joins its parent's family; a ``dry-run`` or ``separate``
+fork starts a family of its own, minted here. A fork of a dry-run preview is a preview
+too, whatever mode it asks for: the preview's ledger records skips, the real family's
+effects never reach it, so a real session forked from it could run an effect its root
+runs as well. Keeping every descendant of a preview a preview is what keeps "an effect
+runs at most once among a root's descendants" true.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from .._json import canonical_dumps
 from ..errors import SessionStateError, UsageError
 from .events_log import EventLog
 from .history import Checkpoint
+from .ledger import new_family
 from .session import check_session_id
 
 if TYPE_CHECKING:
@@ -64,6 +72,8 @@ def fork_session(
         raise UsageError("a fork needs an id of its own")
     if effects not in EFFECTS:
         raise UsageError(f"effects is one of {EFFECTS}, not {effects!r}")
+    if session.effects == "dry-run":
+        effects = "dry-run"  # a fork of a preview is a preview (see the module docstring)
     position = _pick(session, at)
     history = session._history
     state = history.state_at(position)
@@ -86,8 +96,9 @@ def fork_session(
         "history": {"marks": kept, "first": history.first, "max": history.max},
         "parent": {"id": session.session_id, "at": history.first + position},
     }
-    if effects == "shared":
-        snapshot["family"] = session.ledger_id
+    # shared: the parent's family (its id, for a parent from before families were
+    # minted); otherwise a generation of its own
+    snapshot["family"] = session.ledger_id if effects == "shared" else new_family()
     if effects == "dry-run":
         snapshot["effects"] = "dry-run"
     # restored from its text: the fork's history reads its base state from that text,

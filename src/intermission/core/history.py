@@ -8,7 +8,10 @@ Reading a checkpoint's state walks the patches back from the current state.
 
 Patches are JSON, shaped for cheap encoding (few objects): an object merges key by key
 into an object; a list is a leaf — ``[]`` removes the key, ``[value]`` replaces,
-``["+", items]`` extends a list. The patch of a whole state is always an object.
+``["+", items]`` extends a list, ``["~", segments]`` rebuilds one from slices of it and new
+items (a list that grew or shrank costs what changed, not the list). The patch of a whole
+state is always an object. Values compare exactly (R50): ``1``, ``1.0`` and ``True`` differ
+at every depth.
 """
 
 from __future__ import annotations
@@ -33,15 +36,39 @@ __all__ = [
     "core_text",
     "core_values",
     "diff",
+    "same",
     "take_checkpoint",
 ]
 
 _MISSING: Any = object()
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+_SPLICE_MIN = 2
+"""Lists shorter than this are replaced whole: a splice would not be smaller."""
+_MATCH_MAX = 4000
+"""Lists longer than this are spliced by common head and tail only (no matching in
+between, which costs up to the product of the lengths)."""
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same value: ``==`` with JSON types kept at every
+    depth (``1``, ``1.0`` and ``True`` differ, ``{"n": 1}`` and ``{"n": True}`` too)."""
+    if type(a) is not type(b) or a != b:
+        return False
+    if isinstance(a, _SCALAR_TYPES):
+        return not isinstance(a, float) or repr(a) == repr(b)  # (0.0 and -0.0)
+    # equal containers: compare their JSON texts, which spell every type out (C speed;
+    # only values found equal get here, so a whole state is dumped at most once)
+    return _exact(a) == _exact(b)
+
+
+def _exact(value: Any) -> str:
+    return canonical_dumps(value)
 
 
 def diff(old: Any, new: Any) -> Any:
-    """The patch turning ``old`` into ``new`` (None: equal; an object when both are)."""
-    if old == new and type(old) is type(new):
+    """The patch turning ``old`` into ``new`` (None: the same value; an object when both
+    are objects)."""
+    if same(old, new):
         return None
     if isinstance(old, dict) and isinstance(new, dict):
         out: dict[str, Any] = {}
@@ -56,20 +83,130 @@ def diff(old: Any, new: Any) -> Any:
             if key not in new:
                 out[key] = []
         return out
-    if (
-        isinstance(old, list)
-        and isinstance(new, list)
-        and len(new) > len(old)
-        and new[: len(old)] == old
-    ):
-        return ["+", new[len(old) :]]
+    if isinstance(old, list) and isinstance(new, list):
+        return _list_patch(old, new)
     return [new]
+
+
+def _list_patch(old: list[Any], new: list[Any]) -> list[Any]:
+    """A list's patch, costing what changed: ``["~", segments]`` builds ``new`` from
+    slices ``[start, stop]`` of ``old`` and literal runs ``[[items]]`` (an append, a
+    truncation, a window that slid as the oldest messages went), else ``[new]``."""
+    if len(new) < _SPLICE_MIN and len(old) < _SPLICE_MIN:
+        return [new]
+    ops = _fast_opcodes(old, new)
+    if ops is None:  # (values Python calls equal but JSON does not: match their texts)
+        ops = _opcodes([_exact(x) for x in old], [_exact(x) for x in new])
+    segments: list[list[Any]] = []
+    kept = 0
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            segments.append([i1, i2])
+            kept += i2 - i1
+        elif j2 > j1:
+            if segments and len(segments[-1]) == 1:
+                segments[-1][0].extend(new[j1:j2])
+            else:
+                segments.append([new[j1:j2]])
+    if not kept:
+        return [new]
+    if len(segments) == 2 and segments[0] == [0, len(old)]:
+        return ["+", segments[1][0]]  # (an extension: the original form)
+    return ["~", segments]
+
+
+Opcode = tuple[str, int, int, int, int]
+
+
+def _fast_opcodes(old: list[Any], new: list[Any]) -> list[Opcode] | None:
+    """What a session does to its lists — common head and tail (appends, truncations,
+    edits at one end), else a run of ``old`` found again in ``new`` (a window that slid)
+    — matched with ``==`` and then checked exactly, one dump per matched run (None: a
+    match that is not exact; the caller matches the items' texts instead)."""
+    ops = _opcodes(old, new, slide=True)
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal" and _exact(old[i1:i2]) != _exact(new[j1:j2]):
+            return None
+    return ops
+
+
+def _opcodes(a: list[Any], b: list[Any], *, slide: bool = False) -> list[Opcode]:
+    # common head and tail first; between them, a run of ``a`` found again in ``b``
+    # (``slide``), or difflib's matching (``a``/``b`` are the items' texts then)
+    head = 0
+    most = min(len(a), len(b))
+    while head < most and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < most - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    ops: list[Opcode] = []
+    if head:
+        ops.append(("equal", 0, head, 0, head))
+    ea, eb = len(a) - tail, len(b) - tail
+    if head < ea and head < eb:
+        if slide:
+            ops += _slid(a, b, head, ea, head, eb)
+        elif (ea - head) + (eb - head) <= _MATCH_MAX:
+            from difflib import SequenceMatcher
+
+            matcher = SequenceMatcher(None, a[head:ea], b[head:eb], autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                ops.append((tag, head + i1, head + i2, head + j1, head + j2))
+        else:
+            ops.append(("replace", head, ea, head, eb))
+    elif head < ea or head < eb:
+        ops.append(("replace", head, ea, head, eb))
+    if tail:
+        ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return ops
+
+
+def _slid(a: list[Any], b: list[Any], i1: int, i2: int, j1: int, j2: int) -> list[Opcode]:
+    """``a[i1:i2]`` against ``b[j1:j2]``: the longest run that starts ``a``'s part and is
+    found in ``b``'s, or the run that starts ``b``'s and is found in ``a``'s."""
+    best: tuple[int, int, int] = (0, i1, j1)  # (length, start in a, start in b)
+    for first, other, lo, hi, flip in ((a[i1], b, j1, j2, False), (b[j1], a, i1, i2, True)):
+        for k in range(lo, hi):
+            if other[k] == first:
+                x, y = (k, j1) if flip else (i1, k)
+                n = 0
+                while x + n < i2 and y + n < j2 and a[x + n] == b[y + n]:
+                    n += 1
+                if n > best[0]:
+                    best = (n, x, y)
+                break
+    n, x, y = best
+    if not n:
+        return [("replace", i1, i2, j1, j2)]
+    out: list[Opcode] = []
+    if x > i1 or y > j1:
+        out.append(("replace", i1, x, j1, y))
+    out.append(("equal", x, x + n, y, y + n))
+    if x + n < i2 or y + n < j2:
+        out.append(("replace", x + n, i2, y + n, j2))
+    return out
 
 
 def apply_patch(value: Any, patch: Any) -> Any:
     """``value`` with ``patch`` applied (a new object; ``value`` is not changed)."""
     if isinstance(patch, list):
-        return patch[0] if len(patch) == 1 else [*value, *patch[1]]
+        if len(patch) == 1:
+            return patch[0]
+        if patch[0] == "+":
+            return [*value, *patch[1]]
+        if not isinstance(value, list):
+            raise TypeError(f"a list patch applied to {type(value).__name__}")
+        out_list: list[Any] = []
+        for segment in patch[1]:
+            if len(segment) == 1:
+                out_list.extend(segment[0])
+            else:
+                start, stop = segment
+                if stop > len(value):
+                    raise IndexError(f"slice [{start}:{stop}] of a list of {len(value)}")
+                out_list.extend(value[start:stop])
+        return out_list
     out = dict(value) if isinstance(value, dict) else {}
     for key, sub in patch.items():
         if sub == []:
@@ -79,6 +216,19 @@ def apply_patch(value: Any, patch: Any) -> Any:
     return out
 
 
+def _segment_wrong(segment: Any) -> str | None:
+    if isinstance(segment, list) and len(segment) == 1 and isinstance(segment[0], list):
+        return None
+    if (
+        isinstance(segment, list)
+        and len(segment) == 2
+        and all(type(x) is int for x in segment)
+        and 0 <= segment[0] <= segment[1]
+    ):
+        return None
+    return "a list segment is [start, stop] or [[items]]"
+
+
 def check_patch(patch: Any, depth: int = 0) -> str | None:
     """What is wrong with a stored patch (None: it is well formed)."""
     if depth > MAX_DEPTH + 8:  # (a state nests a few levels above its values)
@@ -86,7 +236,16 @@ def check_patch(patch: Any, depth: int = 0) -> str | None:
     if isinstance(patch, list):
         if len(patch) <= 1 or (len(patch) == 2 and patch[0] == "+" and isinstance(patch[1], list)):
             return None
-        return f"a patch leaf is [], [value] or [\"+\", items], not a list of {len(patch)}"
+        if len(patch) == 2 and patch[0] == "~" and isinstance(patch[1], list):
+            for segment in patch[1]:
+                wrong = _segment_wrong(segment)
+                if wrong is not None:
+                    return wrong
+            return None
+        return (
+            f'a patch leaf is [], [value], ["+", items] or ["~", segments], not a list of '
+            f"{len(patch)}"
+        )
     if not isinstance(patch, dict):
         return f"a patch is an object or a list, not {type(patch).__name__}"
     for sub in patch.values():

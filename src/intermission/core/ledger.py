@@ -10,10 +10,21 @@ from pydantic import ConfigDict
 
 from .._model import Model
 
-__all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt"]
+__all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt", "new_family"]
 
 FORGOTTEN = "forgotten by hand: the outcome was unknown; the next once() runs it again"
 """The ``error`` of an entry that ``forget_effect`` marked for another attempt."""
+
+
+def new_family() -> str:
+    """A fresh ledger family: the generation a session's effects belong to (R48).
+
+    Minted by intermission when a session is created (or forked with a ledger of its own),
+    never taken from a session id: a new session saved under the id of a deleted one is
+    another generation and inherits none of its effects. 64 random bits, with a prefix no
+    id minted before families existed carries.
+    """
+    return "family-" + os.urandom(8).hex()
 
 
 def new_attempt() -> str:

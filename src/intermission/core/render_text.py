@@ -53,15 +53,32 @@ def node_label(node: NodeIR) -> str:
 
 
 def _legend() -> list[str]:
-    # one plaintext node holding an HTML-like table: compact, and it never joins the layout
-    cells = "".join(
-        f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="1">{state.replace("_", " ")}</TD>'
+    # one plaintext node holding an HTML-like table, one state a row: narrow, so the column
+    # it shares with the start node (rankdir=LR) stays narrow and the graph fits an output
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{fill}" COLOR="{border}" BORDER="1">{state.replace("_", " ")}</TD></TR>'
         for state, (fill, border, _) in STYLE.items()
     )
     return [
-        f'  legend [shape=plaintext, fontsize=12, label=<<TABLE BORDER="0" CELLSPACING="4">'
-        f"<TR>{cells}</TR></TABLE>>];"
+        f'  legend [shape=plaintext, fontsize=12, label=<<TABLE BORDER="0" CELLSPACING="2">'
+        f"{rows}</TABLE>>];"
     ]
+
+
+def _wrap(label: str, width: int = 26) -> str:
+    """Long lines of a node label broken at spaces: a wide node widens the whole graph,
+    and a wide graph is scaled down until its text is too small to read."""
+    out = []
+    for line in label.split("\n"):
+        words, current = line.split(" "), ""
+        for word in words:
+            if current and len(current) + 1 + len(word) > width:
+                out.append(current)
+                current = word
+            else:
+                current = f"{current} {word}" if current else word
+        out.append(current)
+    return "\n".join(out)
 
 
 def to_dot(ir: GraphIR, legend: bool = True) -> str:
@@ -69,6 +86,7 @@ def to_dot(ir: GraphIR, legend: bool = True) -> str:
     lines = [
         f"digraph {_q(ir.id)} {{",
         "  rankdir=LR;",
+        "  nodesep=0.3; ranksep=0.35;",
         '  node [fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=12];',
     ]
@@ -78,7 +96,7 @@ def to_dot(ir: GraphIR, legend: bool = True) -> str:
         fill, border, width = STYLE[n.state]
         mark = f', peripheries=2, color="{HIGHLIGHT}"' if n.highlight else f', color="{border}"'
         lines.append(
-            f"  {n.key} [label={_q(node_label(n))}, shape={SHAPES.get(n.kind, 'box')}, "
+            f"  {n.key} [label={_q(_wrap(node_label(n)))}, shape={SHAPES.get(n.kind, 'box')}, "
             f'style="filled,rounded", fillcolor="{fill}"{mark}, '
             f"penwidth={width}, tooltip={_q(n.id + ' · ' + n.state)}];"
         )
@@ -140,11 +158,13 @@ def to_mermaid(ir: GraphIR) -> str:
 
 
 def to_text(ir: GraphIR) -> str:
-    """A plain-text outline: one line per node with its state."""
-    out = [f"graph {ir.id}" + (f" — pending: {ir.pending_reason}" if ir.pending_reason else "")]
+    """A plain-text outline: one line per node with its state (control characters in
+    ids and the pending reason shown as escapes, like the CLI: R42, R50)."""
+    reason = f" — pending: {visible(ir.pending_reason)}" if ir.pending_reason else ""
+    out = [f"graph {visible(ir.id)}{reason}"]
     for n in ir.nodes:
         out.append(
-            f"{'*' if n.highlight else ' '} [{n.state}] {n.id} ({n.kind})"
+            f"{'*' if n.highlight else ' '} [{n.state}] {visible(n.id)} ({n.kind})"
             + (f" ×{n.visits}" if n.visits > 1 else "")
         )
     return "\n".join(out)

@@ -25,7 +25,7 @@ from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
 from .history import Checkpoint, History
-from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt
+from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt, new_family
 from .session_status import SessionStatus
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
@@ -152,8 +152,11 @@ class InMemoryAgentSession:
         self._history = History(max_checkpoints)
         self.parent: tuple[str, int] | None = None
         """For a fork: ``(session_id, checkpoint index)`` it was forked from (R44)."""
-        self.family: str | None = None
-        """The ledger this session shares with its forks (None: its own id)."""
+        self.family: str | None = new_family()
+        """The ledger family this session shares with its ``shared`` forks: a generation of
+        its own, minted here, never the session id (R48). None only in a session restored
+        from a snapshot written before families were minted: its ledger is keyed by its
+        id, as it always was."""
         self.effects: Literal["real", "dry-run"] = "real"
         """``dry-run``: a preview fork where no tool call or unrun effect runs (R44)."""
         self.effect_wait_s = 30.0
@@ -185,7 +188,8 @@ class InMemoryAgentSession:
 
     @property
     def ledger_id(self) -> str:
-        """Whose ledger this session's effects go to: its own, or its family's."""
+        """The ledger this session's effects go to: its family's (the session id for a
+        session from before families were minted)."""
         return self.family or self.session_id
 
     def fork(
@@ -201,7 +205,13 @@ class InMemoryAgentSession:
         context, decide differently), then resume it like any session; this one never
         changes. ``effects``: ``shared`` (one ledger for the family: an effect runs at most
         once across forks), ``dry-run`` (no tool call and no effect that has not run
-        already runs: each is recorded as skipped), ``separate`` (a ledger of its own)."""
+        already runs: each is recorded as skipped), ``separate`` (a new family, with a
+        ledger of its own).
+
+        A fork of a dry-run preview is a preview too, whatever ``effects`` says: a preview's
+        ledger holds skips, not the family's effects, so nothing forked from it may run one
+        (an effect runs at most once among a root's descendants, R48). To make a previewed
+        path real, fork the original at the same checkpoint and decide it again."""
         from .fork import fork_session
 
         return fork_session(self, new_session_id, at, effects)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from .. import _check
+from .. import _check, limits
 from .._clock import SYSTEM_CLOCK
 from .._json import canonical_dumps, check_json, loads
 from .._model import Model
 from ..decisions import HITLState
-from ..errors import IntermissionError, NotSerializableError, SnapshotSchemaError
+from ..errors import (
+    IntermissionError,
+    NotSerializableError,
+    SnapshotSchemaError,
+    SnapshotTooLargeError,
+)
 from ..events import Event
 from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
@@ -34,6 +40,7 @@ __all__ = [
     "GraphRunModel",
     "SessionSnapshot",
     "canonical",
+    "check_size",
     "parse_snapshot",
     "session_data",
 ]
@@ -320,6 +327,30 @@ def _path(err: ValidationError) -> str:
     return ".".join(str(p) for p in first["loc"])
 
 
+def check_size(text: str, session_id: str | None = None, extra: int = 0) -> str:
+    """``text`` (snapshot JSON, or the part of it a store writes, ``extra`` characters
+    short of the whole), unless the whole is larger than a snapshot may be (R50: the
+    same limit for every store's save and every loader)."""
+    limit = limits.MAX_SNAPSHOT_TEXT
+    size = len(text) + extra
+    if size > limit:
+        raise SnapshotTooLargeError(size, limit, session_id)
+    return text
+
+
+def _decoded(data: str | bytes | bytearray) -> str:
+    """Snapshot text as ``str`` (bytes in any encoding JSON allows): the limit counts
+    characters, the same for text and bytes."""
+    if isinstance(data, str):
+        return data
+    if len(data) > 4 * limits.MAX_SNAPSHOT_TEXT:  # (no character takes more than 4 bytes)
+        raise SnapshotTooLargeError(len(data), limits.MAX_SNAPSHOT_TEXT)
+    try:
+        return bytes(data).decode(json.detect_encoding(data))
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SnapshotSchemaError(f"not valid JSON: not text ({exc})") from None
+
+
 def parse_snapshot(data: Any) -> SessionSnapshot:
     """Validate a snapshot given as a model, dict or JSON text (typed errors only)."""
     return _parse(data)[0]
@@ -331,16 +362,21 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
         check_snapshot(data)
         return data, None
     if isinstance(data, (str, bytes, bytearray)):
+        text = check_size(_decoded(data))
         try:
-            data = loads(data, "the snapshot")
+            data = loads(text, "the snapshot", limit=limits.MAX_SNAPSHOT_TEXT)
         except ValueError as exc:
             raise SnapshotSchemaError(f"not valid JSON: {exc}") from None
     elif isinstance(data, dict):
         # a dict may hold anything Python can (bytes, sets, NaN): what is not JSON is
         # refused here, so every value kept below is plain JSON data
         try:
-            data = loads(canonical_dumps(data), "the snapshot")
+            text = canonical_dumps(data)
         except (NotSerializableError, RecursionError, ValueError) as exc:
+            raise SnapshotSchemaError(f"not JSON data: {exc}") from None
+        try:
+            data = loads(check_size(text), "the snapshot", limit=limits.MAX_SNAPSHOT_TEXT)
+        except (RecursionError, ValueError) as exc:
             raise SnapshotSchemaError(f"not JSON data: {exc}") from None
     if not isinstance(data, dict):
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")
@@ -358,6 +394,7 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
             f"{SCHEMA_VERSION}); upgrade intermission or migrate the snapshot",
             path="schema_version",
         )
+    data = _unstrand(data)
     try:  # strict: "5" is not an int here; a snapshot is written by us, exactly typed
         snap = SessionSnapshot.model_validate(data, strict=True)
     except ValidationError as exc:
@@ -367,6 +404,75 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
         raise SnapshotSchemaError("nested too deeply") from None
     check_snapshot(snap)
     return snap, stored_events
+
+
+def _unstrand(data: dict[str, Any]) -> dict[str, Any]:
+    """A session saved before call UUIDs were made unique (R48) may hold two tasks under
+    one id (a model gave two calls one id): it loads, its repeated ids renamed as today's
+    agents name them (``id.2``…), in its tasks and in the tool calls the resume replays.
+    Decisions recorded under a repeated id cannot say which call they were for: they are
+    dropped, and the person decides again (nothing runs unapproved)."""
+    hitl = data.get("hitl")
+    tasks = hitl.get("tasks") if isinstance(hitl, dict) else None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+        return data
+    ids = [t.get("call_uuid") for t in tasks]
+    repeated = {i for i in ids if isinstance(i, str) and ids.count(i) > 1}
+    if not repeated:
+        return data
+    assert isinstance(hitl, dict)
+    traces = data.get("traces")
+    trace = traces.get(hitl.get("agent")) if isinstance(traces, dict) else None
+    reason = trace.get("last_reason") if isinstance(trace, dict) else None
+    calls = reason.get("tool_calls") if isinstance(reason, dict) else None
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        return data  # nothing to rename consistently: refused as before
+    taken = {c.get("id") for c in calls} | set(ids)
+    renamed_calls, fresh = [], []  # fresh: (old id, tool, args, new id), in call order
+    seen: dict[str, int] = {}
+    for c in calls:
+        cid = c.get("id")
+        if isinstance(cid, str) and cid in repeated:
+            seen[cid] = seen.get(cid, 0) + 1
+            new = cid
+            if seen[cid] > 1:
+                n = 2
+                while f"{cid}.{n}" in taken:
+                    n += 1
+                new = f"{cid}.{n}"
+                taken.add(new)
+                c = {**c, "id": new}
+            fresh.append((cid, c.get("name"), c.get("args"), new))
+        renamed_calls.append(c)
+    new_tasks = []
+    for t in tasks:
+        cid = t.get("call_uuid")
+        if cid in repeated:
+            match = next(
+                (f for f in fresh if f[0] == cid and f[1] == t.get("tool_name")
+                 and f[2] == t.get("args", {})),
+                None,
+            )  # fmt: skip
+            if match is None:
+                return data
+            fresh.remove(match)
+            t = {**t, "call_uuid": match[3]}
+        new_tasks.append(t)
+    decisions = hitl.get("decisions")
+    expired = hitl.get("expired")
+    fixed_hitl = {
+        **hitl,
+        "tasks": new_tasks,
+        "decisions": {k: v for k, v in decisions.items() if k not in repeated}
+        if isinstance(decisions, dict)
+        else decisions,
+        "expired": [e for e in expired if e not in repeated]
+        if isinstance(expired, list)
+        else expired,
+    }
+    assert isinstance(traces, dict) and isinstance(trace, dict) and isinstance(reason, dict)
+    fixed_trace = {**trace, "last_reason": {**reason, "tool_calls": renamed_calls}}
+    return {**data, "hitl": fixed_hitl, "traces": {**traces, hitl.get("agent"): fixed_trace}}
 
 
 def check_snapshot(snap: SessionSnapshot) -> None:

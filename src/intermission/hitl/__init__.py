@@ -1,7 +1,17 @@
 """Human-in-the-loop tool approval: the interceptor and the HITL helpers."""
 
 from .api import HITL
-from .graph import ApprovalKeys, decide_graph
+from .deadlines import check_deadline
+from .graph import ApprovalKeys, approval_deadline, decide_graph, expire_approval
 from .interceptor import HITLInterceptor, Policy
 
-__all__ = ["HITL", "ApprovalKeys", "HITLInterceptor", "Policy", "decide_graph"]
+__all__ = [
+    "HITL",
+    "ApprovalKeys",
+    "HITLInterceptor",
+    "Policy",
+    "approval_deadline",
+    "check_deadline",
+    "decide_graph",
+    "expire_approval",
+]

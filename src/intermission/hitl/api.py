@@ -4,7 +4,9 @@ Every check runs before anything changes: a refused decision leaves the session 
 it was (compare snapshots). Submitting does not resume; call ``agent.prompt().session(s)``.
 Everything returned here is a copy (R42): editing a task's ``args`` changes nothing that
 runs; the one way to change what runs is ``HITLDecision.approve().modified_args(...)``,
-which is validated, recorded and fingerprinted.
+which is validated, recorded and fingerprinted. A decision after its task's deadline is
+refused with DeadlinePassedError, judged by ``session.clock`` (the wall clock unless the
+session was made with another; see :mod:`intermission.hitl.deadlines`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _check
-from ..agents.tools import TOOL_INDEX, ToolArgumentError
+from ..agents.tools import Tool, ToolArgumentError, holder
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
 from ..errors import (
@@ -24,7 +26,8 @@ from ..errors import (
     UnknownTaskError,
     UsageError,
 )
-from .interceptor import APPROVER_POLICIES
+from .deadlines import check_task_deadline
+from .interceptor import ApproverPolicy, HITLInterceptor
 
 __all__ = ["HITL"]
 
@@ -38,6 +41,32 @@ def _state(session: Any) -> HITLState:
     return state
 
 
+def _holder(session: Any, task: HITLTask, agent: Any) -> Any:
+    """The agent instance holding the tool that would run ``task``: ``agent`` (or its
+    team member) when given, else the agent that last ran the session in this process
+    (its trace knows it). Never a table of names: another agent built with the same
+    names changes nothing here (R49)."""
+    if agent is None:
+        trace = getattr(session, "traces", {}).get(task.agent or "")
+        agent = getattr(trace, "agent", None)
+    return holder(agent, task.agent, task.tool_name)
+
+
+def _tool_of(held: Any, task: HITLTask) -> Tool | None:
+    return None if held is None else held.tools[task.tool_name]
+
+
+def _approver_policy(held: Any, task: HITLTask) -> ApproverPolicy | None:
+    """The callable approver policy of the holder's HITL interceptor for ``task``."""
+    tool = _tool_of(held, task)
+    for interceptor in getattr(held, "interceptors", ()):
+        if isinstance(interceptor, HITLInterceptor):
+            policy = interceptor.approver_policy(tool)
+            if policy is not None:
+                return policy
+    return None
+
+
 class HITL:
     """Static helpers over a session's suspended tool batch (the seed's ``HITL``)."""
 
@@ -49,7 +78,8 @@ class HITL:
 
     @staticmethod
     def get_pending_task_by_call_uuid(session: AgentSession, call_uuid: str) -> HITLTask | None:
-        """The undecided task with this call UUID, or None."""
+        """The undecided task with this call UUID, or None. The call UUID is the model's
+        call id — with a suffix (``call_0.2``) when a reply repeated one (R48)."""
         _check.text("call_uuid", call_uuid)
         for task in HITL.pending_tasks(session):
             if task.call_uuid == call_uuid:
@@ -89,7 +119,7 @@ class HITL:
 
     @staticmethod
     def _check(
-        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+        session: AgentSession, task: HITLTask | str, decision: HITLDecision, agent: Any = None
     ) -> DecisionRecord:
         """Validate one decision against the session; returns the record, mutates nothing."""
         _state(session)
@@ -113,7 +143,8 @@ class HITL:
             )
         reviewer = decision.reviewer_name
         allowed = current.approvers
-        policy = APPROVER_POLICIES.get((current.agent or "", current.tool_name))
+        held = _holder(session, current, agent)
+        policy = _approver_policy(held, current)
         if (allowed is not None and reviewer not in allowed) or (
             policy is not None and not policy(reviewer, current)
         ):
@@ -124,11 +155,12 @@ class HITL:
             )
         modified = decision.edited_args
         if modified is not None:
-            tool = TOOL_INDEX.get((current.agent or "", current.tool_name))
+            tool = _tool_of(held, current)
             if tool is None:
                 raise InvalidDecisionError(
-                    f"cannot validate edited arguments: tool {current.tool_name!r} of agent "
-                    f"{current.agent!r} is not loaded in this process; build the agent first",
+                    f"cannot validate edited arguments: no tool {current.tool_name!r} of agent "
+                    f"{current.agent!r} is at hand; pass the agent: HITL.submit(session, task, "
+                    "decision, agent=agent)",
                     call_uuid=uuid,
                 )
             try:
@@ -150,6 +182,8 @@ class HITL:
                 existing.time_ms,
                 call_uuid=uuid,
             )
+        now = session.clock.now_ms()
+        check_task_deadline(session, current, now)  # a late decision is refused (R23b)
         return DecisionRecord(
             call_uuid=uuid,
             tool_name=current.tool_name,
@@ -158,33 +192,42 @@ class HITL:
             modified_args=modified,
             always_allow=decision.always,
             reviewer=reviewer,
-            time_ms=session.clock.now_ms(),
+            time_ms=now,
             fingerprint=current.fingerprint,
         )
 
     @staticmethod
     def submit(
-        session: AgentSession, task: HITLTask | str, decision: HITLDecision
+        session: AgentSession,
+        task: HITLTask | str,
+        decision: HITLDecision,
+        *,
+        agent: Any = None,
     ) -> DecisionRecord:
         """Record ``decision`` for ``task`` (a task or its call UUID); typed errors, no change
         on refusal. The first decision of a task wins: the same decision again changes
         nothing and returns the recorded one; a different one raises
-        DecisionConflictError. Resume afterwards with an empty prompt."""
-        record = HITL._check(session, task, decision)
+        DecisionConflictError; a first one after the task's deadline raises
+        DeadlinePassedError. Resume afterwards with an empty prompt.
+
+        Edited arguments are validated by the tool the agent instance holds (R49):
+        ``agent``, or the agent that last ran the session in this process."""
+        record = HITL._check(session, task, decision, agent)
         session.hitl.decisions.setdefault(record.call_uuid, record)
         return record.model_copy(deep=True)
 
     @staticmethod
     def submit_all(
-        session: AgentSession, decisions: Mapping[str, HITLDecision]
+        session: AgentSession, decisions: Mapping[str, HITLDecision], *, agent: Any = None
     ) -> list[DecisionRecord]:
-        """Record several decisions by call UUID; all are checked before any is stored."""
+        """Record several decisions by call UUID; all are checked before any is stored
+        (``agent``: as for :meth:`submit`)."""
         if not isinstance(decisions, Mapping):
             raise InvalidDecisionError(
                 f"submit_all takes a mapping of call UUIDs to decisions, not "
                 f"{type(decisions).__name__}"
             )
-        records = [HITL._check(session, uuid, d) for uuid, d in decisions.items()]
+        records = [HITL._check(session, uuid, d, agent) for uuid, d in decisions.items()]
         for record in records:
             session.hitl.decisions.setdefault(record.call_uuid, record)
         return [record.model_copy(deep=True) for record in records]

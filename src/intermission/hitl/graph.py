@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from .. import _check
 from .._check import shown
 from ..core.events_log import RunScope
 from ..core.session import AgentSession
 from ..errors import (
+    DeadlinePassedError,
     DecisionConflictError,
     InvalidDecisionError,
     ReviewerNotAllowedError,
@@ -18,7 +21,17 @@ from ..errors import (
 )
 from ..events import ApprovalDecidedEvent
 
-__all__ = ["ApprovalKeys", "decide_graph"]
+__all__ = [
+    "DEADLINE_REVIEWER",
+    "ApprovalKeys",
+    "approval_deadline",
+    "checked_keys",
+    "decide_graph",
+    "expire_approval",
+]
+
+DEADLINE_REVIEWER = "system:deadline"
+"""The reviewer of the rejection a resume records for a task or approval past its deadline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +44,76 @@ class ApprovalKeys:
     reason: str = "approval.reason"
     comment: str = "approval.comment"
     request: str = "approval.request"
+    deadline: str = "approval.deadline"
+    """Epoch ms after which a decision is refused (written by the approval node, optional)."""
+
+
+def checked_keys(keys: ApprovalKeys | None) -> ApprovalKeys:
+    """``keys`` (None: the defaults), or UsageError for anything else."""
+    if keys is None:
+        return ApprovalKeys()
+    if not isinstance(keys, ApprovalKeys):
+        raise UsageError(f"keys is an ApprovalKeys, not {type(keys).__name__}")
+    return keys
+
+
+def _context_of(session: AgentSession) -> Any:
+    ctx = getattr(session, "context", None)
+    if ctx is None or not callable(getattr(ctx, "get", None)):
+        raise UsageError(f"a graph approval lives in a session, not {type(session).__name__}")
+    return ctx
+
+
+def approval_deadline(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> float | None:
+    """The deadline of the session's graph approval (``keys.deadline``, epoch ms), or None
+    when its node set none (anything but a finite number counts as none)."""
+    value = _context_of(session).get(checked_keys(keys).deadline)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def expire_approval(
+    session: AgentSession, keys: ApprovalKeys = ApprovalKeys(), now_ms: float | None = None
+) -> bool:
+    """For an approval node on resume: when nobody decided and the deadline passed, record
+    ``REJECT`` by ``system:deadline`` (with an ApprovalDecidedEvent) and return True; the
+    node then routes as for any rejection. Time: ``now_ms``, else the session's clock."""
+    keys = checked_keys(keys)
+    _check.number("now_ms", now_ms, 0, 1e15, optional=True)
+    deadline = approval_deadline(session, keys)
+    if deadline is None or session.context.get(keys.decision) is not None:
+        return False
+    now = float(session.clock.now_ms()) if now_ms is None else float(now_ms)
+    if now < deadline:
+        return False
+    reason = "Rejected: the approval deadline passed."
+    _write(session, keys, "REJECT", DEADLINE_REVIEWER, reason, None, now)
+    return True
+
+
+def _write(
+    session: AgentSession,
+    keys: ApprovalKeys,
+    verdict: Literal["APPROVE", "REJECT"],
+    reviewer: str | None,
+    reason: str | None,
+    comment: str | None,
+    now: float,
+) -> None:
+    ctx = session.context
+    ctx.put(keys.decision, verdict)
+    ctx.put(keys.operator, reviewer)
+    ctx.put(keys.time, int(now))
+    if reason is not None:
+        ctx.put(keys.reason, reason)
+    if comment:
+        ctx.put(keys.comment, comment)
+    # the timeline shows who decided, and why, next to the run it resumes (R47)
+    scope = RunScope(f"decision-{session.events.next_seq}", session.agent or "", session)
+    scope.emit(
+        ApprovalDecidedEvent, verdict=verdict, reviewer=reviewer, reason=reason, comment=comment
+    )
 
 
 def decide_graph(
@@ -47,7 +130,9 @@ def decide_graph(
     with an empty prompt. Refused (typed error, nothing written) when the session is not
     waiting, waits for tool approvals instead, or ``approvers`` does not allow
     ``reviewer``. The first decision wins (R39): the same verdict again changes nothing;
-    the other one raises DecisionConflictError naming who decided and when."""
+    the other one raises DecisionConflictError naming who decided and when. After the
+    approval's deadline (``keys.deadline``, judged by the session's clock) a decision
+    raises DeadlinePassedError (see :mod:`intermission.hitl.deadlines`)."""
     if not isinstance(verdict, str) or verdict not in ("APPROVE", "REJECT"):
         raise InvalidDecisionError(f"a graph decision is APPROVE or REJECT, not {shown(verdict)}")
     if not isinstance(keys, ApprovalKeys):
@@ -94,15 +179,8 @@ def decide_graph(
             session.session_id, "the approval", str(existing), ctx.get(keys.operator),
             float(time) if isinstance(time, (int, float)) else None,
         )  # fmt: skip
-    ctx.put(keys.decision, verdict)
-    ctx.put(keys.operator, reviewer)
-    ctx.put(keys.time, int(session.clock.now_ms()))
-    if reason is not None:
-        ctx.put(keys.reason, reason)
-    if comment:
-        ctx.put(keys.comment, comment)
-    # the timeline shows who decided, and why, next to the run it resumes (R47)
-    scope = RunScope(f"decision-{session.events.next_seq}", session.agent or "", session)
-    scope.emit(
-        ApprovalDecidedEvent, verdict=verdict, reviewer=reviewer, reason=reason, comment=comment
-    )
+    now = float(session.clock.now_ms())
+    deadline = approval_deadline(session, keys)
+    if deadline is not None and now >= deadline:
+        raise DeadlinePassedError(session.session_id, deadline, now, approval=keys.decision)
+    _write(session, keys, verdict, reviewer, reason, comment, now)

@@ -9,20 +9,19 @@ from typing import Any, Literal
 from .. import _check
 from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
-from ..agents.tools import TOOL_INDEX
+from ..agents.tools import held_tool
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
 from ..traces import ReActTrace
 
-__all__ = ["APPROVER_POLICIES", "HITLInterceptor", "Policy"]
+__all__ = ["HITLInterceptor", "Policy"]
 
 Policy = Callable[[ReActTrace, dict[str, Any]], "str | None"]
 """``policy(trace, args)`` → a reason (ask a human) or None (run without asking)."""
 ApproverPolicy = Callable[[str | None, HITLTask], bool]
-
-APPROVER_POLICIES: dict[tuple[str, str], ApproverPolicy] = {}
-"""(agent, tool) → callable approver policy (process-local; sets travel in the task)."""
+"""``policy(reviewer, task)`` → may this reviewer decide? (sets of names travel in the task;
+a callable is read from the interceptor of the agent instance, R49)."""
 
 DEFAULT_REASON = "Sensitive operation: human confirmation required"
 DESTRUCTIVE_REASON = "May change the world (a destructive tool): human confirmation required"
@@ -34,11 +33,18 @@ REJECT_TEXT = "Rejected by the reviewer: human approval was not given."
 class HITLInterceptor(ReActInterceptor):
     """Ask a human before some tools run.
 
+    A deadline (``on_tool(..., deadline_ms=...)``) counts from when the call is proposed,
+    in epoch milliseconds of the run's clock (the agent's ``.clock(...)``, else the
+    session's). ``on_expire="reject"`` (the default): a decision after the deadline is
+    refused with DeadlinePassedError, and the next resume rejects the call as
+    ``system:deadline``. ``on_expire="wait"``: the deadline only marks the task expired
+    (an event, ``HITL.expired_tasks``); it stays decidable.
+
     Example:
         >>> hitl = HITLInterceptor().on_tool("delete_user").approvers({"lead"})
     """
 
-    def __init__(self, on_expire: Literal["reject", "wait"] = "wait") -> None:
+    def __init__(self, on_expire: Literal["reject", "wait"] = "reject") -> None:
         if on_expire not in ("reject", "wait"):
             raise UsageError(f"on_expire is 'reject' or 'wait', not {shown(on_expire)}")
         self._policies: dict[str, tuple[Policy | None, float | None]] = {}
@@ -65,7 +71,8 @@ class HITLInterceptor(ReActInterceptor):
         says it only reads (``readOnlyHint``) or is not destructive (``destructiveHint:
         false`` — unset counts as destructive, as the MCP spec's defaults say), and a
         Python tool marked ``@tool(destructive=True)``. ``on_tool(name)`` for a tool takes
-        precedence over this."""
+        precedence over this. "Destructive" is read from the tool the running agent
+        instance holds (R49), never from another agent's tool of the same name."""
         _check.function("policy", policy, optional=True)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
         self._policies[_DESTRUCTIVE] = (policy, deadline_ms)
@@ -99,6 +106,20 @@ class HITLInterceptor(ReActInterceptor):
         self._on_approved = _check.function("callback", callback)
         return self
 
+    def approver_policy(self, tool: Any) -> ApproverPolicy | None:
+        """The callable approver policy this interceptor gives ``tool`` (a tool the agent
+        holds), or None: the one of ``on_tool(tool.name)``, else of ``on_destructive``
+        for a destructive tool (R49: read from the instance, never a table of names)."""
+        name = getattr(tool, "name", None)
+        if name in self._policies:
+            key = name
+        elif _DESTRUCTIVE in self._policies and getattr(tool, "destructive", False):
+            key = _DESTRUCTIVE
+        else:
+            return None
+        found = self._approvers.get(key)
+        return found if callable(found) else None
+
     def _targets(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> list[HITLTask]:
         tasks = []
         now = _now(trace)
@@ -114,8 +135,6 @@ class HITLInterceptor(ReActInterceptor):
             if reason is None:
                 continue
             approvers = self._approvers.get(key)
-            if callable(approvers):
-                APPROVER_POLICIES[(trace.agent_name, ex.tool_name)] = approvers
             tasks.append(
                 HITLTask(
                     call_uuid=ex.call_uuid,
@@ -126,6 +145,7 @@ class HITLInterceptor(ReActInterceptor):
                     created_ms=now,
                     deadline_ms=now + deadline if deadline is not None else None,
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
+                    on_expire=self.on_expire if deadline is not None else None,
                 )
             )
         return tasks
@@ -236,9 +256,10 @@ class HITLInterceptor(ReActInterceptor):
 
 
 def _destructive(trace: ReActTrace, tool_name: str) -> bool:
-    """True when ``tool_name`` is a tool of this agent marked destructive. A name no
-    tool of the agent has is not: it fails as an unknown tool without running anything."""
-    found = TOOL_INDEX.get((trace.agent_name, tool_name))
+    """True when ``tool_name`` is a tool this agent instance holds marked destructive
+    (R49: never a table of names another agent could overwrite). A name no tool of the
+    agent has is not: it fails as an unknown tool without running anything."""
+    found = held_tool(trace.agent, trace.agent_name, tool_name)
     return bool(found is not None and getattr(found, "destructive", False))
 
 

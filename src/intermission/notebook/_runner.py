@@ -9,10 +9,13 @@ from typing import Any, TypeVar
 
 import ipywidgets as w
 
-from .._concurrency import Job, background
+from .._concurrency import Job, Ticker, background
 from ..core.session import AgentSession
 from ..errors import RequestInProgressError
+from ..stores.decide import decide_and_resume
+from ._decided import decided_html, decisions_of, outcome_of
 from ._html import esc
+from ._poll import every
 from .graph_view import GraphView
 from .settings import settings
 from .timeline import Timeline
@@ -48,18 +51,22 @@ class ResumeRunner:
         self._busy = False
         self._job: Job | None = None
         self.buttons: list[w.Button] = []
+        self.note = ""
+        """Set when another resume applied the same decision meanwhile (says by whom)."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
+        self._seen = self._state_key()
+        self._polling: Ticker | None = None
 
     # -- the resume ------------------------------------------------------------------
     def _resume(self, action: Action) -> Any:
         if self.store is not None:
-            sid = self.session.session_id
-            with self.store.resume(sid) as s:
-                action(s)
-            with self.store.resume(sid) as s:
-                self.session = s
-                return self.agent.prompt().session(s).call()
+            # checked on a read, then decided and applied under one claim (R39): a
+            # losing reviewer never blocks the winner; see stores.decide
+            outcome = decide_and_resume(self.store, self.session.session_id, action, self.agent)
+            self.session = outcome.session
+            self.note = "" if not outcome.applied_elsewhere else outcome.describe()
+            return outcome.response
         action(self.session)
         return self.agent.prompt().session(self.session).call()
 
@@ -80,15 +87,20 @@ class ResumeRunner:
                 return False  # a double click resumes once
             self._busy = True
         self.error = None
+        self.note = ""
         self.status.value = "<i>running…</i>"
         self._redraw()
         return True
 
     def show_error(self, error: BaseException) -> None:
-        """Show an error in the widget (a refused decision: nothing changed)."""
+        """Show an error in the widget (a refused decision: nothing changed). When the
+        session was decided meanwhile (elsewhere), say who decided what and when instead."""
         self.error = error
+        if self.decided_elsewhere:
+            self._show_state()
+            return
         self.status.value = (
-            f"<span class='im-error' style='color:#c62828'>error: "
+            f"<span class='im-error'>error: "
             f"{esc(type(error).__name__)}: {esc(error)}</span>"
         )
 
@@ -102,14 +114,11 @@ class ResumeRunner:
             self._redraw()
             return
         self.response = response
+        self._seen = self._state_key()
         self.refresh()
-        pending = self.session.is_pending
-        self.status.value = (
-            f"<b>waiting again:</b> {esc(self.session.pending_reason)}"
-            if pending
-            else f"<b>{esc(self.session.status)}</b>"
-        )
-        self.result.value = f"<div class='im-result'>{esc(getattr(response, 'content', ''))}</div>"
+        self._show_state()
+        if self.note:  # another resume applied the same decision meanwhile: say by whom
+            self.status.value += f" <i class='im-note'>{esc(self.note)}</i>"
         self._redraw()
 
     def _reload(self) -> None:
@@ -119,6 +128,93 @@ class ResumeRunner:
             self.session = self.store.load(self.session.session_id)
         except Exception:  # the error to show is the one that happened, not this one
             return
+
+    # -- the session as it is now (R51) ---------------------------------------------------
+    def _state_key(self) -> tuple[Any, ...]:
+        s = self.session
+        events = s.events
+        last = (events[-1].run_id, events[-1].seq) if events else None
+        return (getattr(s, "store_version", None), s.status, s.pending_reason, last)
+
+    @property
+    def decided_elsewhere(self) -> bool:
+        """True when the session is past its decision and this widget did not resume it
+        (another widget, an Inbox, the CLI or another kernel did, or it was decided before
+        this widget was made)."""
+        s = self.session
+        return (
+            self.response is None
+            and not s.is_pending
+            and s.status in ("done", "failed")
+            and bool(decisions_of(s))
+        )
+
+    def sync(self) -> bool:
+        """Read the session again (from the store when there is one) and redraw when it
+        moved on; True when something changed. Skipped while a resume runs here."""
+        if self._busy:
+            return False
+        if self.store is not None:
+            try:
+                fresh = self.store.load(self.session.session_id)
+            except Exception:  # the store is away for a moment: keep what is shown
+                return False
+            with self._lock:
+                if self._busy:
+                    return False
+                self.session = fresh
+        key = self._state_key()
+        if key == self._seen:
+            return False
+        self._seen = key
+        self.refresh()
+        self._show_state()
+        self._redraw()
+        return True
+
+    def start_polling(self) -> None:
+        """Re-read the session every ``settings.view_poll_s`` seconds (once shown; never
+        on autopilot), so a decision made elsewhere shows without a click."""
+        seconds = settings.view_poll_s
+        if self._polling is not None or not seconds or settings.autopilot:
+            return
+        self._polling = every(seconds, self, lambda r: r._tick())
+
+    def stop_polling(self) -> None:
+        """Stop re-reading the session."""
+        if self._polling is not None:
+            self._polling.stop(timeout=0)
+
+    def _tick(self) -> bool:
+        self.sync()
+        s = self.session
+        return s.is_pending or s.status not in ("done", "failed")  # a finished one stays
+
+    def settle(self) -> None:
+        """The first drawing's status: a session decided already says by whom."""
+        if not self.session.is_pending:
+            self._show_state()
+
+    def _show_state(self) -> None:
+        """Status and result lines from the session: waiting (again), or its status with
+        who decided what and when, and the answer it ended with."""
+        s = self.session
+        if s.is_pending:
+            again = "waiting again" if self.response is not None else "waiting for a decision"
+            self.status.value = f"<b>{again}:</b> {esc(s.pending_reason)}"
+            if self.response is not None:
+                content = getattr(self.response, "content", "")
+                self.result.value = f"<div class='im-result'>{esc(content)}</div>"
+            return
+        self.hint.value = ""  # nothing left to click here
+        who = decided_html(s)
+        where = "" if self.response is not None else " <i>(not in this view)</i>"
+        self.status.value = f"<b>{esc(s.status)}</b>" + (
+            f"<div class='im-decided'>Decided{where}: {who}</div>" if who else ""
+        )
+        response = self.response if self.response is not None else outcome_of(s)
+        content = getattr(response, "content", "") if response is not None else ""
+        self.result.value = f"<div class='im-result'>{esc(content)}</div>" if content else ""
 
     def run_now(self, action: Action) -> Any:
         """Decide and resume in this thread; returns the response (code twins use this)."""
@@ -160,9 +256,7 @@ class ResumeRunner:
     def refresh(self) -> None:
         """Redraw graph and timeline from the session."""
         if hasattr(self.agent, "spec"):
-            view = GraphView(self.agent, self.session)
-            bundle = view._repr_mimebundle_()
-            self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+            self.graph.value = GraphView(self.agent, self.session).card()
         self.timeline.value = Timeline(self.session).html()
 
 
@@ -177,18 +271,28 @@ class CodeTwins:
         """The session (a fresh object after each resume through a store)."""
         return self.runner.session
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        self.runner.start_polling()  # shown: keep up with decisions made elsewhere
+        return super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+
     @property
     def decided(self) -> bool:
-        """True once a decision was applied (by a click or a code twin) and the session no
-        longer waits for this widget."""
-        self.runner.wait()
-        return self.runner.response is not None and not self.runner.busy
+        """True once the session's decision was applied: by this widget (a click or a code
+        twin) or anywhere else (another widget, an Inbox, the CLI, another kernel)."""
+        runner = self.runner
+        runner.wait()
+        runner.sync()
+        if runner.busy:
+            return False
+        return runner.response is not None or bool(runner.note) or runner.decided_elsewhere
 
     def code_twin(self: W, decide: Callable[[W], Any]) -> Any:
         """The cell after a widget: what its buttons would do, in code.
 
         - A person clicked already: nothing is decided again; waits for the resume the click
           started and returns its response.
+        - The session was decided elsewhere (another widget, an Inbox, the CLI, another
+          kernel) or before this widget was made: returns the answer it ended with.
         - On autopilot (nbval, ``make notebooks``; see ``settings.autopilot``): runs
           ``decide(widget)`` — the same path as the buttons — and returns the response.
         - Otherwise the decision is left to a person: says where to click, returns None.
@@ -196,6 +300,9 @@ class CodeTwins:
         runner = self.runner
         if runner.clicked:
             return runner.wait()
+        runner.sync()
+        if runner.decided_elsewhere:  # whoever decided it: the answer it ended with
+            return outcome_of(runner.session)
         if settings.autopilot:
             return decide(self)
         runner.hint.value = (

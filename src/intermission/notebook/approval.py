@@ -7,12 +7,13 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.session import AgentSession
 from ..errors import InvalidDecisionError
-from ..hitl.graph import ApprovalKeys, decide_graph
-from ._html import CSS, esc, pre_json
+from ..hitl.graph import ApprovalKeys, approval_deadline, decide_graph
+from ._html import CSS, esc, expired_html, pre_json
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer
+from .settings import default_reviewer, reviewer_or_default
 
 __all__ = ["ApprovalWidget"]
 
@@ -72,13 +73,17 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self.add_class("approval-widget")
         self._show_request()
         r.refresh()
+        r.settle()
 
     def _show_request(self) -> None:
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
+            deadline = approval_deadline(s, self.approval_keys)
+            late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
             self.request.value = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
+                + late
                 + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
                 + "</div>"
             )
@@ -89,6 +94,8 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self.reject_button.disabled = not (waiting and bool(self.reason.value.strip()))
 
     def _click(self, action: Any) -> None:
+        if self.runner.sync():  # it moved on elsewhere: the widget shows that now instead
+            return
         try:
             decide = action()
         except Exception as exc:  # a refused decision: shown, nothing changed
@@ -96,8 +103,14 @@ class ApprovalWidget(CodeTwins, w.VBox):
             return
         self.runner.run_in_background(decide)
 
+    def _who(self, reviewer: str | None) -> str:
+        who = reviewer_or_default(reviewer if reviewer is not None else self.operator.value)
+        if reviewer is None and self.operator.value.strip() != who:
+            self.operator.value = who  # the field shows who the decision records
+        return who
+
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
-        who = reviewer if reviewer is not None else (self.operator.value.strip() or None)
+        who = self._who(reviewer)
         note = comment if comment is not None else (self.comment.value.strip() or None)
         return lambda s: decide_graph(
             s,
@@ -111,11 +124,11 @@ class ApprovalWidget(CodeTwins, w.VBox):
     def _reject_action(
         self, reason: str | None = None, reviewer: str | None = None, comment: str | None = None
     ) -> Any:
-        who = reviewer if reviewer is not None else (self.operator.value.strip() or None)
         why = reason if reason is not None else self.reason.value.strip()
         note = comment if comment is not None else (self.comment.value.strip() or None)
         if not why:
             raise InvalidDecisionError("a rejection needs a reason: type it in the Reason field")
+        who = self._who(reviewer)
         return lambda s: decide_graph(
             s,
             "REJECT",
@@ -141,4 +154,4 @@ class ApprovalWidget(CodeTwins, w.VBox):
     def __repr__(self) -> str:
         s = self.runner.session
         state = f"waiting: {s.pending_reason}" if s.is_pending else s.status
-        return f"<ApprovalWidget {s.session_id}: {state}>"
+        return visible(f"<ApprovalWidget {s.session_id}: {state}>")  # (as the CLI prints)

@@ -4,14 +4,17 @@ it reads the same in nbval and on GitHub's notebook viewer."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import zip_longest
 from typing import Any
 
+from .._text import visible
 from ..core.ir import GraphIR, NodeIR, extract
 from ..core.render_text import HIGHLIGHT, to_dot, to_text
 from ..errors import UsageError
+from ..hitl.graph import ApprovalKeys
 from ._html import CSS, esc
 from .graph_view import svg_of
 from .timeline import _BADGE, _detail, ledger_state
@@ -27,6 +30,29 @@ def _answer(session: Any) -> str:
         if event.kind in ("run_end", "team_end") and event.agent == session.agent:
             return str(event.content)
     return ""
+
+
+WIDTH = 100
+"""Plain text fits this many columns (a terminal, a notebook's text output)."""
+
+
+_SHOWN_ELSEWHERE = {ApprovalKeys().decision, ApprovalKeys().time}
+"""The decision has its own row; when it was made always differs and says nothing."""
+
+
+def _context_differences(sessions: Sequence[Any]) -> list[tuple[str, list[str]]]:
+    """The context keys whose values differ between the sessions, each value as short
+    JSON (``—`` where a session has no such key)."""
+    datas = [dict(getattr(s.context, "data", {})) for s in sessions]
+    out = []
+    for key in sorted({k for d in datas for k in d} - _SHOWN_ELSEWHERE):
+        shown = [
+            "—" if key not in d else json.dumps(d[key], ensure_ascii=False, default=str)
+            for d in datas
+        ]
+        if len(set(shown)) > 1:
+            out.append((key, shown))
+    return out
 
 
 def _forked_at(session: Any, default: int) -> int:
@@ -119,6 +145,8 @@ class Compare:
         add("status", [s.status for s in self.sessions])
         add("answer", [_answer(s) for s in self.sessions])
         add("decision", [str(s.context.get("approval.decision") or "—") for s in self.sessions])
+        for key, values in _context_differences(self.sessions):
+            add(f"context {key}", values)
         for column in zip(*(ir.nodes for ir in graphs), strict=True):
             add(
                 f"node {column[0].id}",
@@ -155,9 +183,10 @@ class Compare:
         cut = 38
 
         def cell(value: str) -> str:
+            value = visible(value)  # model text: no raw ESC or CR reaches a terminal or log
             return value if len(value) <= cut else value[: cut - 1] + "…"
 
-        first = max(len(what) for what, _, _ in rows) + 2
+        first = max(len(cell(what)) for what, _, _ in rows) + 2
         widths = [
             max([len(cell(name))] + [len(cell(values[i])) for _, values, _ in rows]) + 2
             for i, name in enumerate(self.names)
@@ -168,7 +197,29 @@ class Compare:
         lines = [head]
         for what, values, differs in rows:
             cells = "".join(cell(v).ljust(wd) for v, wd in zip(values, widths, strict=True))
-            lines.append(f"{'*' if differs else ' '} {what.ljust(first)}{cells}")
+            lines.append(f"{'*' if differs else ' '} {cell(what).ljust(first)}{cells}")
+        lines.append(f"  {shared} events in common (before the fork point), then apart")
+        table = [line.rstrip() for line in lines]
+        if max(len(line) for line in table) <= WIDTH:
+            return "\n".join(table)
+        return self._blocks(rows, shared)
+
+    def _blocks(self, rows: list[Row], shared: int) -> str:
+        """The plain text when the table is wider than WIDTH columns: a row a block, one
+        line when every session agrees, else one line per session."""
+        pad = max(len(n) for n in self.names)
+
+        def fit(line: str) -> str:
+            return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+
+        lines = []
+        for what, values, differs in rows:
+            if not differs:
+                lines.append(fit(f"  {what}: {values[0]} (all)"))
+                continue
+            lines.append(fit(f"* {what}"))
+            for name, value in zip(self.names, values, strict=True):
+                lines.append(fit(f"      {name.ljust(pad)}  {value}"))
         lines.append(f"  {shared} events in common (before the fork point), then apart")
         return "\n".join(line.rstrip() for line in lines)
 
@@ -181,10 +232,10 @@ class Compare:
             for what, values, differs in rows
         )
         parts = [CSS, "<div class='im-compare'>"]
-        graphs = "".join(
+        graphs = "".join(  # (none for an agent without a graph: a ReAct agent)
             f"<div class='im-cmp-graph'><b>{esc(name)}</b>{_svg(ir)}</div>"
             for name, ir in zip(self.names, graph_irs, strict=True)
-        )
+        ) if graph_irs else ""
         if graphs:
             parts.append(
                 f"<p>Nodes and paths that differ are outlined in <b style='color:{HIGHLIGHT}'>"
@@ -221,13 +272,15 @@ class Compare:
         return {"text/plain": self._text(rows, shared), "text/html": html}
 
     def __repr__(self) -> str:
-        return f"<Compare {', '.join(self.names)}>"
+        return f"<Compare {visible(', '.join(self.names))}>"
 
 
 def _svg(ir: GraphIR) -> str:
     dot = to_dot(ir, legend=False)
     svg = svg_of(dot)
-    return svg if svg is not None else f"<pre>{esc(to_text(ir))}</pre>"
+    if svg is None:
+        return f"<pre>{esc(to_text(ir))}</pre>"
+    return f"<div class='im-graph-card'>{svg}</div>"
 
 
 def _cell(event: Any, t0: float) -> str:

@@ -49,6 +49,21 @@ def svg_of(dot: str) -> str | None:
     return svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
 
 
+_PAGE = re.compile(r'<polygon fill="white" stroke="(?:none|transparent)"')
+# a light card in the light theme, a soft grey one in the dark theme (never glaring white)
+_CARD_STYLE = (
+    "max-width:100%;box-sizing:border-box;overflow:hidden;padding:6px;border-radius:6px;"
+    "background:#f4f5f6;"
+    "background:color-mix(in srgb,var(--jp-layout-color0,#fff) 22%,#e3e6ea);"
+    "border:1px solid var(--jp-border-color2,#e0e0e0)"
+)
+
+
+def _no_page(svg: str) -> str:
+    """The SVG without graphviz's white page: the card behind it is the background."""
+    return _PAGE.sub('<polygon fill="none" stroke="none"', svg, count=1)
+
+
 class GraphView(LiveDisplay):
     """Draw a spec, graph or team, with a session's state when given.
 
@@ -93,6 +108,9 @@ class GraphView(LiveDisplay):
         bundle = {"text/plain": to_text(ir)}
         if svg is not None:
             bundle["image/svg+xml"] = svg
+            # JupyterLab shows SVG in an <img> it never scales down, and prefers HTML: the
+            # same SVG inline, on a card, fits the output's width (style inline: no <style>)
+            bundle["text/html"] = f"<div style='{_CARD_STYLE}'>{_no_page(svg)}</div>"
             if self.with_mermaid:
                 bundle["text/vnd.mermaid"] = to_mermaid(ir)
         else:
@@ -103,6 +121,15 @@ class GraphView(LiveDisplay):
                 f"<pre>{esc(mermaid)}</pre></div>"
             )
         return bundle
+
+    def card(self) -> str:
+        """HTML for a widget: the SVG on a themed card that fits its output's width (the
+        DOT and mermaid source without ``dot``)."""
+        bundle = self._repr_mimebundle_()
+        svg = bundle.get("image/svg+xml")
+        if svg is None:
+            return bundle.get("text/html", "")
+        return f"<div class='im-graph-card'>{_no_page(svg)}</div>"
 
     def _redraws_on(self, event: Any) -> bool:
         return str(getattr(event, "kind", "")).startswith(("node_", "hitl_", "run_end", "team_end"))

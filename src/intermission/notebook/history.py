@@ -8,6 +8,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.fork import EFFECTS
 from ..core.history import Checkpoint
 from ..core.session import AgentSession
@@ -56,8 +57,7 @@ class History(w.VBox):
         self._checkpoints: list[Checkpoint] = []
         self.forks: list[Any] = []
         """The forks made here, oldest first."""
-        self.current: Any = None
-        """The widget of the newest fork."""
+        self._current: Any = None
         self.clicked = False
         """True once a person clicked Fork from here."""
         self.slider = w.IntSlider(description="Checkpoint", continuous_update=False)
@@ -96,6 +96,13 @@ class History(w.VBox):
         )  # fmt: skip
         self.add_class("im-history")
         self.refresh()
+
+    @property
+    def current(self) -> Any:
+        """The widget that moves the newest fork on now: the one opened for it, or the
+        decision widget a Resume turned it into when it paused again (None before a fork)."""
+        widget = self._current
+        return getattr(widget, "active", widget)
 
     # -- reading the history -----------------------------------------------------------
     @property
@@ -171,8 +178,7 @@ class History(w.VBox):
         then = self.at(cp.index)
         graph = None
         if hasattr(self.agent, "spec"):
-            bundle = GraphView(self.agent, then)._repr_mimebundle_()
-            graph = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+            graph = GraphView(self.agent, then).card()
         timeline = render_timeline(list(then.events), session_id=then.session_id)
         # everything is worked out before anything changes on the page, so the label never
         # names a checkpoint while the graph (rendered by dot, the slow part) shows another
@@ -206,7 +212,8 @@ class History(w.VBox):
             fork = self.session.fork(new_id, cp.index, effects=how)
         widget = decision_widget(self.agent, fork, store=self.store)
         self.forks.append(fork)
-        self.current = widget
+        self._current = widget
+        widget.runner.start_polling()
         self.opened.children = [
             w.HTML(
                 f"<h4>Fork {esc(new_id)} — from checkpoint {cp.index}, effects "
@@ -224,7 +231,7 @@ class History(w.VBox):
             self.clicked = True
         except Exception as exc:  # shown here; nothing was made
             self.status.value = (
-                f"<span class='im-error' style='color:#c62828'>error: "
+                f"<span class='im-error'>error: "
                 f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 
@@ -245,4 +252,5 @@ class History(w.VBox):
 
     def __repr__(self) -> str:
         cps, forks = len(self.checkpoints), len(self.forks)
-        return f"<History {self.session.session_id}: {cps} checkpoint(s), {forks} fork(s)>"
+        sid = visible(self.session.session_id)
+        return f"<History {sid}: {cps} checkpoint(s), {forks} fork(s)>"

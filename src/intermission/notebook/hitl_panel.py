@@ -9,13 +9,14 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
-from ._html import CSS, esc, short_id
+from ._html import CSS, esc, expired_html, short_id
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer
+from .settings import default_reviewer, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
@@ -26,12 +27,13 @@ def _decided_text(record: DecisionRecord) -> str:
     return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
 
 
-def tool_badges(task: HITLTask) -> str:
+def tool_badges(task: HITLTask, agent: Any = None) -> str:
     """What the tool says of itself, for the reviewer: where it runs (an MCP server) and
-    its annotations (destructive, read-only, idempotent, open world)."""
-    from ..agents.tools import TOOL_INDEX
+    its annotations (destructive, read-only, idempotent, open world) — of the tool the
+    panel's ``agent`` holds (R49), never of a same-named tool of another agent."""
+    from ..agents.tools import held_tool
 
-    found = TOOL_INDEX.get((task.agent or "", task.tool_name))
+    found = held_tool(agent, task.agent, task.tool_name) if agent is not None else None
     if found is None:
         return ""
     notes = dict(getattr(found, "annotations", {}) or {})
@@ -57,9 +59,10 @@ class _Row:
 
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
+        badges = tool_badges(task, panel.runner.agent)
         self.head = w.HTML(
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
-            f"{esc(short_id(task.call_uuid))}</code>{tool_badges(task)} — {esc(task.reason)}"
+            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
         )
         self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
         self.args.add_class("hitl-args")
@@ -125,6 +128,7 @@ class HITLPanel(CodeTwins, w.VBox):
         self.add_class("hitl-panel")
         self._build_rows()
         r.refresh()
+        r.settle()
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
@@ -155,6 +159,10 @@ class HITLPanel(CodeTwins, w.VBox):
         busy = self.runner.busy
         decided = self.runner.session.hitl.decisions
         has_reason = bool(self.reason.value.strip())
+        # a click after the deadline is refused; read the clock only then (a FakeClock
+        # advances on every reading)
+        timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
+        now = self.runner.session.clock.now_ms() if timed else 0.0
         for uuid, row in self.rows.items():
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
@@ -163,7 +171,7 @@ class HITLPanel(CodeTwins, w.VBox):
             elif chosen is not None:
                 row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                row.state.value = ""
+                row.state.value = expired_html(row.task.decide_by_ms, now).strip()
             open_row = record is None and chosen is None and not busy
             row.args.disabled = not open_row
             row.buttons["approve"].disabled = not open_row
@@ -176,9 +184,11 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str | None:
-        name = reviewer if reviewer is not None else self.reviewer.value.strip()
-        return name or None
+    def _who(self, reviewer: str | None) -> str:
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
+        if reviewer is None and self.reviewer.value.strip() != who:
+            self.reviewer.value = who  # the field shows who the decision records
+        return who
 
     def _decision(
         self,
@@ -218,12 +228,10 @@ class HITLPanel(CodeTwins, w.VBox):
         else:
             note = note if note is not None else (self.comment.value.strip() or None)
             decision = HITLDecision.skip(note)
-        who = self._who(reviewer)
-        if who:
-            decision = decision.reviewer(who)
+        decision = decision.reviewer(self._who(reviewer))
         # checked against the session now (conflicts, approvers, edited arguments);
         # nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision)
+        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
         return decision
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -233,9 +241,12 @@ class HITLPanel(CodeTwins, w.VBox):
         if self._undecided():
             return None
         chosen = dict(self._chosen)
-        return lambda s: HITL.submit_all(s, chosen)
+        agent = self.runner.agent
+        return lambda s: HITL.submit_all(s, chosen, agent=agent)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
+        if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
+            return
         try:
             action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
         except Exception as exc:
@@ -248,6 +259,8 @@ class HITLPanel(CodeTwins, w.VBox):
         return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
 
     def _click_all(self, verdict: str) -> None:
+        if self.runner.sync():
+            return
         try:
             action = self._choose(self._all(verdict, None, None))
         except Exception as exc:
@@ -257,7 +270,7 @@ class HITLPanel(CodeTwins, w.VBox):
             self.runner.run_in_background(action)
 
     def _click_resume(self) -> None:
-        if not self._undecided():
+        if not self.runner.sync() and not self._undecided():
             self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------
@@ -324,4 +337,4 @@ class HITLPanel(CodeTwins, w.VBox):
 
     def __repr__(self) -> str:
         s = self.runner.session
-        return f"<HITLPanel {s.session_id}: {len(self._undecided())} pending call(s)>"
+        return f"<HITLPanel {visible(s.session_id)}: {len(self._undecided())} pending call(s)>"

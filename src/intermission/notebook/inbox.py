@@ -6,13 +6,23 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._clock import SYSTEM_CLOCK
 from .._concurrency import Ticker, every
 from ..errors import UsageError
-from ._html import CSS, esc, id_html
+from ._decided import decisions_of, outcome_of
+from ._html import CSS, esc, expired_html, id_html, plain
 from .resume import decision_widget
 from .settings import settings
 
 __all__ = ["Inbox"]
+
+
+def _to_decide(item: Any) -> str:
+    """What a pending session waits for: its tool calls, a graph approval, or a resume."""
+    n = len(item.tasks)
+    if n:
+        return f"{n} tool call{'s' if n > 1 else ''}"
+    return "1 approval" if getattr(item, "request", None) is not None else "a resume"
 
 
 class Inbox(w.VBox):
@@ -58,6 +68,8 @@ class Inbox(w.VBox):
         self.hint = w.HTML()
         self.status = w.HTML()
         self._opened_by_click = False
+        self.listed: list[str] = []
+        """Every session id this inbox has listed as pending, first seen first."""
         self._poller: Ticker | None = None
         super().__init__(
             [
@@ -75,25 +87,29 @@ class Inbox(w.VBox):
     def refresh(self) -> list[Any]:
         """Re-read the pending list (keeping the selection when it is still pending)."""
         items: list[Any] = self.store.pending(limit=self.limit)
+        now = SYSTEM_CLOCK.now_ms()  # a stored session is judged by the wall clock
         rows = "".join(
             f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
-            f"<td>{len(p.tasks)}</td><td>{esc(p.reason)}"
+            f"<td>{_to_decide(p)}</td><td>{esc(p.reason)}{expired_html(p.deadline_ms, now)}"
             + "".join(f" {id_html(t.call_uuid)}" for t in p.tasks)
             + "</td></tr>"
             for p in items
         )
         self.table.value = (
             "<div class='im-inbox'><table><colgroup><col style='width:22%'>"
-            "<col style='width:14%'><col style='width:8%'><col></colgroup>"
-            "<tr><th>session</th><th>agent</th><th>tasks</th><th>reason</th></tr>"
+            "<col style='width:14%'><col style='width:12%'><col></colgroup>"
+            "<tr><th>session</th><th>agent</th><th>to decide</th><th>reason</th></tr>"
             f"{rows}</table></div>"
             if items
             else "<div class='im-inbox'><i>no pending sessions</i></div>"
         )
         ids = [p.session_id for p in items]
+        self.listed += [i for i in ids if i not in self.listed]
         keep = self.picker.value if self.picker.value in ids else (ids[0] if ids else None)
-        if list(self.picker.options) != ids:
-            self.picker.options = ids
+        # an id with bidi controls gets a label with them neutralised
+        options: list[Any] = [i if plain(i) == i else (plain(i), i) for i in ids]
+        if list(self.picker.options) != options:
+            self.picker.options = options
         self.picker.value = keep
         self.open_button.disabled = keep is None
         return items
@@ -102,6 +118,8 @@ class Inbox(w.VBox):
         try:
             if self.current is None or not self.current.runner.busy:
                 self.refresh()
+            if self.current is not None:
+                self.current.runner.sync()  # decided elsewhere: the widget says so
         except Exception:  # the store is away: the next poll tries again
             return
 
@@ -128,7 +146,7 @@ class Inbox(w.VBox):
             self._opened_by_click = True
         except Exception as exc:
             self.status.value = (
-                f"<span class='im-error' style='color:#c62828'>error: "
+                f"<span class='im-error'>error: "
                 f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 
@@ -152,16 +170,40 @@ class Inbox(w.VBox):
         return widget
 
     # -- code twins ------------------------------------------------------------------
+    def _decided_elsewhere(self) -> Any:
+        """The first session this inbox listed that is now past its decision (whoever
+        decided it: here, another Inbox, the CLI, another kernel), or None."""
+        for sid in self.listed:
+            try:
+                s = self.store.load(sid)
+            except Exception:  # deleted since, or the store is away
+                continue
+            if not s.is_pending and s.status in ("done", "failed") and decisions_of(s):
+                return s
+        return None
+
     @property
     def decided(self) -> bool:
-        """True once the opened session was decided and resumed."""
-        return self.current is not None and self.current.decided
+        """True once the opened session (or, with none opened, a session this inbox
+        listed) was decided and resumed, here or anywhere else."""
+        if self.current is not None and self.current.decided:
+            return True
+        return self.current is None and self._decided_elsewhere() is not None
 
     def code_twin(self, decide: Any) -> Any:
         """The cell after the Inbox (see :class:`CodeTwins`): when a person opened a session
         and decided it, that response; on autopilot ``decide(inbox)``; else a hint."""
         if self.current is not None and self.current.runner.clicked:
             return self.current.runner.wait()
+        if self.current is not None:
+            self.current.runner.sync()
+            if self.current.runner.decided_elsewhere:
+                return outcome_of(self.current.runner.session)
+        else:
+            done = self._decided_elsewhere()
+            if done is not None:
+                self.refresh()
+                return outcome_of(done)
         if settings.autopilot:
             return decide(self)
         self.hint.value = (

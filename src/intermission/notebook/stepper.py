@@ -6,18 +6,32 @@ from typing import Any
 
 import ipywidgets as w
 
+from .._text import visible
 from ..core.engine import FlowEngine
 from ..core.session import InMemoryAgentSession
 from ..core.spec import GraphSpec
-from ._html import esc
+from ..errors import NothingToResumeError
+from ._html import CSS, esc
 from .graph_view import GraphView
 
 __all__ = ["Stepper"]
 
 
+_WORDS = {
+    "ready": "Ready: Step runs the next node(s)",
+    "reset": "Reset: back at the start",
+    "budget": "Stopped after the steps asked for: Step or Run goes on",
+    "done": "Finished: every branch reached its end (Reset to start again)",
+    "parked": "A branch parked itself (interrupt): Step or Run tries it again",
+    "stopped": "Paused: the session waits",
+    "pending": "Paused: the session waits",
+}
+
+
 class Stepper(w.VBox):
     """Step / Run / Reset over a GraphSpec (FlowEngine) or a TeamAgent (``prompt`` starts
-    it). Code twins: ``step(n)``, ``run()``, ``reset()``."""
+    it). Stepping a finished run does nothing and says so (no error), so the cells after a
+    Stepper work whatever was clicked. Code twins: ``step(n)``, ``run()``, ``reset()``."""
 
     def __init__(
         self, agent_or_spec: Any, session: InMemoryAgentSession | None = None, *, prompt: str = ""
@@ -36,8 +50,10 @@ class Stepper(w.VBox):
         self.reset_button.on_click(lambda _b: self.reset())
         self.graph = w.HTML()
         self.status = w.HTML()
+        self.status.add_class("stepper-status")
         super().__init__(
             [
+                w.HTML(CSS),
                 w.HBox([self.n, self.step_button, self.run_button, self.reset_button]),
                 self.status,
                 self.graph,
@@ -47,16 +63,27 @@ class Stepper(w.VBox):
         self._draw("ready")
 
     def _draw(self, status: str) -> None:
-        bundle = GraphView(self.target, self.session)._repr_mimebundle_()
-        self.graph.value = bundle.get("image/svg+xml") or bundle.get("text/html", "")
+        self.graph.value = GraphView(self.target, self.session).card()
         positions = ", ".join(self.session.context.trace.positions())
-        self.status.value = f"<b>{esc(status)}</b> · next: {esc(positions or '—')}"
+        words = _WORDS.get(status, status)
+        if status in ("stopped", "pending") and self.session.pending_reason:
+            words = f"{words}: {self.session.pending_reason}"
+        if positions:
+            where = f"next node(s): {esc(positions)}"
+        elif status in ("ready", "reset"):
+            where = "next node(s): the start"
+        else:
+            where = "nothing left to run"
+        self.status.value = f"<b>{esc(words)}</b> · {where}"
 
     def step(self, n: int | None = None) -> str:
         """Advance ``n`` nodes (default: the Steps box); returns the run status."""
         steps = n or int(self.n.value)
         if isinstance(self.target, GraphSpec):
-            status: str = FlowEngine().eval(self.target, self.session.context, steps).status
+            try:
+                status: str = FlowEngine().eval(self.target, self.session.context, steps).status
+            except NothingToResumeError:  # it ran to its end already (a click, say)
+                status = "done"
         else:
             prompt = None if self._started else self.prompt
             self.target.step(self.session, steps, prompt)
@@ -82,4 +109,4 @@ class Stepper(w.VBox):
 
     def __repr__(self) -> str:
         positions = ", ".join(self.session.context.trace.positions()) or "-"
-        return f"<Stepper {self.session.session_id}: next {positions}>"
+        return visible(f"<Stepper {self.session.session_id}: next {positions}>")

@@ -2,16 +2,19 @@
 which it imports when it is made)."""
 
 from .base import PendingSession, SessionStore
+from .decide import DecisionOutcome, decide_and_resume
 from .memory import MemoryStore
 from .open import open_store
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
 __all__ = [
+    "DecisionOutcome",
     "MemoryStore",
     "PendingSession",
     "PostgresStore",
     "SQLiteStore",
     "SessionStore",
+    "decide_and_resume",
     "open_store",
 ]

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreClosedError, StoreError, StoreUnavailableError
 
 __all__ = ["Pool", "Tx", "until_back"]
 
@@ -29,6 +29,7 @@ class Pool:
         self._idle: list[Any] = []
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
+        self._closed = False
 
     # -- driver hooks ------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -49,6 +50,8 @@ class Pool:
         """A connection and whether it is new. A small pool rather than one connection per
         thread: short-lived threads (a click handler, a worker) leave none behind."""
         with self._conns_lock:
+            if self._closed:  # never connect again: that would re-create a deleted file
+                raise StoreClosedError(repr(self))
             if self._idle:
                 return self._idle.pop(), False
         conn = self._connect()
@@ -75,6 +78,7 @@ class Pool:
     def close(self) -> None:
         """Close every connection this store opened."""
         with self._conns_lock:
+            self._closed = True
             conns, self._conns, self._idle = self._conns, [], []
         for conn in conns:
             try:

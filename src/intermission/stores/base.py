@@ -33,6 +33,7 @@ from ..errors import (
     StoreError,
     UsageError,
 )
+from ..hitl.graph import approval_deadline
 from .lease import Leases
 
 __all__ = [
@@ -175,6 +176,9 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     hitl = session.hitl
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
     deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    if not hitl.tasks and session.is_pending:  # a graph approval's own deadline (R23b)
+        graph_deadline = approval_deadline(session)
+        deadlines += [graph_deadline] if graph_deadline is not None else []
     request = session.context.get("approval.request")
     return StoredRow(
         session_id=session.session_id,
@@ -335,7 +339,8 @@ class StoreMethods:
     ) -> InMemoryAgentSession:
         """Fork a stored session at a checkpoint (see ``InMemoryAgentSession.fork``) and
         save the fork; returns it, ready to change and resume. Its family shares the ledger
-        (``effects="shared"``): an effect runs at most once across them."""
+        (``effects="shared"``): an effect runs at most once across them. A fork of a
+        dry-run preview is a preview too (R48)."""
         fork = self.load(session_id).fork(new_session_id, at, effects=effects)
         self.save(fork)
         return fork

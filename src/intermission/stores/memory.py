@@ -11,7 +11,7 @@ from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import parse_snapshot
+from ..core.snapshot import check_size, parse_snapshot
 from ..errors import (
     ConflictError,
     LeaseLostError,
@@ -49,7 +49,8 @@ class _Entry:
     events: tuple[tuple[int, str], ...] = ()
     """The event log as one (count, JSON array) chunk; empty for an empty log."""
     family: str | None = None
-    """Whose ledger it shares (None: its own)."""
+    """Its ledger family (None: a session from before families were minted, whose ledger
+    is keyed by its id)."""
 
 
 class _PendingIndex:
@@ -112,6 +113,9 @@ class MemoryStore(StoreMethods):
         row = row_of(session)
         log = session.events
         events = ((len(log), log.stored_json()),) if len(log) else ()
+        # the snapshot's whole text would be the row's plus the log (R50's one limit)
+        extra = len(',"events":') + len(events[0][1]) if events else 0
+        check_size(row.state_json, row.session_id, extra)
         now = self.clock.now_ms()
         expected = session.store_version
         sid = row.session_id
@@ -132,7 +136,7 @@ class MemoryStore(StoreMethods):
                 if entry.row.status == "pending":
                     self._pending.remove(entry)
                 entry.row, entry.version, entry.updated_ms = row, expected + 1, now
-                entry.events = events
+                entry.events, entry.family = events, session.family
                 if release:
                     entry.claimed_by, entry.claim_until = None, 0.0
             if row.status == "pending":
@@ -193,9 +197,9 @@ class MemoryStore(StoreMethods):
             if entry.row.status == "pending":
                 self._pending.remove(entry)
             family = entry.family or session_id
-            if family not in self._rows and not any(
-                e.family == family for e in self._rows.values()
-            ):
+            # nobody of the family left: its ledger goes (a session now under a deleted
+            # id has a family of its own and keeps no other alive)
+            if not any((e.family or sid) == family for sid, e in self._rows.items()):
                 self._ledgers.pop(family, None)
 
     def pending(

@@ -11,7 +11,7 @@ from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import parse_snapshot, state_json
+from ..core.snapshot import check_size, parse_snapshot, state_json
 from ..errors import (
     ConflictError,
     LeaseLostError,
@@ -107,6 +107,8 @@ _ROW = "snapshot, version, events, events_n, family"
 _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
 """The columns a session is rebuilt from (see SQLStore._session)."""
+_EVENTS_KEY = len(',"events":')
+"""What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 _PENDING = (
     "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
@@ -215,6 +217,8 @@ class SQLStore(StoreMethods, Pool):
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
         sid = row.session_id
+        chars = log.chars_after(replace, chunk)
+        check_size(row.state_json, sid, _EVENTS_KEY + chars if chars else 0)
         # a whole log goes into the row while it is small; a big one into im_events, so
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
         inline = replace and len(chunk) <= _INLINE_MAX
@@ -245,7 +249,7 @@ class SQLStore(StoreMethods, Pool):
                     self._merge_ledger(run, session.ledger_id, key, entry, force=False)
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
-        log.mark_stored(len(log), parts)
+        log.mark_stored(len(log), parts, chars)
         session.store_version = expected + 1
         return session.store_version
 
@@ -272,10 +276,10 @@ class SQLStore(StoreMethods, Pool):
         inline_values = inline_chunk if replace else ()
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, "
+            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql} "
             f"WHERE id = ? AND version = ? AND {fence}",
-            (*values, *inline_values, sid, expected, *fence_values),
+            (*values, session.family, *inline_values, sid, expected, *fence_values),
         )
         if cur.rowcount == 1:
             return
@@ -397,8 +401,12 @@ class SQLStore(StoreMethods, Pool):
             family = (found[0] if found else None) or session_id
             run("DELETE FROM im_events WHERE session_id = ?", (session_id,))
             run("DELETE FROM im_sessions WHERE id = ?", (session_id,))
+            # (a row under the family's id counts only when it has no family of its own:
+            # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE id = ? OR family = ? LIMIT 1", (family, family)
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
+                "LIMIT 1",
+                (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
                 run("DELETE FROM im_ledger WHERE session_id = ?", (family,))

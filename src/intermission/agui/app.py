@@ -1,0 +1,208 @@
+"""The ASGI app: AG-UI run endpoint, open interrupts, replay, reviewer console.
+
+Hostile input gets a 4xx with a one-line JSON error (or, once the stream started, a
+``RUN_ERROR``), never a traceback: bodies are size-limited and validated by
+``ag_ui.core.RunAgentInput`` before anything is read from the store.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ag_ui import core as ag
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import IntermissionError, SessionNotFoundError, UsageError
+from ..stores.base import SessionStore
+from .console import CONSOLE_HTML
+from .interrupts import decided, open_interrupts
+from .replay import replay
+from .runs import Runs
+from .sse import encode, parse_cursor
+
+__all__ = ["MAX_BODY", "agui_app"]
+
+MAX_BODY = 1_000_000
+"""Largest ``RunAgentInput`` accepted, in bytes."""
+MAX_ID = 200
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _check_id(value: str, what: str) -> None:
+    if not value or len(value) > MAX_ID or any(ord(c) < 32 for c in value):
+        raise UsageError(f"{what} is 1 to {MAX_ID} printable characters")
+
+
+async def _body(request: Request) -> bytes:
+    size = request.headers.get("content-length")
+    if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
+        raise _TooLarge
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > MAX_BODY:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _interrupts_of(session: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "threadId": session.session_id,
+            "agent": session.agent,
+            "interrupt": i.model_dump(mode="json", by_alias=True, exclude_none=True),
+        }
+        for i in open_interrupts(session)
+    ]
+
+
+def agui_app(
+    agents: Mapping[str, Callable[[], Any]], store: SessionStore, *, token: str | None = None
+) -> Any:
+    """An ASGI app serving ``agents`` (name → factory) on the sessions of ``store``.
+
+    Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
+    ``GET /interrupts``, ``GET /threads/{thread_id}`` (a thread's interrupts and
+    decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
+    ``GET /`` (reviewer console). With ``token``, every route needs
+    ``Authorization: Bearer <token>``."""
+    if not isinstance(agents, Mapping) or not all(callable(f) for f in agents.values()):
+        raise UsageError("agents is a mapping of agent names to factories")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise UsageError("token is a non-empty string")
+    runs = Runs(agents, store)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def allowed(request: Request) -> bool:
+        if expected is None:
+            return True
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, expected)
+
+    async def run(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in agents:
+            return _error(404, f"no agent named {name[:MAX_ID]!r}")
+        try:
+            raw = await _body(request)
+        except _TooLarge:
+            return _error(413, f"a request body is at most {MAX_BODY} bytes")
+        try:
+            data = ag.RunAgentInput.model_validate_json(raw)
+            _check_id(data.thread_id, "threadId")
+            _check_id(data.run_id, "runId")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
+        except UsageError as exc:
+            return _error(422, str(exc))
+        return StreamingResponse(
+            runs.stream(name, data), media_type="text/event-stream", headers=SSE_HEADERS
+        )
+
+    async def interrupts(request: Request) -> Response:
+        def collect() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for item in store.pending(limit=200):
+                try:
+                    out += _interrupts_of(store.load(item.session_id))
+                except SessionNotFoundError:
+                    continue  # deleted meanwhile
+            return out
+
+        return JSONResponse({"interrupts": await run_in_threadpool(collect)})
+
+    async def thread(request: Request) -> Response:
+        tid = request.path_params["thread_id"]
+        try:
+            session = await run_in_threadpool(store.load, tid)
+        except SessionNotFoundError:
+            return _error(404, "no such thread")
+        decisions = [
+            {"interruptId": k, "approved": d.approve, "reviewer": d.reviewer,
+             "timeMs": d.time_ms, "applied": d.applied}
+            for k, d in decided(session).items()
+        ]  # fmt: skip
+        return JSONResponse(
+            {
+                "threadId": tid,
+                "agent": session.agent,
+                "status": session.status,
+                "interrupts": _interrupts_of(session),
+                "decisions": decisions,
+            }
+        )
+
+    async def events(request: Request) -> Response:
+        tid = request.path_params["thread_id"]
+        try:
+            session = await run_in_threadpool(store.load, tid)
+        except SessionNotFoundError:
+            return _error(404, "no such thread")
+        after = parse_cursor(request.headers.get("last-event-id"))
+
+        def frames() -> Iterator[str]:
+            for cursor, event in replay(session, after):
+                yield encode(event, cursor)
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    async def console(request: Request) -> Response:
+        return HTMLResponse(CONSOLE_HTML, headers={
+            "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+            "style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'",
+            "Cache-Control": "no-store",
+        })  # fmt: skip
+
+    routes = [
+        Route("/agents/{name}", run, methods=["POST"]),
+        Route("/interrupts", interrupts, methods=["GET"]),
+        Route("/threads/{thread_id}", thread, methods=["GET"]),
+        Route("/threads/{thread_id}/events", events, methods=["GET"]),
+    ]
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        # a path the store refuses as an id (400), or the store away (503)
+        status = 400 if isinstance(exc, UsageError) else 503
+        return _error(status, str(exc).splitlines()[0][:300])
+
+    app = Starlette(routes=routes, exception_handlers={IntermissionError: refused})
+    page = Starlette(routes=[Route("/", console, methods=["GET"])])
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request = Request(scope)
+        # the console page itself holds no data: it asks for the token, then sends it
+        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await page(scope, receive, send)
+            return
+        if not allowed(request):
+            response: Response = _error(401, "missing or wrong bearer token")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return asgi

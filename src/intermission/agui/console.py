@@ -1,0 +1,163 @@
+"""The reviewer console: one self-contained page (no build step, no CDN, no innerHTML).
+
+It asks once for a reviewer name (required, recorded with every decision) and, when the
+server has one, the bearer token; polls ``GET /interrupts``; decides through the AG-UI run
+endpoint itself (a ``resume`` covering every open interrupt of the thread). An interrupt
+that disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
+server's ``RUN_ERROR``, which names who won. Everything shown is set as text.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONSOLE_HTML"]
+
+CONSOLE_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>intermission: reviewer console</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;max-width:60rem;color:#222}
+h1{font-size:1.3rem}.card{border:1px solid #bbb;border-radius:6px;padding:.8rem;margin:.6rem 0}
+.card.taken{background:#f3f3f3;color:#555}.meta{color:#666;font-size:12px}
+pre{background:#f7f7f7;padding:.4rem;white-space:pre-wrap;word-break:break-word}
+textarea{width:100%;box-sizing:border-box}.err{color:#a00}.ok{color:#070}
+button{margin-right:.4rem}#login{border:1px solid #888;padding:.8rem;border-radius:6px}
+</style></head><body>
+<h1>Open interrupts</h1>
+<form id="login" data-testid="login">
+<label>Reviewer name <input id="reviewer" data-testid="reviewer" required maxlength="200"></label>
+<label>Token <input id="token" data-testid="token" type="password" autocomplete="off"></label>
+<button type="submit" data-testid="start">Start reviewing</button>
+<span id="login-msg" class="err"></span>
+</form>
+<p id="status" class="meta" data-testid="status"></p>
+<div id="list" data-testid="list"></div>
+<script>
+"use strict";
+const S = {reviewer: "", token: "", cards: new Map(), staged: new Map()};
+const $ = (id) => document.getElementById(id);
+function el(tag, attrs, ...kids) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, v);
+  for (const k of kids) n.append(typeof k === "string" ? document.createTextNode(k) : k);
+  return n;
+}
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (S.token) h["Authorization"] = "Bearer " + S.token;
+  return h;
+}
+function when(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC" : ""; }
+async function getJSON(path) {
+  const r = await fetch(path, {headers: headers()});
+  if (r.status === 401) throw new Error("the server refused the token");
+  if (!r.ok) throw new Error("HTTP " + r.status);
+  return r.json();
+}
+function key(item) { return item.threadId + "\\u0000" + item.interrupt.id; }
+function render(item) {
+  const i = item.interrupt, k = key(item);
+  const card = el("div", {"class": "card", "data-testid": "interrupt", "data-thread": item.threadId,
+                          "data-interrupt": i.id});
+  card.append(el("div", {"class": "meta"}, "thread " + item.threadId + " · agent " + (item.agent || "?")
+                 + " · " + i.reason + (i.expiresAt ? " · expires " + i.expiresAt : "")));
+  card.append(el("div", {"data-testid": "message"}, i.message || ""));
+  const meta = (i.metadata || {}).intermission || {};
+  if (meta.args !== undefined) card.append(el("pre", {"data-testid": "args"}, JSON.stringify(meta.args, null, 2)));
+  if (meta.reason) card.append(el("div", {"class": "meta"}, meta.reason));
+  const reason = el("textarea", {"rows": "2", "placeholder": "reason (required to reject)", "data-testid": "reason"});
+  const edit = el("textarea", {"rows": "3", "placeholder": "edited arguments (JSON object, optional)", "data-testid": "edit"});
+  const out = el("div", {"data-testid": "outcome"});
+  const approve = el("button", {"type": "button", "data-testid": "approve"}, "Approve");
+  const reject = el("button", {"type": "button", "data-testid": "reject"}, "Reject");
+  approve.onclick = () => {
+    let payload = {approved: true};
+    if (edit.value.trim()) {
+      try { const v = JSON.parse(edit.value); if (!v || typeof v !== "object" || Array.isArray(v)) throw 0; payload.editedArgs = v; }
+      catch (e) { out.className = "err"; out.textContent = "edited arguments must be a JSON object"; return; }
+    }
+    decide(item, payload, out);
+  };
+  reject.onclick = () => {
+    if (!reason.value.trim()) { out.className = "err"; out.textContent = "a rejection needs a reason"; return; }
+    decide(item, {approved: false, reason: reason.value.trim()}, out);
+  };
+  const controls = el("div", {"data-testid": "controls"}, approve, reject);
+  if (i.reason === "tool_call") card.append(edit);
+  card.append(reason, controls, out);
+  S.cards.set(k, {card, item, out, controls});
+  return card;
+}
+function taken(entry, text, cls) {
+  entry.card.classList.add("taken");
+  entry.card.setAttribute("data-state", "taken");
+  entry.controls.remove();
+  entry.out.className = cls || "";
+  entry.out.textContent = text;
+}
+async function decide(item, payload, out) {
+  const tid = item.threadId;
+  const staged = S.staged.get(tid) || new Map();
+  staged.set(item.interrupt.id, payload);
+  S.staged.set(tid, staged);
+  const open = [...S.cards.values()].filter(c => c.item.threadId === tid && !c.card.classList.contains("taken"));
+  const waiting = open.filter(c => !staged.has(c.item.interrupt.id));
+  if (waiting.length) { out.className = "meta"; out.textContent = "staged: decide the other " + waiting.length + " interrupt(s) of this thread to send"; return; }
+  S.staged.delete(tid);
+  const resume = open.map(c => ({interruptId: c.item.interrupt.id, status: "resolved",
+                                 payload: staged.get(c.item.interrupt.id), metadata: {reviewer: S.reviewer}}));
+  const body = {threadId: tid, runId: "console-" + crypto.randomUUID(), messages: [], state: {},
+                tools: [], context: [], forwardedProps: {}, resume};
+  out.className = "meta"; out.textContent = "sending…";
+  let text = "";
+  try {
+    const r = await fetch("/agents/" + encodeURIComponent(item.agent || ""), {method: "POST",
+      headers: headers({"Content-Type": "application/json", "Accept": "text/event-stream"}), body: JSON.stringify(body)});
+    text = await r.text();
+    if (!r.ok) throw new Error("HTTP " + r.status + ": " + text.slice(0, 300));
+  } catch (e) { for (const c of open) { c.out.className = "err"; c.out.textContent = String(e.message || e); } return; }
+  const events = text.split("\\n").filter(l => l.startsWith("data: ")).map(l => { try { return JSON.parse(l.slice(6)); } catch (e) { return {}; } });
+  const error = events.find(e => e.type === "RUN_ERROR");
+  const fin = events.find(e => e.type === "RUN_FINISHED");
+  for (const c of open) {
+    const mine = staged.get(c.item.interrupt.id);
+    if (error) { taken(c, "not recorded: " + error.message, "err"); c.card.setAttribute("data-state", "refused"); }
+    else taken(c, (mine.approved ? "approved" : "rejected") + " by you (" + S.reviewer + ")"
+               + (fin && fin.outcome && fin.outcome.type === "interrupt" ? "; the run paused again" : "; the run went on"), "ok");
+  }
+}
+async function refresh() {
+  let data;
+  try { data = await getJSON("/interrupts"); }
+  catch (e) { $("status").textContent = String(e.message || e); return; }
+  $("status").textContent = data.interrupts.length + " open interrupt(s), updated " + when(Date.now());
+  const seen = new Set();
+  for (const item of data.interrupts) {
+    const k = key(item); seen.add(k);
+    if (!S.cards.has(k)) $("list").append(render(item));
+  }
+  for (const [k, entry] of S.cards) {
+    if (seen.has(k) || entry.card.classList.contains("taken")) continue;
+    try {
+      const t = await getJSON("/threads/" + encodeURIComponent(entry.item.threadId));
+      const d = (t.decisions || []).find(x => x.interruptId === entry.item.interrupt.id);
+      taken(entry, d ? "taken: " + (d.approved ? "approved" : "rejected") + " by " + (d.reviewer || "an unnamed reviewer") + " at " + when(d.timeMs)
+                     : "no longer open", "meta");
+    } catch (e) { taken(entry, "no longer open", "meta"); }
+  }
+}
+$("login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  S.reviewer = $("reviewer").value.trim(); S.token = $("token").value;
+  if (!S.reviewer) { $("login-msg").textContent = "a reviewer name is required"; return; }
+  try { await getJSON("/interrupts"); } catch (e) { $("login-msg").textContent = String(e.message || e); return; }
+  sessionStorage.setItem("intermission.reviewer", S.reviewer);
+  sessionStorage.setItem("intermission.token", S.token);
+  $("login").hidden = true;
+  $("status").textContent = "reviewing as " + S.reviewer;
+  refresh(); setInterval(refresh, 1000);
+});
+$("reviewer").value = sessionStorage.getItem("intermission.reviewer") || "";
+$("token").value = sessionStorage.getItem("intermission.token") || "";
+</script></body></html>
+"""

@@ -1,0 +1,320 @@
+"""The AG-UI interrupt rules, checked against the stored session (never the client).
+
+A session's open interrupts: each undecided tool task (``reason: "tool_call"``, its call
+UUID as id and ``toolCallId``), or, for a session paused without tool tasks (a graph
+approval node), one ``reason: "confirmation"`` interrupt. :func:`plan` reads a run's
+``resume`` against them and says what the server does: run a new prompt, record the
+decisions and resume, replay the run that already applied them, or refuse (``Refusal``,
+sent as ``RUN_ERROR``) with nothing changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ag_ui import core as ag
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from ..decisions import HITLDecision
+from ..hitl import HITL
+
+__all__ = [
+    "RESPONSE_SCHEMA",
+    "Decided",
+    "Plan",
+    "Refusal",
+    "Verdict",
+    "decided",
+    "decision_of",
+    "open_interrupts",
+    "plan",
+]
+
+MAX_REASON = 2000
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean"},
+        "editedArgs": {"type": "object"},
+        "reason": {"type": "string", "maxLength": MAX_REASON},
+    },
+    "required": ["approved"],
+    "additionalProperties": False,
+    "description": "approve (optionally with edited arguments) or reject with a reason",
+}
+
+
+class Refusal(Exception):
+    """A run the rules refuse: sent as ``RUN_ERROR {code, message}``; nothing changed."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Payload(BaseModel):
+    """A resume payload, as :data:`RESPONSE_SCHEMA` says."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    approved: StrictBool
+    edited_args: dict[str, Any] | None = Field(default=None, alias="editedArgs")
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one resume entry asks for (normalised)."""
+
+    approve: bool
+    edited: dict[str, Any] | None
+    reason: str | None
+    reviewer: str | None
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision already taken on an interrupt (recorded, or applied by a resume)."""
+
+    approve: bool
+    edited: dict[str, Any] | None
+    reviewer: str | None
+    time_ms: float | None
+    applied: bool
+    seq: int = 0
+    """The log event that recorded or applied it (0: not in the log yet)."""
+
+
+@dataclass
+class Plan:
+    """What a run does: ``prompt`` (a new request), ``resume`` (``record`` first, then
+    resume), or ``replay`` (the run at ``replay_seq`` applied this very resume)."""
+
+    kind: Literal["prompt", "resume", "replay"]
+    prompt: str | None = None
+    record: dict[str, Verdict] = field(default_factory=dict)
+    replay_seq: int = 0
+
+
+def _iso(ms: float) -> str:
+    stamp = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _graph_id(session: Any) -> str:
+    """The id of a graph approval: ``approval-<seq>`` of the end event that paused."""
+    for event in reversed(session.events):
+        if event.kind in ("run_end", "team_end") and event.pending:
+            return f"approval-{event.seq}"
+    return "approval-0"
+
+
+def _graph_deadline(session: Any) -> float | None:
+    """A graph approval's deadline (``approval.deadline``, epoch ms), where it has one."""
+    value = session.context.get("approval.deadline")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _graph_paused(session: Any) -> bool:
+    return bool(session.is_pending) and not session.hitl.tasks
+
+
+def open_interrupts(session: Any) -> list[ag.Interrupt]:
+    """The session's undecided interrupts, as AG-UI ``Interrupt`` objects."""
+    if not session.is_pending:
+        return []
+    out: list[ag.Interrupt] = []
+    if session.hitl.tasks:
+        for task in HITL.pending_tasks(session):
+            args = json.dumps(task.args, ensure_ascii=False)
+            meta: dict[str, Any] = {"tool": task.tool_name, "args": task.args}
+            if task.agent:
+                meta["agent"] = task.agent
+            if task.reason:
+                meta["reason"] = task.reason
+            if task.approvers is not None:
+                meta["approvers"] = task.approvers
+            out.append(
+                ag.Interrupt(
+                    id=task.call_uuid,
+                    reason="tool_call",
+                    tool_call_id=task.call_uuid,
+                    message=f"Approve {task.tool_name}({args})?",
+                    response_schema=RESPONSE_SCHEMA,
+                    expires_at=_iso(task.decide_by_ms) if task.decide_by_ms is not None else None,
+                    metadata={"intermission": meta},
+                )
+            )
+        return out
+    if session.context.get("approval.decision") is not None:
+        return []  # decided, not yet resumed
+    request = session.context.get("approval.request")
+    text = request if isinstance(request, str) else json.dumps(request, ensure_ascii=False)
+    deadline = _graph_deadline(session)
+    out.append(
+        ag.Interrupt(
+            id=_graph_id(session),
+            reason="confirmation",
+            expires_at=_iso(deadline) if deadline is not None else None,
+            message=(text if request is not None else session.pending_reason or "Approve?"),
+            response_schema=RESPONSE_SCHEMA,
+            metadata={"intermission": {"request": request, "reason": session.pending_reason}},
+        )
+    )
+    return out
+
+
+def decided(session: Any) -> dict[str, Decided]:
+    """Every decision this session's interrupts have had, by interrupt id: applied ones
+    (from the event log) and recorded ones not applied yet."""
+    out: dict[str, Decided] = {}
+    last_pause = 0
+    for event in session.events:
+        kind = event.kind
+        if kind in ("run_end", "team_end") and event.pending:
+            last_pause = event.seq
+        elif kind == "hitl_decided":
+            d = event.decision
+            out[event.call_uuid] = Decided(
+                d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms, True, event.seq
+            )
+        elif kind == "approval_decided":
+            out[f"approval-{last_pause}"] = Decided(
+                event.verdict == "APPROVE", None, event.reviewer, event.ts, True, event.seq
+            )
+    for uuid, d in session.hitl.decisions.items():
+        out[uuid] = Decided(d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms, False)
+    ctx = session.context
+    if _graph_paused(session) and ctx.get("approval.decision") is not None:
+        key = _graph_id(session)
+        old = out.get(key)
+        time = ctx.get("approval.time")
+        out[key] = Decided(
+            ctx.get("approval.decision") == "APPROVE",
+            None,
+            ctx.get("approval.operator"),
+            float(time) if isinstance(time, (int, float)) else None,
+            False,
+            old.seq if old else 0,
+        )
+    return out
+
+
+def _verdict(entry: ag.ResumeEntry) -> Verdict:
+    meta = entry.metadata or {}
+    reviewer = meta.get("reviewer")
+    if reviewer is not None and (not isinstance(reviewer, str) or not 0 < len(reviewer) <= 200):
+        raise Refusal("INVALID_PAYLOAD", "metadata.reviewer is a name (1 to 200 characters)")
+    if entry.status == "cancelled":
+        return Verdict(False, None, "cancelled by the client", reviewer)
+    try:
+        payload = Payload.model_validate(entry.payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise Refusal(
+            "INVALID_PAYLOAD",
+            f"resume payload of interrupt {entry.interrupt_id!r} does not match its "
+            f"responseSchema ({where}: {first['msg']}); nothing was changed",
+        ) from None
+    if not payload.approved and not (payload.reason or "").strip():
+        raise Refusal(
+            "INVALID_PAYLOAD",
+            f"rejecting interrupt {entry.interrupt_id!r} needs a reason; nothing was changed",
+        )
+    if not payload.approved and payload.edited_args is not None:
+        raise Refusal("INVALID_PAYLOAD", "only an approval can carry editedArgs")
+    return Verdict(payload.approved, payload.edited_args, payload.reason, reviewer)
+
+
+def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
+    who = old.reviewer or "an unnamed reviewer"
+    when = f" at {_iso(old.time_ms)}" if old.time_ms is not None else ""
+    what = (
+        "approved" + (" with edited arguments" if old.edited else "")
+        if old.approve
+        else ("rejected")
+    )
+    return Refusal(
+        "DECISION_CONFLICT",
+        f"interrupt {iid!r} of thread {session_id!r} was already {what} by {who}{when}; "
+        "the first decision stands and nothing was changed",
+    )
+
+
+def _same(v: Verdict, d: Decided) -> bool:
+    return v.approve == d.approve and (not v.approve or (v.edited or None) == (d.edited or None))
+
+
+def plan(
+    session: Any, resume: list[ag.ResumeEntry] | None, prompt: str | None, now_ms: float
+) -> Plan:
+    """What a run on this stored session does, or :class:`Refusal`."""
+    entries = resume or []
+    opened = {i.id: i for i in open_interrupts(session)}
+    if not entries:
+        if opened:
+            raise Refusal(
+                "INTERRUPTS_OPEN",
+                f"thread {session.session_id!r} has {len(opened)} open interrupt(s) "
+                f"({', '.join(sorted(opened))}): a run must carry a resume covering all "
+                "of them",
+            )
+        if session.is_pending:
+            return Plan("resume")  # decisions recorded elsewhere (CLI, widget): continue
+        if not prompt:
+            raise Refusal("NO_PROMPT", "a new run needs a user message")
+        return Plan("prompt", prompt=prompt)
+    ids = [e.interrupt_id for e in entries]
+    if len(set(ids)) != len(ids):
+        raise Refusal("DUPLICATE_INTERRUPT", "a resume names each interrupt once")
+    verdicts = {e.interrupt_id: _verdict(e) for e in entries}
+    before = decided(session)
+    unknown = [i for i in ids if i not in opened and i not in before]
+    if unknown:
+        raise Refusal(
+            "UNKNOWN_INTERRUPT",
+            f"no interrupt {', '.join(map(repr, unknown))} in thread {session.session_id!r}; "
+            "nothing was changed",
+        )
+    for iid, v in verdicts.items():
+        old = before.get(iid)
+        if old is not None and not _same(v, old):
+            raise _conflict(session.session_id, iid, old)
+    if opened:
+        missing = sorted(set(opened) - set(ids))
+        if missing:
+            raise Refusal(
+                "PARTIAL_RESUME",
+                f"a resume covers every open interrupt; missing {', '.join(missing)}; "
+                "nothing was changed",
+            )
+        for iid in ids:
+            expires = opened[iid].expires_at if iid in opened else None
+            task = next((t for t in session.hitl.tasks if t.call_uuid == iid), None)
+            # the core's own rule: a task whose deadline only marks it expired stays open
+            deadline = task.decide_by_ms if task is not None else _graph_deadline(session)
+            if deadline is not None and now_ms >= deadline:
+                raise Refusal(
+                    "INTERRUPT_EXPIRED",
+                    f"interrupt {iid!r} expired at {expires}; nothing was changed",
+                )
+        return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
+    if all(before[i].applied for i in ids):
+        return Plan("replay", replay_seq=max(before[i].seq for i in ids))
+    return Plan("resume")  # recorded, not applied yet: resume applies them
+
+
+def decision_of(v: Verdict) -> HITLDecision:
+    """The HITL decision a verdict records."""
+    if v.approve:
+        d = HITLDecision.approve()
+        if v.edited is not None:
+            d = d.modified_args(v.edited)
+    else:
+        d = HITLDecision.reject(v.reason)
+    return d.reviewer(v.reviewer) if v.reviewer else d

@@ -1,0 +1,167 @@
+"""The AG-UI events of a session's log: what a reconnecting client gets (``Last-Event-ID``)
+and what a replayed resume answers with.
+
+The log holds intermission's events; the AG-UI events are made from them again by the same
+:class:`~intermission.agui.events.Translator` the live stream used, so ids and order match.
+What the log does not hold — the client's run ids and message ids, and the snapshots a pause
+sent — the server notes in the session (``traces["agui:server"]``, bounded), so a replay sends
+what the live stream sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ag_ui import core as ag
+from pydantic import TypeAdapter
+
+from .events import ENDS, STARTS, Translator, agui_messages, state_of
+from .sse import Cursor
+
+__all__ = [
+    "ADAPTER",
+    "finished",
+    "message_ids",
+    "notes_of",
+    "paused",
+    "remember",
+    "replay",
+    "runs_of",
+]
+
+ADAPTER = "agui:server"
+"""Where the server keeps its own notes in a session's agent states (``traces``): which
+AG-UI run id each run had, the events that closed each pause, the message ids the client saw."""
+KEEP = 100
+KEEP_IDS = 1000
+
+EVENT: TypeAdapter[Any] = TypeAdapter(ag.Event)
+
+
+def notes_of(session: Any) -> dict[str, Any]:
+    """The server's notes in a session (empty ones when it has none yet)."""
+    notes = session.traces.get(ADAPTER)
+    if not isinstance(notes, dict):
+        notes = {"kind": "agui", "runs": {}, "pauses": {}, "ids": {}}
+    return notes
+
+
+def remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | None,
+              closing: list[Any], ids: dict[int, str]) -> None:  # fmt: skip
+    """Note the run's AG-UI id and, for a pause, the events that closed it (snapshots and
+    outcome as they were then), so a replay sends what the live stream sent."""
+    notes = notes_of(session)
+    runs = dict(notes.get("runs") or {})
+    if run_id:
+        runs[run_id] = agui_run
+    known = dict(notes.get("ids") or {})
+    known.update({str(k): v for k, v in ids.items()})
+    kept = dict(notes.get("pauses") or {})
+    if end_seq is not None and closing:
+        kept[str(end_seq)] = [
+            e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in closing
+        ]
+    session.traces[ADAPTER] = {
+        "kind": "agui",
+        "runs": dict(list(runs.items())[-KEEP:]),
+        "pauses": dict(list(kept.items())[-KEEP:]),
+        "ids": dict(list(known.items())[-KEEP_IDS:]),
+    }
+
+
+def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -> dict[int, str]:
+    """The ids the client saw for the session's messages: those noted by earlier runs, and
+    for this run's (from position ``first``) the user's own and the streamed texts'."""
+    ids = {int(k): v for k, v in (notes_of(session).get("ids") or {}).items()}
+    texts = iter(tr.texts)
+    for i, m in enumerate(session.messages[first:], start=first):
+        if m.role == "user" and user_id:
+            ids[i] = user_id
+        elif m.role == "assistant" and m.content:
+            found = next(texts, None)
+            if found:
+                ids[i] = found
+    return ids
+
+
+def runs_of(session: Any) -> list[list[Any]]:
+    """The session's log cut into outer runs (a team's inner agents stay inside theirs)."""
+    out: list[list[Any]] = []
+    outer: str | None = None
+    for event in session.events:
+        if outer is None:
+            if event.kind in STARTS:
+                outer = event.run_id
+                out.append([event])
+            continue
+        out[-1].append(event)
+        if event.kind in ENDS and event.run_id == outer:
+            outer = None
+    return out
+
+
+def replay(session: Any, after: Cursor | None, run_id: str | None = None,
+           only: list[Any] | None = None) -> Iterator[tuple[Cursor, Any]]:  # fmt: skip
+    """AG-UI events of the session's log (or of one run), with cursors after ``after``."""
+    for events in [only] if only is not None else runs_of(session):
+        for cursor, out in _replay_run(session, events, run_id):
+            if after is None or cursor > after:
+                yield cursor, out
+
+
+def _replay_run(
+    session: Any, events: list[Any], run_id: str | None
+) -> Iterator[tuple[Cursor, Any]]:
+    notes = notes_of(session)
+    stored = notes.get("pauses") or {}
+    tid = session.session_id
+    rid = run_id or (notes.get("runs") or {}).get(events[0].run_id) or events[0].run_id
+
+    def finish(end: Any) -> list[Any]:
+        if not end.pending:
+            return [finished(tid, rid, end)]
+        raw = stored.get(str(end.seq))
+        if raw:
+            closing = [EVENT.validate_python(e) for e in raw]
+            for e in closing:
+                if e.type == ag.EventType.RUN_FINISHED:
+                    e.run_id = rid
+            return closing
+        found = [
+            ag.Interrupt(id=t.call_uuid, reason="tool_call", tool_call_id=t.call_uuid)
+            for e in events if e.kind == "hitl_pending" for t in e.tasks
+        ] or [ag.Interrupt(id=f"approval-{end.seq}", reason="confirmation")]  # fmt: skip
+        return paused(session, tid, rid, found, tr)
+
+    tr = Translator(tid, rid, finish)
+    for event in events:
+        for k, out in enumerate(tr.feed(event)):
+            yield (event.seq, k), out
+
+
+def finished(tid: str, rid: str, end: Any) -> Any:
+    """The ``RUN_FINISHED`` of a run that did not pause."""
+    return ag.RunFinishedEvent(
+        thread_id=tid,
+        run_id=rid,
+        result=end.content or None,
+        outcome=ag.RunFinishedSuccessOutcome(type="success"),
+    )
+
+
+def paused(session: Any, tid: str, rid: str, interrupts: list[ag.Interrupt],
+            tr: Translator, ids: dict[int, str] | None = None) -> list[Any]:  # fmt: skip
+    """The events that close a paused run: ``STATE_SNAPSHOT``, ``MESSAGES_SNAPSHOT`` (with
+    the tool calls that wait), then ``RUN_FINISHED`` with every open interrupt."""
+    waiting = [(m, calls) for m, calls in tr.calls if any(c.id in {i.tool_call_id for i in
+               interrupts} for c in calls)]  # fmt: skip
+    return [
+        ag.StateSnapshotEvent(snapshot=state_of(session)),
+        ag.MessagesSnapshotEvent(messages=agui_messages(tid, session.messages, waiting, ids)),
+        ag.RunFinishedEvent(
+            thread_id=tid,
+            run_id=rid,
+            outcome=ag.RunFinishedInterruptOutcome(type="interrupt", interrupts=interrupts),
+        ),
+    ]

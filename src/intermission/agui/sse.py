@@ -1,0 +1,31 @@
+"""Server-sent events: one frame per AG-UI event, each with an ``id:``.
+
+Every AG-UI event gets a cursor ``(seq, k)``: the session event that produced it and its place
+among that event's AG-UI events; its SSE ``id:`` is ``"seq.k"``, and a ``Last-Event-ID``
+names where a reconnecting client stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Cursor", "encode", "parse_cursor"]
+
+Cursor = tuple[int, int]
+
+
+def parse_cursor(text: str | None) -> Cursor | None:
+    """A ``Last-Event-ID`` (``"seq.k"`` or ``"seq"``) as a cursor; None when absent or
+    not one of ours (then everything is replayed)."""
+    if not text:
+        return None
+    head, _, tail = text.strip().partition(".")
+    if not head.isdigit() or (tail and not tail.isdigit()) or len(text) > 40:
+        return None
+    return int(head), int(tail or 0)
+
+
+def encode(event: Any, cursor: Cursor) -> str:
+    """One SSE frame: ``id: seq.k`` and the event's camelCase JSON (unset fields left out)."""
+    data = event.model_dump_json(by_alias=True, exclude_none=True)
+    return f"id: {cursor[0]}.{cursor[1]}\ndata: {data}\n\n"

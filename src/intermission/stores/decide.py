@@ -1,0 +1,229 @@
+"""Decide and resume through a store with other reviewers deciding at the same moment
+(R39): one decision wins, and the winning one is always applied, once.
+
+1. The decision is checked on a plain read first: a conflicting, late or invalid one is
+   refused before anything is claimed, so a losing reviewer never holds the claim the
+   winner needs to apply its decision.
+2. The winner claims — waiting, up to ``wait_s``, while another resumer holds the claim —
+   checks again under the claim, saves the decision (a crash while resuming loses
+   nothing) and resumes, all under that one claim: nobody slips in between recording a
+   decision and applying it.
+3. If someone else decided and applied meanwhile, nothing is decided again: the same
+   decision ends as applied by them (:attr:`DecisionOutcome.applied_by`), a different one
+   raises DecisionConflictError naming them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .. import _check
+from ..core.session import InMemoryAgentSession
+from ..errors import (
+    DecisionConflictError,
+    NothingToResumeError,
+    SessionBusyError,
+    UsageError,
+    _utc,
+)
+from .base import RESUMABLE, SessionStore, not_resumable
+
+__all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
+
+DEFAULT_WAIT_S = 30.0
+"""How long a winning decision waits for another resumer's claim before giving up."""
+
+Decide = Callable[[InMemoryAgentSession], Any]
+
+
+class _Seen(NamedTuple):
+    """One decision: on a tool call (``key`` = call UUID) or the graph approval (``""``)."""
+
+    key: str
+    verdict: str
+    modified: Any
+    reviewer: str | None
+    time_ms: float | None
+    applied_ms: float | None
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What :func:`decide_and_resume` did: ``response`` is the agent's answer of the resume
+    that applied the decision, or None when another resumer applied the same decision
+    meanwhile (``applied_by``: its reviewer; ``applied_ms``: when)."""
+
+    session: InMemoryAgentSession
+    response: Any = None
+    applied_by: str | None = None
+    applied_ms: float | None = None
+    verdict: str | None = None
+
+    @property
+    def applied_elsewhere(self) -> bool:
+        """True when another resumer applied this decision (this call ran nothing)."""
+        return self.response is None
+
+    def describe(self) -> str:
+        """One line for a terminal or a widget."""
+        if not self.applied_elsewhere:
+            return f"applied here; session {self.session.session_id} is {self.session.status}"
+        who = self.applied_by or "an unnamed reviewer"
+        when = f" at {_utc(self.applied_ms)}" if self.applied_ms is not None else ""
+        return (
+            f"the same decision ({self.verdict} by {who}) was applied by another resume{when}; "
+            "nothing was run here"
+        )
+
+
+def decide_and_resume(
+    store: SessionStore,
+    session_id: str,
+    decide: Decide,
+    agent: Any,
+    *,
+    wait_s: float = DEFAULT_WAIT_S,
+) -> DecisionOutcome:
+    """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
+    ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
+    agent name returning one) — safe against any number of reviewers at once (see the
+    module docstring). Refused decisions raise their typed error and change nothing."""
+    if not isinstance(store, SessionStore):
+        raise UsageError(f"decide_and_resume takes a store, not {type(store).__name__}")
+    _check.function("decide", decide)
+    _check.number("wait_s", wait_s, 0, 3600)
+    if not hasattr(agent, "prompt") and not callable(agent):
+        raise UsageError(f"agent is an agent or a function of an agent name, not {agent!r:.60}")
+    read = store.load(session_id)
+    mark = read.events.next_seq
+    resumable = read.status in RESUMABLE
+    if not resumable:
+        raise _finished(read)
+    decide(read)  # the check on a read: a refused decision never claims
+    ours = _ours(read, mark)
+    runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
+    try:
+        with ExitStack() as stack:
+            try:
+                s = _claim(stack, store, session_id, wait_s)
+            except NothingToResumeError:
+                now = store.load(session_id)
+                seen = _seen_since(now, mark)
+                if not seen:
+                    raise
+                return _settle(now, ours, seen)
+            applied = _seen_since(s, mark, applied_only=True)
+            if applied:  # applied while we waited (and pending again): leave it unchanged
+                raise _AppliedMeanwhile(applied)
+            decide(s)  # again, under the claim: what another reviewer recorded meanwhile
+            if ours:
+                store.save(s)  # durable before anything runs (the claim stays ours)
+            response = runner.prompt().session(s).call()
+    except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
+        return _settle(store.load(session_id), ours, meanwhile.seen)
+    return DecisionOutcome(s, response)
+
+
+class _AppliedMeanwhile(Exception):
+    """Raised through the claim so that it is released without a save."""
+
+    def __init__(self, seen: list[_Seen]) -> None:
+        self.seen = seen
+
+
+def _finished(session: InMemoryAgentSession) -> NothingToResumeError:
+    """The refusal for a session that is no longer waiting, naming its last decision."""
+    last = _seen_since(session, 0)
+    tail = ""
+    if last:
+        d = last[-1]
+        when = f" at {_utc(d.time_ms)}" if d.time_ms is not None else ""
+        tail = f"; its last decision was {d.verdict} by {d.reviewer or 'an unnamed reviewer'}{when}"
+    base = not_resumable(session.session_id, session.status)
+    return NothingToResumeError(f"{base}{tail}", session_id=session.session_id)
+
+
+def _claim(stack: ExitStack, store: SessionStore, session_id: str, wait_s: float) -> Any:
+    """Enter ``store.resume``, retrying while someone else holds the claim (bounded)."""
+    give_up = time.monotonic() + wait_s
+    pause = 0.02
+    while True:
+        try:
+            return stack.enter_context(store.resume(session_id))
+        except SessionBusyError:
+            if time.monotonic() + pause > give_up:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
+
+
+_RUNS = ("run_start", "team_start", "node_start")
+
+
+def _seen_since(
+    session: InMemoryAgentSession, seq: int, *, applied_only: bool = False
+) -> list[_Seen]:
+    """Decisions recorded or applied since event ``seq``; ``applied_only``: those a resume
+    applied since then. A tool decision's event is written when it is applied; a graph
+    decision's when it is recorded, and it counts as applied once a run started after it
+    (one recorded before ``seq`` and applied after it counts too)."""
+    seen: list[_Seen] = []
+    graph: list[tuple[int, int | None, _Seen]] = []  # (recorded at, applied at, decision)
+    for e in session.events:
+        if e.kind == "hitl_decided" and e.seq >= seq:
+            r = e.decision
+            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
+        elif e.kind == "approval_decided":
+            graph.append((e.seq, None, _Seen("", e.verdict, None, e.reviewer, e.ts, None)))
+        elif e.kind in _RUNS:
+            graph = [
+                (at, e.seq, g._replace(applied_ms=e.ts)) if ran is None else (at, ran, g)
+                for at, ran, g in graph
+            ]
+    for at, ran, g in graph:
+        applied = ran is not None and ran >= seq
+        if applied or (not applied_only and at >= seq):
+            seen.append(g)
+    return seen
+
+
+def _ours(read: InMemoryAgentSession, mark: int) -> list[_Seen]:
+    """What ``decide`` recorded on the read copy: the batch's decisions (a same one found
+    recorded included), or the graph decision it wrote. A graph decision found recorded
+    already (decide_graph's no-op) is not listed: whoever applies it applies ours."""
+    ours = [
+        _Seen(u, r.verdict, r.modified_args, r.reviewer, r.time_ms, None)
+        for u, r in read.hitl.decisions.items()
+    ]
+    return ours + [s for s in _seen_since(read, mark) if not s.key]
+
+
+def _settle(
+    session: InMemoryAgentSession, ours: list[_Seen], seen: list[_Seen]
+) -> DecisionOutcome:
+    """Someone else's resume applied ``seen``: ours agrees (an outcome) or conflicts."""
+    theirs = {s.key: s for s in seen}
+    for mine in ours:
+        other = theirs.get(mine.key)
+        if other is None or (other.verdict, other.modified) == (mine.verdict, mine.modified):
+            continue
+        what = f"tool call {mine.key}" if mine.key else "the approval"
+        raise DecisionConflictError(
+            session.session_id, what, other.verdict, other.reviewer, other.time_ms,
+            call_uuid=mine.key or None, applied=True,
+        )  # fmt: skip
+    if ours and not any(m.key in theirs for m in ours):
+        other = seen[0]  # what we decided on is gone: someone decided something else
+        raise DecisionConflictError(
+            session.session_id, "the pending decision", other.verdict, other.reviewer,
+            other.time_ms, applied=True,
+        )  # fmt: skip
+    first = seen[0]
+    return DecisionOutcome(
+        session, None, applied_by=first.reviewer, applied_ms=first.applied_ms,
+        verdict=first.verdict,
+    )  # fmt: skip

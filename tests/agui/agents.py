@@ -1,0 +1,119 @@
+"""Agents the AG-UI tests serve (``--agents tests.agui.agents:AGENTS``).
+
+Every tool that changes the world appends a line to the file named by AGUI_EFFECTS, so a
+test counts real executions across server processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from intermission import HITLInterceptor, ReActAgent, ScriptedModel, tool
+from intermission.core.session import AgentSession
+from intermission.examples import build_change_graph
+from intermission.messages import ChatMessage, ToolCall
+
+
+def _effect(line: str) -> None:
+    path = os.environ.get("AGUI_EFFECTS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def _script(calls: list[ToolCall]) -> ScriptedModel:
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        observations = [m.content for m in messages[last_user:] if m.role == "tool"]
+        return f"Done: {'; '.join(observations)}." if observations else list(calls)
+
+    return ScriptedModel(script)
+
+
+@tool
+def delete_user(user_id: int, session: AgentSession) -> str:
+    """Delete a user account (irreversible)."""
+    _effect(f"{session.session_id} delete_user {user_id}")
+    return f"user {user_id} deleted"
+
+
+@tool
+def refund(order: str, amount: int, session: AgentSession) -> str:
+    """Refund an order."""
+    _effect(f"{session.session_id} refund {order} {amount}")
+    return f"refunded {amount} on {order}"
+
+
+def ops() -> ReActAgent:
+    """One tool call that needs approval."""
+    return (
+        ReActAgent.of(_script([ToolCall("delete_user", {"user_id": 1001})]))
+        .name("ops")
+        .tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user"))
+        .build()
+    )
+
+
+def pair() -> ReActAgent:
+    """Two tool calls in one batch: two open interrupts."""
+    calls = [
+        ToolCall("delete_user", {"user_id": 7}),
+        ToolCall("refund", {"order": "A-1", "amount": 5}),
+    ]
+    return (
+        ReActAgent.of(_script(calls))
+        .name("pair")
+        .tools(delete_user, refund)
+        .interceptor(HITLInterceptor().on_tool("delete_user").on_tool("refund"))
+        .build()
+    )
+
+
+def hasty() -> ReActAgent:
+    """A tool call whose approval expires a millisecond after it is asked for."""
+    return (
+        ReActAgent.of(_script([ToolCall("delete_user", {"user_id": 3})]))
+        .name("hasty")
+        .tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user", deadline_ms=1))
+        .build()
+    )
+
+
+@tool
+def post_note(text: str, session: AgentSession) -> str:
+    """Post a note for everyone to read."""
+    _effect(f"{session.session_id} post_note")
+    return "posted"
+
+
+def note() -> ReActAgent:
+    """A tool call whose argument is the user's text (whatever it holds)."""
+
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        if any(m.role == "tool" for m in messages[last_user:]):
+            return "Posted."
+        return [ToolCall("post_note", {"text": messages[last_user].content})]
+
+    return (
+        ReActAgent.of(ScriptedModel(script))
+        .name("note")
+        .tools(post_note)
+        .interceptor(HITLInterceptor().on_tool("post_note"))
+        .build()
+    )
+
+
+def change() -> Any:
+    """The change graph: a confirmation at its approval node."""
+    return build_change_graph(
+        effect=lambda cid: (_effect(f"graph apply {cid}"), f"applied {cid}")[1]
+    )
+
+
+AGENTS: dict[str, Callable[[], Any]] = {
+    "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
+}  # fmt: skip

@@ -1,0 +1,167 @@
+"""The reviewer console (GET /) in Debian's Chromium, driven by Playwright (issue 22): a
+person approves one interrupt and rejects another with a reason, the store records who;
+a decision taken meanwhile through the CLI shows as taken, by whom; hostile text in a tool
+argument is shown as text."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._helpers import need, need_module
+
+from .lab import ARGS, CHROMIUM, ROOT
+
+need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
+need_module("httpx", "httpx")
+
+from tests.agui._server import Server, effects  # noqa: E402
+
+from intermission.stores import SQLiteStore  # noqa: E402
+
+HOSTILE = "<img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
+    need_module("playwright", "Playwright (pip install playwright)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _pause(server: Server, agent: str, thread: str, text: str = "go") -> None:
+    events = server.run(
+        agent,
+        {
+            "threadId": thread,
+            "runId": "r1",
+            "messages": [{"id": "u", "role": "user", "content": text}],
+        },
+    )
+    assert events[-1][1]["outcome"]["type"] == "interrupt"
+
+
+def _decisions(db: Path, thread: str) -> list[Any]:
+    store = SQLiteStore(db)
+    try:
+        session = store.load(thread)
+    finally:
+        store.close()
+    return [e.decision for e in session.events if e.kind == "hitl_decided"]
+
+
+def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
+    browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    db, log = tmp_path / "s.db", tmp_path / "e.log"
+    server = Server(str(db), log, token="console-token")
+    tag = uuid.uuid4().hex[:6]
+    a, b, c, d, e = (f"{x}-{tag}" for x in ("approve", "reject", "cli", "hostile", "race"))
+    try:
+        for thread in (a, b, c, e):
+            _pause(server, "ops", thread)
+        _pause(server, "note", d, HOSTILE)
+        page = browser.new_context().new_page()
+        page.goto(server.url + "/")
+        # the reviewer name is required
+        page.get_by_test_id("token").fill("console-token")
+        page.get_by_test_id("start").click()
+        expect(page.get_by_test_id("login")).to_be_visible()
+        page.get_by_test_id("reviewer").fill("rita")
+        page.get_by_test_id("start").click()
+        cards = page.get_by_test_id("interrupt")
+        expect(cards).to_have_count(5)
+
+        def card(thread: str) -> Any:
+            return page.locator(f'[data-testid="interrupt"][data-thread="{thread}"]')
+
+        # hostile text is text: shown literally, never run
+        expect(card(d).get_by_test_id("args")).to_contain_text(HOSTILE)
+        assert page.evaluate("window.pwned") is None
+        assert card(d).locator("img, script").count() == 0
+
+        # meanwhile someone decides one through the CLI
+        env = {**os.environ, "AGUI_EFFECTS": str(log), "PYTHONPATH": str(ROOT)}
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "intermission",
+                "--agents",
+                "tests.agui.agents:AGENTS",
+                "approve",
+                c,
+                "--reviewer",
+                "carol",
+                "--store",
+                str(db),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert cli.returncode == 0, cli.stderr
+        expect(card(c)).to_have_attribute("data-state", "taken")
+        expect(card(c).get_by_test_id("outcome")).to_contain_text("approved by carol")
+        expect(card(c).get_by_test_id("approve")).to_have_count(0)
+
+        # a rejection needs a reason
+        card(b).get_by_test_id("reject").click()
+        expect(card(b).get_by_test_id("outcome")).to_contain_text("needs a reason")
+        card(b).get_by_test_id("reason").fill("too risky")
+        card(b).get_by_test_id("reject").click()
+        expect(card(b).get_by_test_id("outcome")).to_contain_text("rejected by you (rita)")
+        card(a).get_by_test_id("approve").click()
+        expect(card(a).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
+
+        # the store records who decided what
+        (approved,) = _decisions(db, a)
+        assert (approved.verdict, approved.reviewer) == ("approve", "rita")
+        (rejected,) = _decisions(db, b)
+        assert (rejected.verdict, rejected.reviewer, rejected.comment) == (
+            "reject",
+            "rita",
+            "too risky",
+        )
+        (by_cli,) = _decisions(db, c)
+        assert (by_cli.verdict, by_cli.reviewer) == ("approve", "carol")
+        assert effects(log, a) == ["delete_user 1001"] and effects(log, b) == []
+        assert effects(log, c) == ["delete_user 1001"]
+        # a second reviewer whose view lags (its polls answered from a stale copy) rejects
+        # what rita approves: the server refuses, and the card says who won
+        stale = server.get("/interrupts")
+        other = browser.new_context().new_page()
+        other.route("**/interrupts", lambda route: route.fulfill(json=stale))
+        other.route("**/threads/**", lambda route: route.fulfill(status=503, body="{}"))
+        other.goto(server.url + "/")
+        other.get_by_test_id("token").fill("console-token")
+        other.get_by_test_id("reviewer").fill("sam")
+        other.get_by_test_id("start").click()
+        late = other.locator(f'[data-testid="interrupt"][data-thread="{e}"]')
+        expect(late).to_have_count(1)
+        card(e).get_by_test_id("approve").click()
+        expect(card(e).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
+        late.get_by_test_id("reason").fill("no")
+        late.get_by_test_id("reject").click()
+        expect(late).to_have_attribute("data-state", "refused")
+        expect(late.get_by_test_id("outcome")).to_contain_text("already approved by rita")
+        assert [x.verdict for x in _decisions(db, e)] == ["approve"]
+        assert effects(log, e) == ["delete_user 1001"]
+        assert [x["threadId"] for x in server.get("/interrupts")["interrupts"]] == [d]
+    finally:
+        server.stop()
