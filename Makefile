@@ -1,4 +1,5 @@
-# intermission: `make lab` (JupyterLab on the tutorials) and `make test` (every test).
+# intermission: `make lab` (JupyterLab on the tutorials), `make lite` (the tutorials as a
+# static JupyterLite site, Pyodide in the browser) and `make test` (every test).
 # Both create the virtual environment and install the package with all extras first.
 
 VENV ?= .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: setup lab test unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab lite lite-serve test unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,7 +33,31 @@ lint: setup
 	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py)
 	$(VENV)/bin/mypy --strict src
 
-unit: setup $(JS_STAMP)
+# The tutorials as a JupyterLite site in $(LITE_OUT)/site, built offline from PyPI and npm
+# (binder/lite/build.py says what goes in); rebuilt when the package, a tutorial or the
+# site's config changed. The browser test (tests/browser/test_tutorials_in_lite.py) opens it.
+LITE_VENV ?= .venv-lite
+LITE_OUT ?= build/lite
+LITE_PORT ?= 8000
+LITE_SITE := $(LITE_OUT)/site/jupyter-lite.json
+LITE_SRC := $(shell find src/intermission -name '*.py') $(NOTEBOOKS) $(wildcard binder/lite/*) pyproject.toml
+$(LITE_VENV)/.installed-stamp: binder/lite/requirements-build.txt
+	python3 -m venv $(LITE_VENV)
+	$(LITE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LITE_VENV)/bin/python -m pip install -q -r binder/lite/requirements-build.txt
+	touch $@
+
+$(LITE_SITE): $(LITE_VENV)/.installed-stamp $(LITE_SRC)
+	$(LITE_VENV)/bin/python binder/lite/build.py $(LITE_OUT)
+
+lite: $(LITE_SITE)
+
+# Any static host serves the folder; this is one on this machine only.
+lite-serve: lite
+	@echo "the tutorials in your browser: http://127.0.0.1:$(LITE_PORT)/lab/index.html"
+	python3 -m http.server $(LITE_PORT) --bind 127.0.0.1 --directory $(LITE_OUT)/site
+
+unit: setup $(JS_STAMP) $(LITE_SITE)
 	$(PY) -m pytest tests -q
 
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
@@ -62,4 +87,4 @@ bench: $(BENCH_VENV)/.installed-stamp
 	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LITE_VENV) $(LITE_OUT) .mypy_cache .ruff_cache .pytest_cache

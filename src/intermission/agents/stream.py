@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._concurrency import IN_BROWSER, run_sync
 from ..core.session import AgentSession
 from ..events import Event
 
@@ -201,6 +202,9 @@ class EventStream:
 
     # -- sync -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Event]:
+        if IN_BROWSER:
+            yield from self._iter_here()
+            return
         import asyncio
 
         loop = asyncio.new_event_loop()
@@ -224,6 +228,24 @@ class EventStream:
                 yield event
         finally:
             self._stop_thread(reader=True)
+
+    def _iter_here(self) -> Iterator[Event]:
+        # No threads in a browser: each event is awaited on Pyodide's own loop, this frame
+        # suspended meanwhile (JSPI), and the run goes on there between two events.
+        agen = self._agen = self._aiter()
+
+        async def step() -> Event:
+            return await agen.__anext__()
+
+        try:
+            while True:
+                try:
+                    event = run_sync(step())
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            run_sync(agen.aclose())
 
     def _stop_thread(self, *, reader: bool = False) -> None:
         loop, thread = self._thread_loop, self._thread
@@ -249,6 +271,9 @@ class EventStream:
     def dispose(self) -> None:
         """Sync twin of :meth:`aclose` (the seed's ``Disposable.dispose()``): cancel the run
         and return once it has unwound, so the session is ready for the next request."""
+        if IN_BROWSER:
+            run_sync(self.aclose())
+            return
         self._stop_thread()
 
     def collect(self) -> list[Event]:

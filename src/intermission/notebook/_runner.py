@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import ipywidgets as w
 
+from .._concurrency import Job, Ticker, background
 from ..core.session import AgentSession
 from ..errors import RequestInProgressError
 from ..stores.decide import decide_and_resume
@@ -48,14 +49,14 @@ class ResumeRunner:
         """True once a button (not a code twin) started a decision."""
         self._lock = threading.Lock()
         self._busy = False
-        self._thread: threading.Thread | None = None
+        self._job: Job | None = None
         self.buttons: list[w.Button] = []
         self.note = ""
         """Set when another resume applied the same decision meanwhile (says by whom)."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
         self._seen = self._state_key()
-        self._polling: threading.Event | None = None
+        self._polling: Ticker | None = None
 
     # -- the resume ------------------------------------------------------------------
     def _resume(self, action: Action) -> Any:
@@ -182,7 +183,7 @@ class ResumeRunner:
     def stop_polling(self) -> None:
         """Stop re-reading the session."""
         if self._polling is not None:
-            self._polling.set()
+            self._polling.stop(timeout=0)
 
     def _tick(self) -> bool:
         self.sync()
@@ -228,7 +229,8 @@ class ResumeRunner:
         return response
 
     def run_in_background(self, action: Action) -> None:
-        """What buttons do: decide and resume on a worker thread, never blocking the cell."""
+        """What buttons do: decide and resume beside the cell (a thread; an asyncio task in
+        the browser, where a click handler may not block), never blocking it."""
         if not self._begin():
             return
         self.clicked = True
@@ -242,14 +244,12 @@ class ResumeRunner:
             else:
                 self._finish(response)
 
-        self._thread = threading.Thread(target=work, name="intermission-widget", daemon=True)
-        self._thread.start()
+        self._job = background(work, name="intermission-widget")
 
     def wait(self, timeout: float | None = 60.0) -> Any:
         """Wait for a button-started resume to end; returns the response."""
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if self._job is not None:
+            self._job.wait(timeout)
         return self.response
 
     # -- display ---------------------------------------------------------------------

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import ipywidgets as w
 
 from .._clock import SYSTEM_CLOCK
+from .._concurrency import Ticker, every
 from ..errors import UsageError
 from ._decided import decisions_of, outcome_of
 from ._html import CSS, esc, expired_html, id_html, plain
@@ -70,8 +70,7 @@ class Inbox(w.VBox):
         self._opened_by_click = False
         self.listed: list[str] = []
         """Every session id this inbox has listed as pending, first seen first."""
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
+        self._poller: Ticker | None = None
         super().__init__(
             [
                 w.HTML(CSS), self.table,
@@ -82,10 +81,7 @@ class Inbox(w.VBox):
         self.add_class("inbox")
         self.refresh()
         if self.poll_s and not settings.autopilot:
-            self._poller = threading.Thread(
-                target=self._poll, name="intermission-inbox", daemon=True
-            )
-            self._poller.start()
+            self._poller = every(float(self.poll_s), self._poll, name="intermission-inbox")
 
     # -- the list --------------------------------------------------------------------
     def refresh(self) -> list[Any]:
@@ -119,18 +115,18 @@ class Inbox(w.VBox):
         return items
 
     def _poll(self) -> None:
-        while not self._stop.wait(float(self.poll_s or 5.0)):
-            try:
-                if self.current is None or not self.current.runner.busy:
-                    self.refresh()
-                if self.current is not None:
-                    self.current.runner.sync()  # decided elsewhere: the widget says so
-            except Exception:  # the store is away: the next poll tries again
-                continue
+        try:
+            if self.current is None or not self.current.runner.busy:
+                self.refresh()
+            if self.current is not None:
+                self.current.runner.sync()  # decided elsewhere: the widget says so
+        except Exception:  # the store is away: the next poll tries again
+            return
 
     def close(self) -> None:
         """Stop polling and close the widget."""
-        self._stop.set()
+        if self._poller is not None:
+            self._poller.stop(timeout=0)
         super().close()
 
     # -- opening ---------------------------------------------------------------------

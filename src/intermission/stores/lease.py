@@ -1,9 +1,10 @@
 """Claims are leases: renewed while their holder works, so a slow resume keeps its claim,
 and a holder that dies stops renewing, so its claim lapses (R40).
 
-One daemon thread per store renews every live lease a third of the lease time after its
-last renewal. A resume shorter than that never meets the thread: registering a lease is a
-dict insert, and no renewal commit happens (the bench holds pause/resume to that).
+One ticker per store (a daemon thread; an asyncio task in the browser, see
+``_concurrency``) renews every live lease a third of the lease time after its last renewal.
+A resume shorter than that never meets the ticker: registering a lease is a dict insert,
+and no renewal commit happens (the bench holds pause/resume to that).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .._concurrency import Ticker, every
 from ..errors import IntermissionError
 
 __all__ = ["Lease", "Leases"]
@@ -34,10 +36,10 @@ class Lease:
 
 
 class Leases:
-    """The live leases of one store and the thread that renews them.
+    """The live leases of one store and the ticker that renews them.
 
     Registering is a dict insert and releasing a pop (atomic under the GIL: no lock on
-    the resume path); the thread wakes every half renewal interval and renews the leases
+    the resume path); the ticker wakes every half renewal interval and renews the leases
     that are due, so a lease is renewed at the latest two thirds of the way through.
     """
 
@@ -46,16 +48,16 @@ class Leases:
         self.renew = renew
         self.enabled = enabled
         self._live: dict[str, Lease] = {}
-        self._stop = threading.Event()
+        self._closed = False
         self._start_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._ticker: Ticker | None = None
 
     def hold(self, session_id: str, token: str) -> Lease:
         """Start renewing a claim just taken."""
         lease = Lease(session_id, token, time.monotonic() + self.interval)
         if self.enabled:
             self._live[token] = lease
-            if self._thread is None:
+            if self._ticker is None:
                 self._start()
         return lease
 
@@ -65,27 +67,22 @@ class Leases:
 
     def _start(self) -> None:
         with self._start_lock:
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(
-                    target=self._loop, name="intermission-lease", daemon=True
-                )
-                self._thread.start()
+            if self._ticker is None and not self._closed:
+                self._ticker = every(self.interval / 2, self._tick, name="intermission-lease")
 
     def close(self) -> None:
-        """Stop the thread (the store is closing)."""
-        self._stop.set()
+        """Stop renewing (the store is closing)."""
+        with self._start_lock:
+            self._closed = True
         self._live.clear()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+        if self._ticker is not None:
+            self._ticker.stop(timeout=5)
 
-    def _loop(self) -> None:
-        tick = self.interval / 2
-        while not self._stop.wait(tick):
-            now = time.monotonic()
-            for lease in list(self._live.values()):
-                if lease.due <= now and lease.token in self._live:
-                    self._renew(lease)
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for lease in list(self._live.values()):
+            if lease.due <= now and lease.token in self._live:
+                self._renew(lease)
 
     def _renew(self, lease: Lease) -> None:
         try:

@@ -1,0 +1,268 @@
+"""Build the tutorials into a JupyterLite site: the browser runs them, no server (`make lite`).
+
+Everything comes from the registries, nothing from a CDN at run time:
+
+- Pyodide's runtime from npm (``package.json``/``package-lock.json`` here), and Graphviz
+  compiled to WebAssembly (``@viz-js/viz``), which draws the graphs where no ``dot`` runs;
+- every wheel from PyPI for Pyodide's platform (``wheels.txt``): pure wheels and
+  ``pyemscripten`` wheels; PyYAML has none, so a pure wheel is made from its sdist;
+- the package's own wheel, and the kernel's wheels from its labextension;
+- a ``pyodide-lock.json`` written here (Pyodide's own lock points at wheels it rebuilt, whose
+  hashes differ from PyPI's), so ``import intermission`` works with no install cell;
+- the tutorials, with what a browser needs said in them (05 keeps its database in memory;
+  09 and 10 cannot run there and are shown as text).
+
+Usage: ``python binder/lite/build.py OUT`` leaves the site in ``OUT/site``.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PLATFORM = "pyemscripten_2026_0_wasm32"
+PY = "3.14"
+# What the lock's markers are evaluated against (Pyodide 314's interpreter).
+ENV = {
+    "sys_platform": "emscripten", "platform_system": "Emscripten", "os_name": "posix",
+    "platform_machine": "wasm32", "implementation_name": "cpython",
+    "platform_python_implementation": "CPython", "python_version": PY,
+    "python_full_version": "3.14.2", "implementation_version": "3.14.2", "extra": "",
+}  # fmt: skip
+RUNTIME = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide.js"]
+KERNEL_EXT = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/static/pypi"
+KERNEL_WHEELS = ("piplite-", "pyodide_kernel-", "ipykernel-", "widgetsnbextension-4.0.999")
+# Unused in a browser: the kernel's shim stands in for widgetsnbextension, and no terminal.
+DROP = {"widgetsnbextension", "pexpect", "ptyprocess"}
+NOTEBOOK_EXTRA = ["ipywidgets", "ipython", "graphviz"]
+
+
+def run(*cmd: str | Path, cwd: Path | None = None) -> None:
+    """Run a command, echoed, failing the build when it fails."""
+    print("+", " ".join(map(str, cmd)), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, cwd=cwd)
+
+
+def pip(*args: str | Path) -> None:
+    """Run this venv's pip."""
+    run(sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args)
+
+
+# -- wheels ----------------------------------------------------------------------------
+def download_wheels(dest: Path) -> None:
+    """Every wheel in wheels.txt (and what it needs) for Pyodide's platform, from PyPI."""
+    pip("download", "--platform", PLATFORM, "--python-version", PY, "--only-binary=:all:",
+        "-d", dest, "-r", HERE / "wheels.txt")  # fmt: skip
+
+
+def pure_pyyaml(dest: Path, work: Path) -> None:
+    """PyPI has no Pyodide wheel of PyYAML: wrap its sdist's pure-Python ``lib/yaml`` (no
+    libyaml C extension; ``yaml.__with_libyaml__`` is False) as a py3-none-any wheel."""
+    sdists = work / "sdist"
+    # the sdist only: --no-binary=:all: would build its build tools (Cython) from source too
+    pip("download", "--no-binary=pyyaml", "--no-deps", "-d", sdists,
+        "PyYAML>=6")  # fmt: skip
+    sdist = next(sdists.glob("*.tar.gz"))
+    version = re.sub(r"^(?i:pyyaml)-|\.tar\.gz$", "", sdist.name)
+    files: dict[str, bytes] = {}
+    with tarfile.open(sdist) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if member.isfile() and parts[1:3] == ["lib", "yaml"]:
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                files["yaml/" + "/".join(parts[3:])] = extracted.read()
+    assert "yaml/__init__.py" in files, f"no lib/yaml in {sdist.name}"
+    info = f"pyyaml-{version}.dist-info"
+    files[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: PyYAML\nVersion: {version}\n"
+        "Summary: YAML parser and emitter for Python (pure Python, built for Pyodide)\n"
+        "License: MIT\n"
+    ).encode()
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: intermission-lite\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n"
+    )
+    files[f"{info}/top_level.txt"] = b"yaml\n"
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for name, data in sorted(files.items()):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([name, f"sha256={digest}", len(data)])
+    writer.writerow([f"{info}/RECORD", "", ""])
+    files[f"{info}/RECORD"] = record.getvalue().encode()
+    with zipfile.ZipFile(dest / f"pyyaml-{version}-py3-none-any.whl", "w") as whl:
+        for name, data in files.items():
+            whl.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), data)
+
+
+def kernel_wheels(dest: Path) -> None:
+    """The kernel's own wheels (piplite, pyodide-kernel, the ipykernel and widgets shims)
+    ship inside its labextension."""
+    shipped = (Path(sys.prefix) / KERNEL_EXT).glob("*.whl")
+    found = [w for w in shipped if w.name.startswith(KERNEL_WHEELS)]
+    assert len(found) == len(KERNEL_WHEELS), f"kernel wheels not found in {KERNEL_EXT}: {found}"
+    for wheel in found:
+        shutil.copy(wheel, dest)
+
+
+# -- the lock --------------------------------------------------------------------------
+def _metadata(whl: zipfile.ZipFile) -> tuple[str, list[str]]:
+    meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+    top = [n.split("/")[0] for n in whl.namelist()]
+    top_level = next((n for n in whl.namelist() if n.endswith(".dist-info/top_level.txt")), None)
+    if top_level is not None:
+        imports = whl.read(top_level).decode().split()
+    else:  # packages and modules at the wheel's root
+        imports = sorted({
+            t[:-3] if t.endswith(".py") else t for t in top
+            if not t.endswith((".dist-info", ".data", ".pth")) and t != "__pycache__"
+            and (t.endswith(".py") or any(n.startswith(f"{t}/") for n in whl.namelist()))
+        })  # fmt: skip
+    return whl.read(meta).decode(), [i for i in imports if not i.startswith("_") or i == "_yaml"]
+
+
+def write_lock(npm_lock: Path, folder: Path, extras: dict[str, list[str]]) -> dict[str, object]:
+    """One entry per wheel in ``folder``: real sha256, ``depends`` from Requires-Dist with
+    markers evaluated for Pyodide (plus ``extras`` given by name), ``imports`` from the
+    wheel's top-level names; ``info`` is the npm runtime's."""
+    packages: dict[str, dict[str, object]] = {}
+    requires: dict[str, list[Requirement]] = {}
+    for wheel in sorted(folder.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as whl:
+            text, imports = _metadata(whl)
+        meta = Parser().parsestr(text)
+        name = str(canonicalize_name(meta["Name"]))
+        reqs = [Requirement(r) for r in meta.get_all("Requires-Dist") or []]
+        requires[name] = [r for r in reqs if r.marker is None or r.marker.evaluate(ENV)]
+        packages[name] = {
+            "name": name, "version": meta["Version"], "file_name": wheel.name,
+            "install_dir": "site", "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+            "package_type": "package", "imports": imports, "depends": [],
+            "unvendored_tests": False, "shared_library": False,
+        }  # fmt: skip
+    for name, entry in packages.items():
+        deps = {str(canonicalize_name(r.name)) for r in requires[name]} | set(extras.get(name, []))
+        missing = sorted(deps - packages.keys() - DROP)
+        assert not missing, f"{name} needs {missing}: add them to wheels.txt"
+        entry["depends"] = sorted(deps & packages.keys())
+    info = json.loads(npm_lock.read_text())["info"]
+    lock = {"info": info, "packages": dict(sorted(packages.items()))}
+    (folder / "pyodide-lock.json").write_text(json.dumps(lock, indent=1) + "\n")
+    return lock
+
+
+# -- the tutorials ---------------------------------------------------------------------
+def _md(text: str) -> dict[str, object]:
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+BROWSER_05 = (
+    "> **In the browser** this page's SQLite database lives in the browser's memory (`/tmp`), "
+    "not in your files: JupyterLite's file drive cannot hold a SQLite file. It lasts as long "
+    "as this page: a reload starts with an empty store. Run `make lab` for a database on disk."
+)
+BROWSER_09 = (
+    "> **This tutorial cannot run in a browser.** An MCP server over stdio is a subprocess, "
+    "and a browser starts no processes; the `mcp` package cannot be installed there either "
+    "(it needs `rpds-py`, which has no wheel for Pyodide). The code is shown below as text; "
+    "run it for real with `make lab` on your machine."
+)
+BROWSER_10 = (
+    "> **This tutorial cannot run in a browser.** It serves an AG-UI endpoint (uvicorn on a "
+    "thread, httpx as its client); a page can open no port and start no thread. The code is "
+    "shown below as text; run it for real with `make lab` on your machine."
+)
+NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10}
+"""Tutorials shown as text in the site, each with why."""
+
+
+def tutorials(dest: Path) -> None:
+    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09 and 10 told
+    what a browser changes."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        nb["metadata"]["kernelspec"] = {
+            "name": "python", "display_name": "Python (Pyodide)", "language": "python",
+        }  # fmt: skip
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        if path.name.startswith("05_"):
+            code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+            src = "".join(code["source"])
+            old = 'DB = pathlib.Path("tutorial-05.sqlite")'
+            assert old in src, f"{path.name}: the DB path line changed; update build.py"
+            code["source"] = src.replace(
+                old, 'DB = pathlib.Path("/tmp/tutorial-05.sqlite")  # memory: gone on reload'
+            )
+            nb["cells"].insert(1, _md(BROWSER_05))
+        why = NOT_IN_BROWSER.get(path.name[:3])
+        if why is not None:
+            cells = []
+            for cell in nb["cells"]:
+                if cell["cell_type"] == "code":
+                    cell = _md("```python\n" + "".join(cell["source"]) + "\n```")
+                cells.append(cell)
+            nb["cells"] = [cells[0], _md(why), *cells[1:]]
+        (dest / path.name).write_text(json.dumps(nb, indent=1) + "\n")
+
+
+# -- the site --------------------------------------------------------------------------
+def main(out: Path) -> None:
+    """Build the site into ``out/site`` (``out/work`` and ``out/lite`` are scratch)."""
+    out = out.resolve()
+    work, lite = out / "work", out / "lite"
+    for folder in (work, lite, out / "site"):
+        shutil.rmtree(folder, ignore_errors=True)
+    wheels = lite / "static" / "pyodide"
+    files = lite / "files"
+    for folder in (work / "npm", wheels, files):
+        folder.mkdir(parents=True)
+
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(HERE / name, work / "npm")
+    run("npm", "ci", "--prefix", work / "npm", "--no-audit", "--no-fund", "--loglevel=error")
+    npm = work / "npm" / "node_modules" / "pyodide"
+    for name in RUNTIME:
+        shutil.copy(npm / name, wheels)
+    shutil.copy(work / "npm" / "node_modules" / "@viz-js" / "viz" / "dist" / "viz.js", wheels)
+
+    download_wheels(wheels)
+    for wheel in wheels.glob("*.whl"):
+        if str(canonicalize_name(wheel.name.split("-")[0])) in DROP:
+            wheel.unlink()
+    pure_pyyaml(wheels, work)
+    kernel_wheels(wheels)
+    pip("wheel", "--no-deps", "-w", wheels, ROOT)
+    lock = write_lock(npm / "pyodide-lock.json", wheels, {"intermission": NOTEBOOK_EXTRA})
+    print(f"pyodide-lock.json: {len(lock['packages'])} wheels")  # type: ignore[arg-type]
+
+    tutorials(files)
+    shutil.copy(HERE / "jupyter-lite.json", lite)
+    run(Path(sys.executable).parent / "jupyter", "lite", "build", "--no-sourcemaps",
+        "--lite-dir", lite, "--output-dir", out / "site", cwd=lite)  # fmt: skip
+    config = json.loads((out / "site" / "jupyter-lite.json").read_text())
+    local = "static/pyodide/pyodide.mjs" in json.dumps(config)
+    assert local, "the site would load Pyodide from a CDN"
+    print(f"site: {out / 'site'}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build" / "lite"))

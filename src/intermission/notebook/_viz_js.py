@@ -1,0 +1,57 @@
+"""DOT to SVG in the browser: Graphviz compiled to WebAssembly (npm's ``@viz-js/viz``),
+reached through Pyodide's JS bridge, where no ``dot`` program can run.
+
+The JupyterLite site (`make lite`) serves ``viz.js`` beside Pyodide itself. Loading it
+awaits a JS promise, so the first picture needs a place that may block (a cell, or the
+task a click runs in); elsewhere, or on a site without ``viz.js``, ``svg`` is None and the
+caller shows the graph's source instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._concurrency import BACKEND, IN_BROWSER, run_sync
+
+__all__ = ["svg"]
+
+_viz: Any = None
+_missing = False
+
+
+def _url() -> str:
+    import pyodide_js  # type: ignore[import-not-found]  # Pyodide's own JS object
+
+    return str(pyodide_js._api.config.indexURL) + "viz.js"
+
+
+async def _load(url: str) -> Any:
+    from pyodide.code import run_js  # type: ignore[import-not-found]
+
+    module = await run_js(f"import({json.dumps(url)})")
+    return await module.instance()
+
+
+def svg(dot: str) -> str | None:
+    """``dot`` drawn as SVG by viz.js; None outside a browser or where it cannot load."""
+    global _viz, _missing
+    if not IN_BROWSER or _missing:
+        return None
+    if _viz is None:
+        if not getattr(BACKEND, "can_block", lambda: False)():
+            return None  # a button handler: the next redraw, in the click's task, loads it
+        try:
+            _viz = run_sync(_load(_url()))
+        except Exception:  # not served here (intermission installed into another site)
+            _missing = True
+            return None
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from js import Object  # type: ignore[import-not-found]
+
+    try:
+        options = to_js({"format": "svg"}, dict_converter=Object.fromEntries)
+        return str(_viz.renderString(dot, options))
+    except Exception:  # a DOT viz.js refuses: show the source, as without dot
+        return None

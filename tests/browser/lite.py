@@ -1,0 +1,135 @@
+"""Driving the JupyterLite site (`make lite`) with Playwright and Debian's Chromium (issue 23).
+
+A ``Site`` serves the built folder with ``python -m http.server`` on 127.0.0.1, as a person
+hosting it would. ``offline_context`` is a browser context in which every host but
+127.0.0.1 is refused, twice over: Chromium resolves no other name, and every request to any
+other host is aborted and recorded, so a test can fail on it. A ``LiteNotebook`` is one
+tutorial open in the site: the same Lab UI as ``lab.Notebook``, with the Pyodide kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.browser.lab import ARGS, ROOT, Notebook, _free_port
+
+SITE = Path(os.environ.get("INTERMISSION_LITE_SITE", ROOT / "build" / "lite" / "site"))
+LOCAL_ARGS = [*ARGS, "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
+
+KERNEL_IDLE = """() => {
+  const app = window.jupyterapp;
+  const w = app && app.shell.currentWidget;
+  const kernel = w && w.sessionContext && w.sessionContext.session
+    && w.sessionContext.session.kernel;
+  return !!kernel && kernel.status === 'idle'
+    && w.sessionContext.kernelDisplayName.includes('Pyodide');
+}"""
+
+EXECUTE = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const out = [];
+  const future = kernel.requestExecute({code, store_history: false});
+  future.onIOPub = (msg) => {
+    const c = msg.content;
+    if (c.text) out.push(c.text);
+    if (c.ename) out.push(c.ename + ': ' + c.evalue);
+  };
+  const reply = await future.done;
+  return {status: reply.content.status, out: out.join('')};
+}"""
+
+
+class Site:
+    """The built site served on a free port of 127.0.0.1."""
+
+    def __init__(self, folder: Path, log: Path) -> None:
+        self.folder = folder
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1",
+             "--directory", str(folder)],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base}/jupyter-lite.json", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"the site's server did not start; see {log}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(10)
+        self.log.close()
+
+
+def offline_context(browser: Any, refused: list[str]) -> Any:
+    """A fresh context (cold cache) where any request off 127.0.0.1 is aborted and added to
+    ``refused``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+
+    def guard(route: Any) -> None:
+        host = urllib.parse.urlsplit(route.request.url).hostname
+        if route.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort("blockedbyclient")
+
+    context.route("**/*", guard)
+
+    def seen(request: Any) -> None:  # also what the route does not see (a worker's fetch)
+        host = urllib.parse.urlsplit(request.url).hostname
+        if host not in (None, "127.0.0.1") and request.url not in refused:
+            refused.append(request.url)
+
+    context.on("request", seen)
+    return context
+
+
+class LiteNotebook(Notebook):
+    """One tutorial open in the site, its Pyodide kernel idle."""
+
+    def __init__(self, page: Any, site: Site, name: str, *, autopilot: bool = False) -> None:
+        self.page = page
+        self.name = name
+        started = time.monotonic()
+        page.goto(f"{site.base}/lab/index.html?path={name}", timeout=120_000)
+        self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        self.panel.wait_for(timeout=120_000)
+        self.lab_up_s = time.monotonic() - started
+        """Page opened → the notebook shown (JupyterLab is up)."""
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000, polling=50)
+        self.kernel_idle_s = time.monotonic() - started
+        """Page opened → the Pyodide kernel idle."""
+        if autopilot:  # before `import intermission`: the code twins decide, as under nbval
+            self.execute("import os; os.environ['INTERMISSION_AUTOPILOT'] = '1'")
+        self.wait_idle(timeout=180_000)
+
+    def checks_output(self) -> str:
+        """What the tutorial's own checks print: its "what this page taught" cell, or else
+        its last code cell."""
+        cell = self.cell("what this page taught")
+        if cell.count() == 0:
+            cell = self.panel.locator(".jp-CodeCell").last
+        return str(cell.locator(".jp-OutputArea").text_content() or "").strip()
+
+    def execute(self, code: str) -> str:
+        """Run ``code`` in the kernel, outside the notebook; its printed text."""
+        reply = self.page.evaluate(EXECUTE, code)
+        assert reply["status"] == "ok", reply["out"]
+        return str(reply["out"])
