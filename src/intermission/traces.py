@@ -35,6 +35,8 @@ class BatchCall(Model):
     duration_ms: float | None = None
     done: bool = False
     """The call ended and its ToolCallEnd event was recorded."""
+    approved: bool = False
+    """A person approved this call: it runs once, through the ledger (R32, R48)."""
 
     @property
     def observation(self) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _check
 from .._json import canonical_dumps
 from ..core.history import take_checkpoint
+from ..decisions import fingerprint
 from ..errors import (
     NothingToResumeError,
     SessionStateError,
@@ -307,9 +308,10 @@ class ReActAgent(AgentBase):
             return
         assert trace.batch is not None
         exchanges = [
-            ToolExchange(c.call_uuid, c.tool_name, dict(c.args), c.result, c.note, c.error)
+            ToolExchange(c.call_uuid, c.tool_name, dict(c.args), c.result, c.note, c.error,
+                         meta={"approved": True} if c.approved else {})
             for c in trace.batch
-        ]
+        ]  # fmt: skip
         for call, ex in zip(trace.batch, exchanges, strict=True):
             if call.done:
                 continue  # ended before a stop: its result is kept, it does not run again
@@ -353,7 +355,8 @@ class ReActAgent(AgentBase):
             return False
         trace.batch = [
             BatchCall(call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=dict(ex.args),
-                      result=ex.result, note=ex.note, error=ex.error)
+                      result=ex.result, note=ex.note, error=ex.error,
+                      approved=bool(ex.meta.get("approved")))
             for ex in exchanges
         ]  # fmt: skip
         trace.route = "action"
@@ -416,6 +419,20 @@ class ReActAgent(AgentBase):
         if t is None:
             return f"Tool [{ex.tool_name}] not found.", "not_found"
         try:
+            once = getattr(session, "once_async", None)
+            if ex.meta.get("approved") and once is not None and not getattr(t, "ledgered", False):
+                # an approved call runs once (R32, R48): through the ledger under our effect
+                # id and the arguments that run, so a crash after the tool did its work and
+                # before the save never runs it again (it is of unknown outcome instead);
+                # MCP tools ledger their own calls
+                key = f"tool/{ex.tool_name}/{effect_id}/{fingerprint(ex.args)}"
+
+                async def run() -> str:
+                    return observation_text(
+                        await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
+                    )
+
+                return str(await once(key, run)), None
             outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
             return observation_text(outcome), None
         except ToolArgumentError as exc:

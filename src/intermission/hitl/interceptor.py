@@ -194,6 +194,7 @@ class HITLInterceptor(ReActInterceptor):
             )
             if record.verdict == "approve":
                 ex.note = record.comment
+                ex.meta["approved"] = True  # a person's approval: run once (see _invoke)
                 if record.always_allow and self._on_approved is not None:
                     self._on_approved(task.tool_name, dict(ex.args))
             elif record.verdict == "skip":
