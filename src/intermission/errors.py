@@ -358,11 +358,7 @@ class ConflictError(StoreError):
         self.expected = expected
         self.actual = actual
         self.replaced = replaced
-        what = (
-            "was deleted and saved anew (another generation)"
-            if replaced
-            else "changed"
-        )
+        what = "was deleted and saved anew (another generation)" if replaced else "changed"
         super().__init__(
             f"session {session_id!r} {what} since it was loaded (version {expected}, "
             f"store has {actual}): load it again and redo the change"
