@@ -13,7 +13,14 @@ from .errors import NotSerializableError, UsageError
 from .limits import MAX_DEPTH as _MAX_DEPTH
 from .limits import MAX_TEXT_BYTES as _MAX_TEXT
 
-__all__ = ["canonical_dumps", "check_json", "check_text", "escape_surrogates", "loads"]
+__all__ = [
+    "canonical_dumps",
+    "check_json",
+    "check_key",
+    "check_text",
+    "escape_surrogates",
+    "loads",
+]
 
 _SCALARS = (str, int, float, bool, type(None))
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -69,12 +76,17 @@ def check_json(key: str, value: Any, depth: int = 0) -> None:
         for k, item in value.items():
             if not isinstance(k, str):
                 raise NotSerializableError(f"{key}.{shown(k)}", k)
-            if not k.isascii() and _SURROGATE.search(k):
-                # kept faithfully in values, but not as keys (pydantic cannot write them)
-                raise NotSerializableError(f"{key}.{shown(k)}", k, "a key with a lone surrogate")
+            check_key(key, k)
             check_json(f"{key}.{k}", item, depth + 1)
         return
     raise NotSerializableError(key, value)
+
+
+def check_key(where: str, key: str) -> None:
+    """Refuse a key no snapshot keeps: one with a lone surrogate (kept faithfully in
+    values, but not as keys: pydantic cannot write them), as NotSerializableError."""
+    if not key.isascii() and _SURROGATE.search(key):
+        raise NotSerializableError(f"{where}.{shown(key)}", key, "a key with a lone surrogate")
 
 
 def loads(text: Any, what: str, *, limit: int = _MAX_TEXT) -> Any:

@@ -347,14 +347,20 @@ class SessionNotFoundError(StoreError, KeyError):
 
 
 class ConflictError(StoreError):
-    """A save was based on a stale version (compare-and-set failed, R29)."""
+    """A save was based on a stale version (compare-and-set failed, R29). ``replaced``:
+    the stored session is another generation under the same id (the one this copy was
+    loaded from was deleted and a new one saved), whatever the version numbers say."""
 
-    def __init__(self, session_id: str, expected: int, actual: int | None) -> None:
+    def __init__(
+        self, session_id: str, expected: int, actual: int | None, *, replaced: bool = False
+    ) -> None:
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
+        self.replaced = replaced
+        what = "was deleted and saved anew (another generation)" if replaced else "changed"
         super().__init__(
-            f"session {session_id!r} changed since it was loaded (version {expected}, "
+            f"session {session_id!r} {what} since it was loaded (version {expected}, "
             f"store has {actual}): load it again and redo the change"
         )
 

@@ -8,6 +8,7 @@ R39 its save wrote ``failed`` over ``completed`` and the next resume paid again.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import fresh_pg, pg_dsn
+from tests._helpers import fresh_pg, need_module, pg_dsn
 from tests.faults._helpers import (
     EFFECT_KEY,
     approved_effect_session,
@@ -177,3 +178,60 @@ def _recover(store: Any, sid: str, effect_file: Path) -> str:
             verdict = "unknown → forgotten"
         assert resume_effect_in_process(store, sid, effect_file) == "ran"
         return verdict
+
+
+OPS_SERVER = Path(__file__).resolve().parents[1] / "mcp_ops_server.py"
+
+
+def test_a_copy_of_a_deleted_session_never_reruns_its_approved_mcp_call(
+    make_store: Any, tmp_path: Path
+) -> None:
+    """A view holds session R while its approved ``delete_user`` is pending; R runs it, is
+    deleted (its family's ledger goes) and a new session is saved as R, at version 1 again.
+    The view's copy, saved late, is refused: the old R does not come back to send
+    ``delete_user`` a second time (adversary repro 05)."""
+    need_module("mcp", "the mcp extra (pip install intermission[mcp])")
+    from intermission import (
+        HITL,
+        HITLDecision,
+        HITLInterceptor,
+        InMemoryAgentSession,
+        ReActAgent,
+        ScriptedModel,
+        ToolCall,
+        mcp_tools,
+    )
+
+    store, counts = make_store(), tmp_path / "counts.jsonl"
+
+    def script(messages: list[Any], _info: Any) -> Any:
+        last = max(i for i, m in enumerate(messages) if m.role == "user")
+        done = any(m.role == "tool" for m in messages[last:])
+        return "Done." if done else [ToolCall("delete_user", {"user_id": 7})]
+
+    env = {"MCP_COUNT_FILE": str(counts)}
+    with mcp_tools(command=[sys.executable, str(OPS_SERVER)], env=env) as tools:
+        agent = (
+            ReActAgent.of(ScriptedModel(script)).name("ops").tools(*tools)
+            .interceptor(HITLInterceptor().on_destructive()).build()
+        )  # fmt: skip
+        s = InMemoryAgentSession.of("R")
+        agent.prompt("delete user 7").session(s).call()
+        (task,) = HITL.pending_tasks(s)
+        HITL.submit(s, task, HITLDecision.approve().reviewer("alice"), agent=agent)
+        store.save(s)
+        stale = store.load("R")
+        with store.resume("R") as running:
+            agent.prompt().session(running).call()
+        store.delete("R")
+        new = InMemoryAgentSession.of("R")
+        new.context.put("owner", "bob")
+        store.save(new)
+        with pytest.raises(ConflictError) as info:
+            store.save(stale)
+        assert info.value.replaced
+        assert store.load("R").context.get("owner") == "bob"
+        with pytest.raises(NothingToResumeError), store.resume("R") as again:
+            agent.prompt().session(again).call()
+    calls = [json.loads(line)["tool"] for line in counts.read_text().splitlines()]
+    assert calls.count("delete_user") == 1

@@ -45,6 +45,7 @@ from intermission import (
 from intermission.core.events_log import EventLog
 from intermission.examples import build_change_graph, build_ops_agent
 from intermission.hitl import approval_deadline, expire_approval
+from intermission.limits import MAX_DEPTH
 from intermission.stores import MemoryStore, SQLiteStore, decide_and_resume
 
 EXAMPLES = 1000 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 150
@@ -85,6 +86,7 @@ HOSTILE = st.one_of(
     st.text(st.characters(codec=None, exclude_categories=()), max_size=30),
     st.binary(max_size=16),
     st.integers(min_value=90, max_value=250).map(_nest),
+    st.integers(min_value=MAX_DEPTH - 1, max_value=MAX_DEPTH + 1).map(_nest),  # the limit
     st.lists(st.sampled_from(ODD), max_size=3),
     st.dictionaries(st.sampled_from(ODD).filter(lambda k: isinstance(k, (str, int))),
                     st.sampled_from(ODD), max_size=3),
@@ -177,8 +179,8 @@ def _session_case(make: Make, call: SessionCall) -> Callable[[Any], None]:
         before = s.to_json()
         if _typed(lambda: call(s, value)):
             assert s.to_json() == before, "a refused call changed the session"
-        else:
-            s.to_json()  # an accepted value must still be savable
+        else:  # an accepted value must still be savable, and what is saved loads (R50)
+            InMemoryAgentSession.restore(s.to_json())
 
     return check
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .._json import check_json
+from .._json import check_json, check_key
 from .state import FlowTrace
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ def _check_entry(key: Any, value: Any) -> None:
         from ..errors import UsageError
 
         raise UsageError(f"context keys are strings, not {type(key).__name__}")
+    check_key("context", key)  # the loader refuses such a key: so is it here (R50)
     if type(value) not in _PLAIN:  # the common scalars need no walk
         check_json(key, value)
 

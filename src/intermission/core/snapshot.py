@@ -485,7 +485,11 @@ def check_snapshot(snap: SessionSnapshot) -> None:
     meets it (the engine), since a snapshot does not carry its graph."""
     try:
         check_session_id(snap.session_id)
-        check_json("context", snap.context)
+        # each value from its own root, as ``context.put`` and the save count its depth
+        # (counted from the context, a value put at the limit would not load again, R50)
+        check_json("context", dict.fromkeys(snap.context))
+        for key, value in snap.context.items():
+            check_json(f"context.{key}", value)
         for key, entry in snap.ledger.items():
             check_effect_key(key)
             check_json(f"ledger.{key}.result", entry.result)

@@ -411,7 +411,9 @@ class SessionStore(Protocol):
     """Where sessions wait while nobody works on them.
 
     - ``save(session)``: insert, or update when the stored version is the one the session was
-      loaded at (compare-and-set); otherwise :class:`~intermission.ConflictError`. Refused
+      loaded at and the stored session is of its generation (ledger family: not one saved
+      anew under the id after a delete); otherwise :class:`~intermission.ConflictError`
+      (``replaced`` for another generation). ``put_snapshot`` likewise. Refused
       with :class:`~intermission.SessionBusyError` while someone else holds a claim.
     - ``load(session_id)``: the session, or :class:`~intermission.SessionNotFoundError`.
     - ``delete(session_id)``: remove the session and its ledger.

@@ -128,6 +128,11 @@ class MemoryStore(StoreMethods):
             else:
                 if entry is None:
                     raise ConflictError(sid, expected, None)
+                if entry.family is not None and entry.family != session.ledger_id:
+                    # a copy of a deleted session, saved over the new one under its id
+                    # (same version number, another generation): never brought back. A
+                    # row of no family (from before families) takes the save as ever.
+                    raise ConflictError(sid, expected, entry.version, replaced=True)
                 if entry.version != expected:
                     raise ConflictError(sid, expected, entry.version)
                 fenced = entry.claimed_by == session.claim_token if release else None
@@ -257,7 +262,8 @@ class MemoryStore(StoreMethods):
 
     # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
-        """Validate and store a snapshot (see :meth:`SQLStore.put_snapshot`)."""
+        """Validate and store a snapshot (see :meth:`SQLStore.put_snapshot`: never over
+        another generation of the session)."""
         _check.count("version", version, 0, 2**62)
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
         session.store_version = version

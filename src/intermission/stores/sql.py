@@ -278,14 +278,20 @@ class SQLStore(StoreMethods, Pool):
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
             "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql} "
-            f"WHERE id = ? AND version = ? AND {fence}",
-            (*values, session.family, *inline_values, sid, expected, *fence_values),
-        )
+            # the generation too: a copy of a deleted session must not overwrite the new
+            # one saved under its id, at the same version number (a NULL family: a row
+            # from before the column, whose generation is unknown, takes the save as ever)
+            f"WHERE id = ? AND version = ? AND (family IS NULL OR family = ?) AND {fence}",
+            (*values, session.family, *inline_values, sid, expected, session.ledger_id,
+             *fence_values),
+        )  # fmt: skip
         if cur.rowcount == 1:
             return
-        found = run("SELECT version FROM im_sessions WHERE id = ?", (sid,)).fetchone()
+        found = run("SELECT version, family FROM im_sessions WHERE id = ?", (sid,)).fetchone()
         if found is None:
             raise ConflictError(sid, expected, None)
+        if found[1] is not None and found[1] != session.ledger_id:
+            raise ConflictError(sid, expected, found[0], replaced=True)
         if found[0] == expected:
             raise SessionBusyError(sid)
         raise ConflictError(sid, expected, found[0])
@@ -520,7 +526,13 @@ class SQLStore(StoreMethods, Pool):
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
         """Validate a snapshot (JSON text, dict or model) and store it: ``version`` 0 inserts,
         otherwise compare-and-set. Invalid data raises a typed error and changes nothing.
-        Its ledger entries are written only where they move the stored ledger forward."""
+        Its ledger entries are written only where they move the stored ledger forward.
+
+        Compare-and-set includes the generation (the snapshot's ledger family): a snapshot
+        of another generation of the id (one deleted since, or from elsewhere) never
+        replaces the stored session, as its ledger is not the stored one's
+        (``ConflictError``, ``replaced``). To put it back, ``delete`` the id first and put
+        it with ``version=0``."""
         _check.count("version", version, 0, 2**62)
         session = InMemoryAgentSession.restore(parse_snapshot(snapshot))
         session.store_version = version

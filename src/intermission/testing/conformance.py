@@ -12,6 +12,7 @@ fresh, empty stores (``make_store(clock=None, lease_ms=...)``)::
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from ..decisions import HITLDecision
 from ..errors import (
     ConflictError,
     EffectOutcomeUnknownError,
+    LeaseLostError,
     NothingToResumeError,
     SessionBusyError,
     SessionNotFoundError,
@@ -31,9 +33,11 @@ from ..examples import build_change_graph, build_ops_agent
 from ..hitl import HITL
 
 __all__ = [
+    "test_store_a_copy_of_a_deleted_session_never_replaces_the_new_one",
     "test_store_a_stale_copy_never_rolls_the_ledger_back",
     "test_store_claim_lease_expires",
     "test_store_forget_and_resolve_effect",
+    "test_store_generations_keep_old_sessions_and_forks_as_they_were",
     "test_store_resume_refuses_a_session_with_nothing_to_resume",
     "test_store_compare_and_set",
     "test_store_ledger_is_durable_before_the_effect_runs",
@@ -280,3 +284,88 @@ def test_store_resume_refuses_a_session_with_nothing_to_resume(make_store: Any) 
     with pytest.raises(NothingToResumeError, match="is new"):
         with store.resume("never-ran"):
             raise AssertionError("must not run")
+
+
+def test_store_a_copy_of_a_deleted_session_never_replaces_the_new_one(
+    make_store: Any,
+) -> None:  # R29, R48
+    store = make_store()
+    runs: list[str] = []
+
+    def effect(change_id: str) -> str:
+        runs.append(change_id)
+        return "applied"
+
+    store.save(paused_change("gen"))
+    stale = store.load("gen")  # version 1: a view still holding the old session
+    with store.resume("gen") as s:
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph(effect).prompt().session(s).call()
+    assert runs == ["change-001"]
+    store.delete("gen")  # its ledger goes with it
+    new = InMemoryAgentSession.of("gen")
+    new.context.put("owner", "bob")
+    assert store.save(new) == 1  # version 1 again, another generation
+    before = store.raw_row("gen")
+    stale.context.put("approval.decision", "APPROVE")
+    with pytest.raises(ConflictError) as info:
+        store.save(stale)  # same id, same version number: still stale
+    assert info.value.replaced and info.value.expected == 1 and info.value.actual == 1
+    assert "deleted" in str(info.value) and stale.store_version == 1
+    with pytest.raises(ConflictError) as info:  # nor as an explicit restore over it
+        store.put_snapshot(stale.to_json(), version=1)
+    assert info.value.replaced
+    assert store.raw_row("gen") == before
+    assert store.load("gen").context.get("owner") == "bob"
+    with pytest.raises(NothingToResumeError):  # the new session: nothing approved to run
+        with store.resume("gen"):
+            raise AssertionError("must not run")
+    # a resume of the old generation whose session is replaced meanwhile saves nothing
+    store.save(paused_change("gen2"))
+    with pytest.raises(LeaseLostError):
+        with store.resume("gen2") as s:
+            s.context.put("approval.decision", "APPROVE")
+            store.delete("gen2")
+            store.save(InMemoryAgentSession.of("gen2"))
+            build_change_graph(effect).prompt().session(s).call()
+    assert store.load("gen2").status == "new" and store.load("gen2").store_version == 1
+    # put back deliberately: delete first, then insert (version 0)
+    store.delete("gen")
+    assert store.put_snapshot(stale.to_json()) == 1
+    assert store.load("gen").family == stale.family
+
+
+def test_store_generations_keep_old_sessions_and_forks_as_they_were(
+    make_store: Any,
+) -> None:  # R29, R48
+    store = make_store()
+    data = json.loads(paused_change("old").to_json())
+    data.pop("family")  # a snapshot from before families were minted
+    store.put_snapshot(data)
+    a, b = store.load("old"), store.load("old")
+    assert a.family is None and a.ledger_id == "old"
+    a.context.put("note", "a")
+    assert store.save(a) == 2
+    b.context.put("note", "b")
+    with pytest.raises(ConflictError) as info:
+        store.save(b)  # stale by version, as ever
+    assert not info.value.replaced and info.value.actual == 2
+    # a shared fork has a row of its own in the family; each saves on its own version
+    fork = store.fork("old", "old-fork")
+    assert fork.ledger_id == "old"
+    fork.context.put("note", "fork")
+    assert store.save(fork) == 2
+    a.context.put("note", "a2")
+    assert store.save(a) == 3
+    # the old session deleted and a new one saved under its id: its copy is refused
+    store.delete("old")
+    new = InMemoryAgentSession.of("old")
+    for n in range(3):  # up to version 3, the number the old session's copy holds
+        new.context.put("n", n)
+        store.save(new)
+    assert new.store_version == a.store_version == 3
+    a.context.put("note", "a3")
+    with pytest.raises(ConflictError) as info:
+        store.save(a)
+    assert info.value.replaced and store.load("old").context.get("note") is None
+    assert store.load("old-fork").context.get("note") == "fork"
