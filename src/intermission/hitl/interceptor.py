@@ -14,6 +14,7 @@ from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
 from ..traces import ReActTrace
+from .graph import DEADLINE_REVIEWER
 
 __all__ = ["HITLInterceptor", "Policy"]
 
@@ -120,15 +121,21 @@ class HITLInterceptor(ReActInterceptor):
         found = self._approvers.get(key)
         return found if callable(found) else None
 
+    def _key(self, trace: ReActTrace, tool_name: str) -> str | None:
+        """The policy key that asks about ``tool_name``, or None (it runs unasked)."""
+        if tool_name in self._policies:
+            return tool_name
+        if _DESTRUCTIVE in self._policies and _destructive(trace, tool_name):
+            return _DESTRUCTIVE
+        return None
+
     def _targets(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> list[HITLTask]:
         tasks = []
         now = _now(trace)
         for ex in exchanges:
-            key = ex.tool_name
-            if key not in self._policies:
-                if _DESTRUCTIVE not in self._policies or not _destructive(trace, key):
-                    continue
-                key = _DESTRUCTIVE
+            key = self._key(trace, ex.tool_name)
+            if key is None:
+                continue
             policy, deadline = self._policies[key]
             fallback = DESTRUCTIVE_REASON if key == _DESTRUCTIVE else DEFAULT_REASON
             reason = policy(trace, dict(ex.args)) if policy else fallback
@@ -145,6 +152,7 @@ class HITLInterceptor(ReActInterceptor):
                     created_ms=now,
                     deadline_ms=now + deadline if deadline is not None else None,
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
+                    approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
                 )
             )
@@ -172,6 +180,11 @@ class HITLInterceptor(ReActInterceptor):
             record = state.decisions.get(task.call_uuid)
             if record is not None and record.fingerprint != fingerprint(task.args):
                 del state.decisions[task.call_uuid]  # approval void: args changed (R23a)
+                record = None
+            if record is not None and not self._may_decide(trace, task, record):
+                # defense in depth (R23c): a decision recorded without the agent's policy
+                # at hand (an old snapshot, a hand-edited row) is void, never applied
+                del state.decisions[task.call_uuid]
                 record = None
             if record is None:
                 undecided.append(task)
@@ -208,6 +221,19 @@ class HITLInterceptor(ReActInterceptor):
         state.decisions.clear()
         state.agent = None
 
+    def _may_decide(self, trace: ReActTrace, task: HITLTask, record: DecisionRecord) -> bool:
+        """True when ``record``'s reviewer may decide ``task`` by this running instance's
+        approvers (a rejection the deadline recorded always stands)."""
+        if record.reviewer == DEADLINE_REVIEWER:
+            return True
+        key = self._key(trace, task.tool_name)
+        allowed = self._approvers.get(key) if key is not None else None
+        if allowed is None:
+            return True
+        if callable(allowed):
+            return bool(allowed(record.reviewer, task))
+        return record.reviewer in allowed
+
     def _expire(self, trace: ReActTrace, targets: list[HITLTask]) -> None:
         state = trace.session.hitl
         now = _now(trace)
@@ -229,7 +255,7 @@ class HITLInterceptor(ReActInterceptor):
                     tool_name=task.tool_name,
                     verdict="reject",
                     comment="Rejected: the approval deadline passed.",
-                    reviewer="system:deadline",
+                    reviewer=DEADLINE_REVIEWER,
                     time_ms=now,
                     fingerprint=task.fingerprint,
                 )
