@@ -2,12 +2,16 @@
 DeadlinePassedError and changes nothing; the expired task stays visible until the next
 resume rejects it (reviewer ``system:deadline``).
 
-The clock: deadlines are epoch milliseconds. A tool task's deadline is stamped by the run
-that proposed the call (the agent's ``.clock(...)``, else the session's); a graph
-approval's is whatever its node wrote to ``approval.deadline``. A decision is judged by
-``session.clock`` — the wall clock (:class:`~intermission.SystemClock`) unless the session
-was made with another; a session loaded from a store always has the wall clock. Tests
-inject a :class:`~intermission.FakeClock` into the session, or pass ``now_ms``.
+The clock: deadlines are epoch milliseconds of ONE clock, ``session.clock``. It stamps a
+tool task's deadline when the call is proposed, judges a decision (HITL.submit,
+decide_graph) and expires the task at resume — so a task refused as late is always
+rejected by the next resume. The agent's ``.clock(...)`` stamps events only. A graph
+approval's deadline is whatever its node wrote to ``approval.deadline`` (the change graph
+uses ``session.clock`` too). ``session.clock`` is the wall clock
+(:class:`~intermission.SystemClock`) unless the session was made with another; a session
+loaded from a store always has the wall clock, the right one for a decision made in
+another process. Tests inject a :class:`~intermission.FakeClock` into the session, or
+pass ``now_ms``.
 """
 
 from __future__ import annotations

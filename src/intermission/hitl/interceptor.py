@@ -35,8 +35,9 @@ class HITLInterceptor(ReActInterceptor):
     """Ask a human before some tools run.
 
     A deadline (``on_tool(..., deadline_ms=...)``) counts from when the call is proposed,
-    in epoch milliseconds of the run's clock (the agent's ``.clock(...)``, else the
-    session's). ``on_expire="reject"`` (the default): a decision after the deadline is
+    in epoch milliseconds of the session's clock — the clock that judges decisions and
+    expires the task at resume (the agent's ``.clock(...)`` only stamps events).
+    ``on_expire="reject"`` (the default): a decision after the deadline is
     refused with DeadlinePassedError, and the next resume rejects the call as
     ``system:deadline``. ``on_expire="wait"``: the deadline only marks the task expired
     (an event, ``HITL.expired_tasks``); it stays decidable.
@@ -290,5 +291,8 @@ def _destructive(trace: ReActTrace, tool_name: str) -> bool:
 
 
 def _now(trace: ReActTrace) -> float:
-    scope = trace._scope
-    return float(scope.clock.now_ms()) if scope is not None else 0.0
+    """Deadline time: the session's clock, never the agent's ``.clock(...)`` (that one
+    stamps events). One clock stamps a deadline, judges a decision (HITL.submit) and
+    expires the task at resume, so a task refused as late is always rejected by the next
+    resume, whatever clock the agent carries."""
+    return float(trace.session.clock.now_ms())
