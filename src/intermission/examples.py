@@ -58,10 +58,10 @@ def build_ops_agent(user_id: int = 1001) -> ReActAgent:
 
 def change_approval_task(ctx: FlowContext, node: Node) -> None:
     """The seed's approval node: check the decision; if none, record the request and pend.
-    A deadline (``approval.deadline``, epoch ms) that passed undecided is a rejection by
-    ``system:deadline``."""
+    A deadline (``approval.deadline``, epoch ms) that passed with no decision recorded
+    before it (a late ``approval.decision`` included) is a rejection by ``system:deadline``."""
     assert ctx.session is not None
-    if ctx.get("approval.decision") is None and not expire_approval(ctx.session):
+    if not expire_approval(ctx.session) and ctx.get("approval.decision") is None:
         ctx.put("approval.request", ctx.get("change.proposal"))
         ctx.session.pending(True, "Change plan awaits human review")
 

@@ -331,3 +331,81 @@ def test_a_task_refused_as_late_is_rejected_by_the_next_resume(
         assert response.content == "Rejected: the approval deadline passed."
     else:
         assert response.content == "Done: user 1001 deleted."
+
+
+# -- a graph decision counts only if recorded before the deadline (repro 04) -------------
+def test_a_late_decision_written_into_the_context_is_rejected_at_resume(
+    make_store: Any, tmp_path: Path
+) -> None:
+    """``approval.decision`` is the documented key; written by hand years after the
+    deadline (no ``approval.time``, or a forged late one) it is not a decision in time:
+    decide_graph and check_deadline still refuse, and the resume rejects as
+    system:deadline. Before, the resume ran the change."""
+    effects = tmp_path / "effects"
+    store = make_store()
+    for sid, time in (("untimed", None), ("forged", PAST + 200)):
+        _late_graph_session(store, sid, effects)
+        s = store.load(sid)
+        s.context.put("approval.decision", "APPROVE")
+        s.context.put("approval.operator", "mallory")
+        s.context.put("approval.comment", "late but keen")
+        if time is not None:
+            s.context.put("approval.time", time)
+        before = s.to_json()
+        for late in (lambda: decide_graph(s, "APPROVE", reviewer="alice"),  # noqa: B023
+                     lambda: check_deadline(s)):  # noqa: B023  # fmt: skip
+            with pytest.raises(DeadlinePassedError):
+                late()
+        assert s.to_json() == before
+        store.save(s)
+        with store.resume(sid) as s:
+            response = build_change_graph(append_effect(str(effects))).prompt().session(s).call()
+        assert response.content == "Change rejected: Rejected: the approval deadline passed."
+        after = store.load(sid)
+        assert after.context.get("approval.decision") == "REJECT"
+        assert after.context.get("approval.operator") == "system:deadline"
+        assert after.context.get("approval.comment") is None and after.status == "done"
+    assert lines(effects) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    how=st.sampled_from(["decide_graph", "put", "put-timed"]),
+    written=st.integers(0, 400),
+    resumed=st.integers(0, 400),
+)
+def test_a_graph_decision_applies_iff_recorded_before_the_deadline_or_resumed_in_time(
+    how: str, written: int, resumed: int
+) -> None:
+    """For any time of writing and of resuming (200 ms deadline): the decision is applied
+    when it was recorded (``approval.time``) before the deadline, or the resume itself
+    comes before it; otherwise the resume rejects it as system:deadline."""
+    clock = FakeClock(start_ms=PAST, step_ms=0)
+    s = InMemoryAgentSession("g", clock=clock)
+    ran: list[str] = []
+    graph = build_change_graph(lambda change_id: ran.append(change_id) or "ok", deadline_ms=200)
+    graph.prompt("upgrade").session(s).call()
+    deadline = PAST + 200
+    clock.advance(written)
+    now = clock.now_ms()
+    recorded: float | None = None
+    if how == "decide_graph":
+        if now >= deadline:
+            with pytest.raises(DeadlinePassedError):
+                decide_graph(s, "APPROVE", reviewer="alice")
+        else:
+            decide_graph(s, "APPROVE", reviewer="alice")
+            recorded = now
+    else:
+        s.context.put("approval.decision", "APPROVE")
+        if how == "put-timed":
+            s.context.put("approval.time", now)
+            recorded = now
+    clock.advance(max(0, resumed - written))
+    in_time = (recorded is not None and recorded < deadline) or clock.now_ms() < deadline
+    response = graph.prompt().session(s).call()
+    decided = how != "decide_graph" or recorded is not None
+    if decided and in_time:
+        assert ran == ["change-001"] and response.content.startswith("Change executed")
+    else:
+        assert ran == [] and s.context.get("approval.operator") == "system:deadline"

@@ -20,7 +20,7 @@ from .. import _check
 from ..core.session import AgentSession
 from ..decisions import HITLState, HITLTask
 from ..errors import DeadlinePassedError, UsageError
-from .graph import ApprovalKeys, approval_deadline, checked_keys
+from .graph import ApprovalKeys, approval_deadline, checked_keys, decided_in_time
 
 __all__ = ["check_deadline", "check_task_deadline", "now_of"]
 
@@ -63,7 +63,8 @@ def check_deadline(
             continue
         if task.call_uuid not in state.decisions:
             check_task_deadline(session, task, now)
-    if call_uuid is None and not state.tasks and session.context.get(keys.decision) is None:
+    if call_uuid is None and not state.tasks:
         deadline = approval_deadline(session, keys)
-        if deadline is not None and now >= deadline:
+        late = deadline is not None and now >= deadline
+        if late and deadline is not None and not decided_in_time(session, deadline, keys):
             raise DeadlinePassedError(session.session_id, deadline, now, approval=keys.decision)
