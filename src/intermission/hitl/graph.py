@@ -20,6 +20,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalDecidedEvent
+from ..traces import TeamTrace
 
 __all__ = [
     "DEADLINE_REVIEWER",
@@ -29,6 +30,7 @@ __all__ = [
     "decide_graph",
     "decided_in_time",
     "expire_approval",
+    "open_approval",
 ]
 
 DEADLINE_REVIEWER = "system:deadline"
@@ -47,6 +49,9 @@ class ApprovalKeys:
     request: str = "approval.request"
     deadline: str = "approval.deadline"
     """Epoch ms after which a decision is refused (written by the approval node, optional)."""
+    asked_in: str = "approval.asked_in"
+    """The request (its team run id) this approval belongs to, written by
+    :func:`open_approval`: a decision of an earlier request is never reused by a later one."""
 
 
 def checked_keys(keys: ApprovalKeys | None) -> ApprovalKeys:
@@ -86,6 +91,27 @@ def decided_in_time(
     time = ctx.get(keys.time)
     in_time = not isinstance(time, bool) and isinstance(time, (int, float)) and time < deadline
     return bool(in_time)
+
+
+def open_approval(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> bool:
+    """For an approval node, before it reads the decision: a decision belongs to the request
+    that asked for it. When the keys hold one from an earlier request of the session (a new
+    prompt since), they are cleared — decision, reviewer, time, reason, comment, request and
+    deadline — so this request asks again; returns True then. The context's
+    ``keys.asked_in`` records the request. Outside a team run it changes nothing."""
+    ctx = _context_of(session)
+    keys = checked_keys(keys)
+    trace = TeamTrace.current(ctx)
+    if trace is None or not trace.run_id:
+        return False
+    asked = ctx.get(keys.asked_in)
+    stale = asked is not None and asked != trace.run_id
+    if stale:
+        for key in (keys.decision, keys.operator, keys.time, keys.reason, keys.comment,
+                    keys.request, keys.deadline):  # fmt: skip
+            ctx.remove(key)
+    ctx.put(keys.asked_in, trace.run_id)
+    return stale
 
 
 def expire_approval(
