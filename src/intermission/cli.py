@@ -112,6 +112,12 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     # --wait seconds while another resumer holds it (R39): a winning decision is never
     # left recorded but unapplied. A decision someone else recorded first stands.
     batch: list[str] | None = None
+    agents: dict[str | None, Any] = {}
+
+    def agent_for(name: str | None) -> Any:  # one instance decides and resumes (R49)
+        if name not in agents:
+            agents[name] = _agent_for(args, name)
+        return agents[name]
 
     def decide(s: Any) -> None:
         nonlocal batch
@@ -123,7 +129,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
                 decision = decision.comment(args.comment)
             if args.reviewer:
                 decision = decision.reviewer(args.reviewer)
-            HITL.submit_all(s, dict.fromkeys(batch, decision))
+            HITL.submit_all(s, dict.fromkeys(batch, decision), agent=agent_for(s.agent))
         else:
             decide_graph(
                 s,
@@ -134,7 +140,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             )
 
     _applied(decide_and_resume(
-        store, args.session_id, decide, lambda name: _agent_for(args, name), wait_s=args.wait
+        store, args.session_id, decide, agent_for, wait_s=args.wait
     ))  # fmt: skip
 
 

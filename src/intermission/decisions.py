@@ -38,6 +38,10 @@ class HITLTask(Model):
     deadline_ms: float | None = None
     approvers: list[str] | None = None
     """Reviewers allowed to decide (None: anyone, unless a callable policy says otherwise)."""
+    approver_policy: bool = False
+    """True when a callable approver policy of the agent decides who may decide: a decision
+    is then refused unless that agent is at hand (``agent=``) — it fails closed. False in
+    snapshots written before this field."""
     on_expire: Literal["reject", "wait"] | None = None
     """What the deadline means: ``reject`` (a decision after it is refused and the next
     resume rejects the call) or ``wait`` (a reminder: the task stays decidable). None, in

@@ -12,7 +12,7 @@ from typing import Any
 from .agents import ReActAgent, ScriptedModel, TeamAgent, tool
 from .core import END, FlowContext, GraphSpec, Node
 from .core.session import AgentSession
-from .hitl import HITLInterceptor, expire_approval
+from .hitl import HITLInterceptor, expire_approval, open_approval
 from .messages import ChatMessage, ToolCall
 from .traces import TeamTrace
 
@@ -58,10 +58,11 @@ def build_ops_agent(user_id: int = 1001) -> ReActAgent:
 
 def change_approval_task(ctx: FlowContext, node: Node) -> None:
     """The seed's approval node: check the decision; if none, record the request and pend.
-    A deadline (``approval.deadline``, epoch ms) that passed undecided is a rejection by
-    ``system:deadline``."""
+    A deadline (``approval.deadline``, epoch ms) that passed with no decision recorded
+    before it (a late ``approval.decision`` included) is a rejection by ``system:deadline``."""
     assert ctx.session is not None
-    if ctx.get("approval.decision") is None and not expire_approval(ctx.session):
+    open_approval(ctx.session)  # a decision of an earlier request is not this one's
+    if not expire_approval(ctx.session) and ctx.get("approval.decision") is None:
         ctx.put("approval.request", ctx.get("change.proposal"))
         ctx.session.pending(True, "Change plan awaits human review")
 
@@ -69,6 +70,7 @@ def change_approval_task(ctx: FlowContext, node: Node) -> None:
 def _approval_with_deadline(deadline_ms: float) -> Callable[[FlowContext, Node], None]:
     def task(ctx: FlowContext, node: Node) -> None:
         assert ctx.session is not None
+        open_approval(ctx.session)  # (an earlier request's deadline is not this one's)
         if ctx.get("approval.deadline") is None:  # counted from when review was first asked
             ctx.put("approval.deadline", ctx.session.clock.now_ms() + deadline_ms)
         change_approval_task(ctx, node)

@@ -22,7 +22,7 @@ def _record(what: str) -> None:
 
 def ops_agent(clock: Any = None) -> Any:
     """Asks before ``delete_user``, with a 200 ms deadline (on_expire="reject", the
-    default); ``clock`` stamps the deadline (a FakeClock in the past: already expired)."""
+    default); ``clock`` stamps its events (the session's clock stamps the deadline)."""
 
     @tool
     def delete_user(user_id: int) -> str:

@@ -145,3 +145,47 @@ def test_graph_decisions_are_checked_like_tool_decisions() -> None:  # R23, R23c
     assert applied == ["change-001"]
     with pytest.raises(InvalidDecisionError, match="not waiting"):
         decide_graph(s, "APPROVE", reviewer="lead")
+
+
+@pytest.mark.parametrize("first", ["APPROVE", "REJECT"])
+def test_a_decision_belongs_to_the_request_that_asked_for_it(first: str) -> None:
+    """A later request on the session reaches the approval node and asks again: the earlier
+    request's decision (in the context since) is neither reused nor imposed (adversary
+    repro on the AG-UI server: the second change ran, approved by nobody)."""
+    from intermission import decide_graph
+
+    runs: list[str] = []
+
+    def effect(change_id: str) -> str:
+        runs.append(change_id)
+        return f"applied {change_id}"
+
+    team = build_change_graph(effect)
+    s = InMemoryAgentSession.of("thread-1")
+    team.prompt("change A").session(s).call()
+    decide_graph(s, first, reviewer="alice", reason=None if first == "APPROVE" else "no")
+    team.prompt().session(s).call()
+    assert runs == (["change-001"] if first == "APPROVE" else [])
+    second = team.prompt("change B, please").session(s).call()
+    assert s.is_pending and s.pending_reason == "Change plan awaits human review"
+    assert second.content == "" and s.context.get("approval.decision") is None
+    assert s.context.get("approval.operator") is None
+    assert len(runs) == (1 if first == "APPROVE" else 0)  # nothing ran for request 2
+    decide_graph(s, "REJECT", reviewer="bob", reason="not now")
+    assert team.prompt().session(s).call().content.startswith("Change rejected: not now")
+
+
+def test_a_later_request_gets_a_deadline_of_its_own() -> None:
+    from intermission import FakeClock, decide_graph
+
+    clock = FakeClock(1_700_000_000_000)
+    team = build_change_graph(deadline_ms=1_000)
+    s = InMemoryAgentSession("thread-2", clock=clock)
+    team.prompt("change A").session(s).call()
+    old = s.context.get("approval.deadline")
+    decide_graph(s, "APPROVE", reviewer="alice")
+    team.prompt().session(s).call()
+    clock.advance(60_000)  # long past request 1's deadline
+    team.prompt("change B").session(s).call()
+    assert s.is_pending  # asked again, not rejected by the old deadline
+    assert s.context.get("approval.deadline") >= old + 60_000

@@ -3,8 +3,8 @@ changes nothing — through the API on every store, the CLI and the widgets; the
 task stays visible until the resume that rejects it as ``system:deadline``. Before, a late
 approval was accepted and the next resume ran the tool.
 
-Time: deadlines are stamped with a FakeClock in 2023, so the wall clock (what a session
-loaded from a store is judged by) is past them; no test sleeps or times anything."""
+Time: deadlines are stamped by the session's FakeClock in 2023, so the wall clock (what a
+session loaded from a store is judged by) is past them; no test sleeps or times anything."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ AGENTS = "tests.faults._race_agents:AGENTS"
 
 
 def _late_tool_session(store: Any, sid: str) -> None:
-    s = InMemoryAgentSession.of(sid)
-    ops_agent(clock=FakeClock(start_ms=PAST, step_ms=0)).prompt("delete 1001").session(s).call()
+    s = InMemoryAgentSession(sid, clock=FakeClock(start_ms=PAST, step_ms=0))
+    ops_agent().prompt("delete 1001").session(s).call()
     assert s.is_pending
     store.save(s)
 
@@ -124,8 +124,8 @@ def test_a_late_graph_approval_is_refused_on_every_store(make_store: Any, tmp_pa
 )
 def test_a_decision_is_refused_exactly_from_the_deadline_on(offset: int, verdict: str) -> None:
     """For any decision time: refused (nothing changed) iff it is at or after the deadline."""
-    s = InMemoryAgentSession.of("p")
-    ops_agent(clock=FakeClock(start_ms=PAST, step_ms=0)).prompt("go").session(s).call()
+    s = InMemoryAgentSession("p", clock=FakeClock(start_ms=PAST, step_ms=0))
+    ops_agent().prompt("go").session(s).call()
     (task,) = HITL.pending_tasks(s)
     assert task.deadline_ms is not None
     s.clock = FakeClock(start_ms=task.deadline_ms + offset, step_ms=0)  # the injected clock
@@ -284,3 +284,128 @@ def test_every_widget_refuses_a_late_decision_and_shows_it(
     assert ">expired</span>" in inbox.table.value  # still listed, as expired
     inbox.close()
     store.close()
+
+
+# -- one clock (the adversary's repro 01) ------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    agent_start=st.integers(0, 4_000_000_000_000),
+    session_start=st.none() | st.integers(0, 4_000_000_000_000),
+    offset=st.integers(-5_000, 5_000),
+    via_store=st.booleans(),
+)
+def test_a_task_refused_as_late_is_rejected_by_the_next_resume(
+    agent_start: int, session_start: int | None, offset: int, via_store: bool
+) -> None:
+    """Whatever clocks the agent and the session carry (a notebook's FakeClock on the agent,
+    the wall clock of a session loaded from a store), the deadline is stamped, judged and
+    expired by one clock: a decision refused as late is never followed by a resume that
+    suspends again (before, it was, and the session was stranded)."""
+    from intermission.stores import MemoryStore
+
+    agent = ops_agent(clock=FakeClock(start_ms=agent_start, step_ms=1))
+    clock = None if session_start is None else FakeClock(start_ms=session_start, step_ms=0)
+    s = InMemoryAgentSession("p", clock=clock) if clock else InMemoryAgentSession.of("p")
+    agent.prompt("delete 1001").session(s).call()
+    (task,) = HITL.pending_tasks(s)
+    assert task.deadline_ms is not None
+    store = MemoryStore()
+    if via_store:
+        store.save(s)
+        s = store.load("p")  # the wall clock from here on
+    elif clock is not None:
+        s.clock = FakeClock(start_ms=max(0, task.deadline_ms + offset), step_ms=0)
+    try:
+        HITL.submit(s, task, HITLDecision.approve().reviewer("alice"))
+        refused = False
+    except DeadlinePassedError:
+        refused = True
+    if via_store:
+        store.save(s)
+        with store.resume("p") as s:
+            response = agent.prompt().session(s).call()
+    else:
+        response = agent.prompt().session(s).call()
+    assert not s.is_pending  # never stranded: applied or rejected, one or the other
+    if refused:
+        assert response.content == "Rejected: the approval deadline passed."
+    else:
+        assert response.content == "Done: user 1001 deleted."
+
+
+# -- a graph decision counts only if recorded before the deadline (repro 04) -------------
+def test_a_late_decision_written_into_the_context_is_rejected_at_resume(
+    make_store: Any, tmp_path: Path
+) -> None:
+    """``approval.decision`` is the documented key; written by hand years after the
+    deadline (no ``approval.time``, or a forged late one) it is not a decision in time:
+    decide_graph and check_deadline still refuse, and the resume rejects as
+    system:deadline. Before, the resume ran the change."""
+    effects = tmp_path / "effects"
+    store = make_store()
+    for sid, time in (("untimed", None), ("forged", PAST + 200)):
+        _late_graph_session(store, sid, effects)
+        s = store.load(sid)
+        s.context.put("approval.decision", "APPROVE")
+        s.context.put("approval.operator", "mallory")
+        s.context.put("approval.comment", "late but keen")
+        if time is not None:
+            s.context.put("approval.time", time)
+        before = s.to_json()
+        for late in (lambda: decide_graph(s, "APPROVE", reviewer="alice"),  # noqa: B023
+                     lambda: check_deadline(s)):  # noqa: B023  # fmt: skip
+            with pytest.raises(DeadlinePassedError):
+                late()
+        assert s.to_json() == before
+        store.save(s)
+        with store.resume(sid) as s:
+            response = build_change_graph(append_effect(str(effects))).prompt().session(s).call()
+        assert response.content == "Change rejected: Rejected: the approval deadline passed."
+        after = store.load(sid)
+        assert after.context.get("approval.decision") == "REJECT"
+        assert after.context.get("approval.operator") == "system:deadline"
+        assert after.context.get("approval.comment") is None and after.status == "done"
+    assert lines(effects) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    how=st.sampled_from(["decide_graph", "put", "put-timed"]),
+    written=st.integers(0, 400),
+    resumed=st.integers(0, 400),
+)
+def test_a_graph_decision_applies_iff_recorded_before_the_deadline_or_resumed_in_time(
+    how: str, written: int, resumed: int
+) -> None:
+    """For any time of writing and of resuming (200 ms deadline): the decision is applied
+    when it was recorded (``approval.time``) before the deadline, or the resume itself
+    comes before it; otherwise the resume rejects it as system:deadline."""
+    clock = FakeClock(start_ms=PAST, step_ms=0)
+    s = InMemoryAgentSession("g", clock=clock)
+    ran: list[str] = []
+    graph = build_change_graph(lambda change_id: ran.append(change_id) or "ok", deadline_ms=200)
+    graph.prompt("upgrade").session(s).call()
+    deadline = PAST + 200
+    clock.advance(written)
+    now = clock.now_ms()
+    recorded: float | None = None
+    if how == "decide_graph":
+        if now >= deadline:
+            with pytest.raises(DeadlinePassedError):
+                decide_graph(s, "APPROVE", reviewer="alice")
+        else:
+            decide_graph(s, "APPROVE", reviewer="alice")
+            recorded = now
+    else:
+        s.context.put("approval.decision", "APPROVE")
+        if how == "put-timed":
+            s.context.put("approval.time", now)
+            recorded = now
+    clock.advance(max(0, resumed - written))
+    in_time = (recorded is not None and recorded < deadline) or clock.now_ms() < deadline
+    response = graph.prompt().session(s).call()
+    decided = how != "decide_graph" or recorded is not None
+    if decided and in_time:
+        assert ran == ["change-001"] and response.content.startswith("Change executed")
+    else:
+        assert ran == [] and s.context.get("approval.operator") == "system:deadline"

@@ -199,8 +199,8 @@ def test_r23b_expired_task_is_visible_and_resolved_by_default() -> None:
     hitl = HITLInterceptor(on_expire="reject").on_tool("transfer", deadline_ms=1000)
     model = ScriptedModel([[ToolCall("transfer", {"account": "a", "amount": 1}, id="c")]])
     clock = FakeClock(start_ms=0, step_ms=1)
-    agent = ReActAgent.of(model).name("bank").tools(transfer).interceptor(hitl).clock(clock).build()
-    s = InMemoryAgentSession.of("d")
+    agent = ReActAgent.of(model).name("bank").tools(transfer).interceptor(hitl).build()
+    s = InMemoryAgentSession("d", clock=clock)  # the session's clock stamps the deadline
     agent.prompt("pay").session(s).call()
     (task,) = HITL.pending_tasks(s)
     assert task.deadline_ms is not None and HITL.expired_tasks(s, now_ms=task.deadline_ms - 1) == []

@@ -2,7 +2,7 @@
 
 from .api import HITL
 from .deadlines import check_deadline
-from .graph import ApprovalKeys, approval_deadline, decide_graph, expire_approval
+from .graph import ApprovalKeys, approval_deadline, decide_graph, expire_approval, open_approval
 from .interceptor import HITLInterceptor, Policy
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "check_deadline",
     "decide_graph",
     "expire_approval",
+    "open_approval",
 ]

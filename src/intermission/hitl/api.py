@@ -11,7 +11,9 @@ session was made with another; see :mod:`intermission.hitl.deadlines`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .. import _check
@@ -29,7 +31,20 @@ from ..errors import (
 from .deadlines import check_task_deadline
 from .interceptor import ApproverPolicy, HITLInterceptor
 
-__all__ = ["HITL"]
+__all__ = ["HITL", "deciding_for"]
+
+_DECIDING_FOR: ContextVar[Any] = ContextVar("intermission_deciding_for", default=None)
+
+
+@contextmanager
+def deciding_for(agent: Any) -> Iterator[None]:
+    """Within this block, a decision given no ``agent=`` is checked against ``agent``
+    (decide_and_resume wraps its ``decide`` in it: the agent it resumes is at hand)."""
+    token = _DECIDING_FOR.set(agent)
+    try:
+        yield
+    finally:
+        _DECIDING_FOR.reset(token)
 
 
 def _state(session: Any) -> HITLState:
@@ -46,6 +61,8 @@ def _holder(session: Any, task: HITLTask, agent: Any) -> Any:
     team member) when given, else the agent that last ran the session in this process
     (its trace knows it). Never a table of names: another agent built with the same
     names changes nothing here (R49)."""
+    if agent is None:
+        agent = _DECIDING_FOR.get()
     if agent is None:
         trace = getattr(session, "traces", {}).get(task.agent or "")
         agent = getattr(trace, "agent", None)
@@ -145,6 +162,14 @@ class HITL:
         allowed = current.approvers
         held = _holder(session, current, agent)
         policy = _approver_policy(held, current)
+        if current.approver_policy and policy is None:
+            # fail closed (R23c): who may decide is the agent's callable, and it is not here
+            raise ReviewerNotAllowedError(
+                f"who may decide {current.tool_name!r} is a policy of agent "
+                f"{current.agent!r}, which is not at hand; pass the agent: "
+                "HITL.submit(session, task, decision, agent=agent); nothing was changed",
+                call_uuid=uuid,
+            )
         if (allowed is not None and reviewer not in allowed) or (
             policy is not None and not policy(reviewer, current)
         ):
@@ -210,8 +235,10 @@ class HITL:
         DecisionConflictError; a first one after the task's deadline raises
         DeadlinePassedError. Resume afterwards with an empty prompt.
 
-        Edited arguments are validated by the tool the agent instance holds (R49):
-        ``agent``, or the agent that last ran the session in this process."""
+        Edited arguments are validated, and a callable approver policy is read, from the
+        agent instance (R49): ``agent``, else the one decide_and_resume resumes, else the
+        agent that last ran the session in this process. A task whose approvers are such a
+        policy is refused (ReviewerNotAllowedError) when none of them is at hand."""
         record = HITL._check(session, task, decision, agent)
         session.hitl.decisions.setdefault(record.call_uuid, record)
         return record.model_copy(deep=True)
@@ -233,27 +260,38 @@ class HITL:
         return [record.model_copy(deep=True) for record in records]
 
     @staticmethod
-    def approve_all(session: AgentSession, reviewer: str | None = None) -> list[DecisionRecord]:
+    def approve_all(
+        session: AgentSession, reviewer: str | None = None, *, agent: Any = None
+    ) -> list[DecisionRecord]:
         """Approve every task of the suspended batch (a task already rejected or skipped
-        raises DecisionConflictError and nothing is recorded)."""
+        raises DecisionConflictError and nothing is recorded; ``agent``: as for
+        :meth:`submit`)."""
         _check.text("reviewer", reviewer, optional=True)
         decision = HITLDecision.approve()
         if reviewer:
             decision = decision.reviewer(reviewer)
-        return HITL.submit_all(session, {t.call_uuid: decision for t in session.hitl.tasks})
+        return HITL.submit_all(
+            session, {t.call_uuid: decision for t in session.hitl.tasks}, agent=agent
+        )
 
     @staticmethod
     def reject_all(
-        session: AgentSession, reason: str | None = None, reviewer: str | None = None
+        session: AgentSession,
+        reason: str | None = None,
+        reviewer: str | None = None,
+        *,
+        agent: Any = None,
     ) -> list[DecisionRecord]:
         """Reject every task of the suspended batch (a task already approved raises
-        DecisionConflictError and nothing is recorded)."""
+        DecisionConflictError and nothing is recorded; ``agent``: as for :meth:`submit`)."""
         _check.text("reason", reason, optional=True)
         _check.text("reviewer", reviewer, optional=True)
         decision = HITLDecision.reject(reason)
         if reviewer:
             decision = decision.reviewer(reviewer)
-        return HITL.submit_all(session, {t.call_uuid: decision for t in session.hitl.tasks})
+        return HITL.submit_all(
+            session, {t.call_uuid: decision for t in session.hitl.tasks}, agent=agent
+        )
 
     @staticmethod
     def clear(session: AgentSession) -> None:

@@ -2,12 +2,16 @@
 DeadlinePassedError and changes nothing; the expired task stays visible until the next
 resume rejects it (reviewer ``system:deadline``).
 
-The clock: deadlines are epoch milliseconds. A tool task's deadline is stamped by the run
-that proposed the call (the agent's ``.clock(...)``, else the session's); a graph
-approval's is whatever its node wrote to ``approval.deadline``. A decision is judged by
-``session.clock`` — the wall clock (:class:`~intermission.SystemClock`) unless the session
-was made with another; a session loaded from a store always has the wall clock. Tests
-inject a :class:`~intermission.FakeClock` into the session, or pass ``now_ms``.
+The clock: deadlines are epoch milliseconds of ONE clock, ``session.clock``. It stamps a
+tool task's deadline when the call is proposed, judges a decision (HITL.submit,
+decide_graph) and expires the task at resume — so a task refused as late is always
+rejected by the next resume. The agent's ``.clock(...)`` stamps events only. A graph
+approval's deadline is whatever its node wrote to ``approval.deadline`` (the change graph
+uses ``session.clock`` too). ``session.clock`` is the wall clock
+(:class:`~intermission.SystemClock`) unless the session was made with another; a session
+loaded from a store always has the wall clock, the right one for a decision made in
+another process. Tests inject a :class:`~intermission.FakeClock` into the session, or
+pass ``now_ms``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from .. import _check
 from ..core.session import AgentSession
 from ..decisions import HITLState, HITLTask
 from ..errors import DeadlinePassedError, UsageError
-from .graph import ApprovalKeys, approval_deadline, checked_keys
+from .graph import ApprovalKeys, approval_deadline, checked_keys, decided_in_time
 
 __all__ = ["check_deadline", "check_task_deadline", "now_of"]
 
@@ -59,7 +63,8 @@ def check_deadline(
             continue
         if task.call_uuid not in state.decisions:
             check_task_deadline(session, task, now)
-    if call_uuid is None and not state.tasks and session.context.get(keys.decision) is None:
+    if call_uuid is None and not state.tasks:
         deadline = approval_deadline(session, keys)
-        if deadline is not None and now >= deadline:
+        late = deadline is not None and now >= deadline
+        if late and deadline is not None and not decided_in_time(session, deadline, keys):
             raise DeadlinePassedError(session.session_id, deadline, now, approval=keys.decision)

@@ -20,6 +20,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalDecidedEvent
+from ..traces import TeamTrace
 
 __all__ = [
     "DEADLINE_REVIEWER",
@@ -27,7 +28,9 @@ __all__ = [
     "approval_deadline",
     "checked_keys",
     "decide_graph",
+    "decided_in_time",
     "expire_approval",
+    "open_approval",
 ]
 
 DEADLINE_REVIEWER = "system:deadline"
@@ -46,6 +49,9 @@ class ApprovalKeys:
     request: str = "approval.request"
     deadline: str = "approval.deadline"
     """Epoch ms after which a decision is refused (written by the approval node, optional)."""
+    asked_in: str = "approval.asked_in"
+    """The request (its team run id) this approval belongs to, written by
+    :func:`open_approval`: a decision of an earlier request is never reused by a later one."""
 
 
 def checked_keys(keys: ApprovalKeys | None) -> ApprovalKeys:
@@ -73,21 +79,59 @@ def approval_deadline(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()
     return float(value)
 
 
+def decided_in_time(
+    session: AgentSession, deadline: float, keys: ApprovalKeys = ApprovalKeys()
+) -> bool:
+    """True when the approval holds a decision recorded before ``deadline``: its
+    ``keys.time`` (written by decide_graph) is a number below it. A decision key written
+    without a time (``context.put``) has no proof it came in time."""
+    ctx = _context_of(session)
+    if ctx.get(keys.decision) is None:
+        return False
+    time = ctx.get(keys.time)
+    in_time = not isinstance(time, bool) and isinstance(time, (int, float)) and time < deadline
+    return bool(in_time)
+
+
+def open_approval(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> bool:
+    """For an approval node, before it reads the decision: a decision belongs to the request
+    that asked for it. When the keys hold one from an earlier request of the session (a new
+    prompt since), they are cleared — decision, reviewer, time, reason, comment, request and
+    deadline — so this request asks again; returns True then. The context's
+    ``keys.asked_in`` records the request. Outside a team run it changes nothing."""
+    ctx = _context_of(session)
+    keys = checked_keys(keys)
+    trace = TeamTrace.current(ctx)
+    if trace is None or not trace.run_id:
+        return False
+    asked = ctx.get(keys.asked_in)
+    stale = asked is not None and asked != trace.run_id
+    if stale:
+        for key in (keys.decision, keys.operator, keys.time, keys.reason, keys.comment,
+                    keys.request, keys.deadline):  # fmt: skip
+            ctx.remove(key)
+    ctx.put(keys.asked_in, trace.run_id)
+    return stale
+
+
 def expire_approval(
     session: AgentSession, keys: ApprovalKeys = ApprovalKeys(), now_ms: float | None = None
 ) -> bool:
-    """For an approval node on resume: when nobody decided and the deadline passed, record
-    ``REJECT`` by ``system:deadline`` (with an ApprovalDecidedEvent) and return True; the
-    node then routes as for any rejection. Time: ``now_ms``, else the session's clock."""
+    """For an approval node on resume: when the deadline passed and no decision was
+    recorded before it (``keys.time`` below the deadline — a decision key written late or
+    with no time does not count), record ``REJECT`` by ``system:deadline`` (with an
+    ApprovalDecidedEvent, replacing any late decision) and return True; the node then
+    routes as for any rejection. Time: ``now_ms``, else the session's clock."""
     keys = checked_keys(keys)
     _check.number("now_ms", now_ms, 0, 1e15, optional=True)
     deadline = approval_deadline(session, keys)
-    if deadline is None or session.context.get(keys.decision) is not None:
+    if deadline is None or decided_in_time(session, deadline, keys):
         return False
     now = float(session.clock.now_ms()) if now_ms is None else float(now_ms)
     if now < deadline:
         return False
     reason = "Rejected: the approval deadline passed."
+    session.context.remove(keys.comment)  # a late writer's comment is not the verdict's
     _write(session, keys, "REJECT", DEADLINE_REVIEWER, reason, None, now)
     return True
 
@@ -170,7 +214,13 @@ def decide_graph(
         allowed = approvers(reviewer) if callable(approvers) else reviewer in set(approvers)
         if not allowed:
             raise ReviewerNotAllowedError(f"reviewer {reviewer!r} may not decide this approval")
+    now = float(session.clock.now_ms())
+    deadline = approval_deadline(session, keys)
+    late = deadline is not None and now >= deadline
     existing = ctx.get(keys.decision)
+    if late and deadline is not None and not decided_in_time(session, deadline, keys):
+        # refused, whatever a late ``context.put`` left in the decision key
+        raise DeadlinePassedError(session.session_id, deadline, now, approval=keys.decision)
     if existing is not None:
         if existing == verdict:
             return
@@ -179,8 +229,4 @@ def decide_graph(
             session.session_id, "the approval", str(existing), ctx.get(keys.operator),
             float(time) if isinstance(time, (int, float)) else None,
         )  # fmt: skip
-    now = float(session.clock.now_ms())
-    deadline = approval_deadline(session, keys)
-    if deadline is not None and now >= deadline:
-        raise DeadlinePassedError(session.session_id, deadline, now, approval=keys.decision)
     _write(session, keys, verdict, reviewer, reason, comment, now)

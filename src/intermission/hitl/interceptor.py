@@ -14,6 +14,7 @@ from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
 from ..traces import ReActTrace
+from .graph import DEADLINE_REVIEWER
 
 __all__ = ["HITLInterceptor", "Policy"]
 
@@ -34,8 +35,9 @@ class HITLInterceptor(ReActInterceptor):
     """Ask a human before some tools run.
 
     A deadline (``on_tool(..., deadline_ms=...)``) counts from when the call is proposed,
-    in epoch milliseconds of the run's clock (the agent's ``.clock(...)``, else the
-    session's). ``on_expire="reject"`` (the default): a decision after the deadline is
+    in epoch milliseconds of the session's clock — the clock that judges decisions and
+    expires the task at resume (the agent's ``.clock(...)`` only stamps events).
+    ``on_expire="reject"`` (the default): a decision after the deadline is
     refused with DeadlinePassedError, and the next resume rejects the call as
     ``system:deadline``. ``on_expire="wait"``: the deadline only marks the task expired
     (an event, ``HITL.expired_tasks``); it stays decidable.
@@ -120,15 +122,21 @@ class HITLInterceptor(ReActInterceptor):
         found = self._approvers.get(key)
         return found if callable(found) else None
 
+    def _key(self, trace: ReActTrace, tool_name: str) -> str | None:
+        """The policy key that asks about ``tool_name``, or None (it runs unasked)."""
+        if tool_name in self._policies:
+            return tool_name
+        if _DESTRUCTIVE in self._policies and _destructive(trace, tool_name):
+            return _DESTRUCTIVE
+        return None
+
     def _targets(self, trace: ReActTrace, exchanges: list[ToolExchange]) -> list[HITLTask]:
         tasks = []
         now = _now(trace)
         for ex in exchanges:
-            key = ex.tool_name
-            if key not in self._policies:
-                if _DESTRUCTIVE not in self._policies or not _destructive(trace, key):
-                    continue
-                key = _DESTRUCTIVE
+            key = self._key(trace, ex.tool_name)
+            if key is None:
+                continue
             policy, deadline = self._policies[key]
             fallback = DESTRUCTIVE_REASON if key == _DESTRUCTIVE else DEFAULT_REASON
             reason = policy(trace, dict(ex.args)) if policy else fallback
@@ -145,6 +153,7 @@ class HITLInterceptor(ReActInterceptor):
                     created_ms=now,
                     deadline_ms=now + deadline if deadline is not None else None,
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
+                    approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
                 )
             )
@@ -172,6 +181,11 @@ class HITLInterceptor(ReActInterceptor):
             record = state.decisions.get(task.call_uuid)
             if record is not None and record.fingerprint != fingerprint(task.args):
                 del state.decisions[task.call_uuid]  # approval void: args changed (R23a)
+                record = None
+            if record is not None and not self._may_decide(trace, task, record):
+                # defense in depth (R23c): a decision recorded without the agent's policy
+                # at hand (an old snapshot, a hand-edited row) is void, never applied
+                del state.decisions[task.call_uuid]
                 record = None
             if record is None:
                 undecided.append(task)
@@ -209,6 +223,19 @@ class HITLInterceptor(ReActInterceptor):
         state.decisions.clear()
         state.agent = None
 
+    def _may_decide(self, trace: ReActTrace, task: HITLTask, record: DecisionRecord) -> bool:
+        """True when ``record``'s reviewer may decide ``task`` by this running instance's
+        approvers (a rejection the deadline recorded always stands)."""
+        if record.reviewer == DEADLINE_REVIEWER:
+            return True
+        key = self._key(trace, task.tool_name)
+        allowed = self._approvers.get(key) if key is not None else None
+        if allowed is None:
+            return True
+        if callable(allowed):
+            return bool(allowed(record.reviewer, task))
+        return record.reviewer in allowed
+
     def _expire(self, trace: ReActTrace, targets: list[HITLTask]) -> None:
         state = trace.session.hitl
         now = _now(trace)
@@ -230,7 +257,7 @@ class HITLInterceptor(ReActInterceptor):
                     tool_name=task.tool_name,
                     verdict="reject",
                     comment="Rejected: the approval deadline passed.",
-                    reviewer="system:deadline",
+                    reviewer=DEADLINE_REVIEWER,
                     time_ms=now,
                     fingerprint=task.fingerprint,
                 )
@@ -265,5 +292,8 @@ def _destructive(trace: ReActTrace, tool_name: str) -> bool:
 
 
 def _now(trace: ReActTrace) -> float:
-    scope = trace._scope
-    return float(scope.clock.now_ms()) if scope is not None else 0.0
+    """Deadline time: the session's clock, never the agent's ``.clock(...)`` (that one
+    stamps events). One clock stamps a deadline, judges a decision (HITL.submit) and
+    expires the task at resume, so a task refused as late is always rejected by the next
+    resume, whatever clock the agent carries."""
+    return float(trace.session.clock.now_ms())

@@ -30,6 +30,7 @@ from ..errors import (
     UsageError,
     _utc,
 )
+from ..hitl.api import deciding_for
 from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
@@ -91,7 +92,8 @@ def decide_and_resume(
     """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
     ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
-    module docstring). Refused decisions raise their typed error and change nothing."""
+    module docstring). Refused decisions raise their typed error and change nothing.
+    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent."""
     if not isinstance(store, SessionStore):
         raise UsageError(f"decide_and_resume takes a store, not {type(store).__name__}")
     _check.function("decide", decide)
@@ -103,9 +105,10 @@ def decide_and_resume(
     resumable = read.status in RESUMABLE
     if not resumable:
         raise _finished(read)
-    decide(read)  # the check on a read: a refused decision never claims
-    ours = _ours(read, mark)
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
+    with deciding_for(runner):  # its approver policy and tools judge the decision (R49)
+        decide(read)  # the check on a read: a refused decision never claims
+    ours = _ours(read, mark)
     try:
         with ExitStack() as stack:
             try:
@@ -119,7 +122,8 @@ def decide_and_resume(
             applied = _seen_since(s, mark, applied_only=True)
             if applied:  # applied while we waited (and pending again): leave it unchanged
                 raise _AppliedMeanwhile(applied)
-            decide(s)  # again, under the claim: what another reviewer recorded meanwhile
+            with deciding_for(runner):
+                decide(s)  # again, under the claim: what another reviewer recorded meanwhile
             if ours:
                 store.save(s)  # durable before anything runs (the claim stays ours)
             response = runner.prompt().session(s).call()
