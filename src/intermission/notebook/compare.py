@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..hitl.graph import ApprovalKeys
 from ._html import CSS, esc
 from .graph_view import svg_of
-from .timeline import _BADGE, _detail, ledger_state
+from .timeline import _BADGE, _detail, effect_label, ledger_state
 
 __all__ = ["Compare"]
 
@@ -156,7 +156,7 @@ class Compare:
         keys = sorted({k for s in self.sessions for k in s.ledger})
         for key in keys:
             effects = [_effect(s.ledger.get(key), s) for s in self.sessions]
-            add(f"effect {key} (family ledger)", effects)
+            add(f"effect {effect_label(key)} (family ledger)", effects)
         dry = [
             sum(e.kind == "tool_call_end" and e.error == "dry_run" for e in s.events)
             for s in self.sessions

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -141,12 +142,22 @@ def render_timeline(
         for key, entry in sorted(ledger.items()):
             value = entry.result if entry.status == "completed" else entry.error
             parts.append(
-                f"<tr><td colspan='2'>{esc(key)}</td>"
+                f"<tr><td colspan='2'>{esc(effect_label(key))}</td>"
                 f"<td>{esc(ledger_state(entry, session_id))}</td>"
                 f"<td>{esc(value)}</td></tr>"
             )
     parts.append("</tbody></table></div>")
     return "".join(parts)
+
+
+_GENERATION = re.compile(r"effect-gen-[0-9a-f]{16}\.")
+
+
+def effect_label(key: str) -> str:
+    """A ledger key as a person reads it: the session generation in a minted effect id
+    (random, the same for every effect of the session) is left out, so a view of the same
+    run reads the same every time (R34); the proposal's agent and number stay."""
+    return _GENERATION.sub("effect-", key)
 
 
 def ledger_state(entry: Any, session_id: str | None = None) -> str:
