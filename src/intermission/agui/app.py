@@ -8,7 +8,7 @@ Hostile input gets a 4xx with a one-line JSON error (or, once the stream started
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -27,7 +27,7 @@ from .replay import replay
 from .runs import Runs
 from .sse import encode, parse_cursor
 
-__all__ = ["MAX_BODY", "agui_app"]
+__all__ = ["LOCAL_HOSTS", "MAX_BODY", "agui_app"]
 
 MAX_BODY = 1_000_000
 """Largest ``RunAgentInput`` accepted, in bytes."""
@@ -73,8 +73,25 @@ def _interrupts_of(session: Any) -> list[dict[str, Any]]:
     ]
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""The ``Host`` names a server without a token answers (plus the host it is bound to)."""
+
+
+def _host_name(value: str) -> str:
+    """The name part of a ``Host`` header (``[::1]:8000`` → ``::1``, ``a:80`` → ``a``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
 def agui_app(
-    agents: Mapping[str, Callable[[], Any]], store: SessionStore, *, token: str | None = None
+    agents: Mapping[str, Callable[[], Any]],
+    store: SessionStore,
+    *,
+    token: str | None = None,
+    hosts: Iterable[str] = (),
+    origins: Iterable[str] = (),
 ) -> Any:
     """An ASGI app serving ``agents`` (name → factory) on the sessions of ``store``.
 
@@ -82,11 +99,19 @@ def agui_app(
     ``GET /interrupts``, ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
     ``GET /`` (reviewer console). With ``token``, every route needs
-    ``Authorization: Bearer <token>``."""
+    ``Authorization: Bearer <token>``.
+
+    Without ``token``, a web page the reviewer's browser opens must not drive the server:
+    a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
+    ``no-cors`` fetch can only send ``text/plain``; else 415), the ``Host`` header must be
+    one of :data:`LOCAL_HOSTS` or ``hosts`` (DNS rebinding; else 403), and an ``Origin``,
+    when sent, must be the server's own or one of ``origins`` (else 403)."""
     if not isinstance(agents, Mapping) or not all(callable(f) for f in agents.values()):
         raise UsageError("agents is a mapping of agent names to factories")
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
+    allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
+    allowed_origins = {o.rstrip("/").lower() for o in origins}
     runs = Runs(agents, store)
     expected = f"Bearer {token}".encode() if token else None
 
@@ -96,8 +121,24 @@ def agui_app(
         given = request.headers.get("authorization", "").encode()
         return hmac.compare_digest(given, expected)
 
+    def foreign(request: Request) -> Response | None:
+        """Why a request may come from a page it should not (a 403/415), or None."""
+        if expected is None:
+            host = request.headers.get("host", "")
+            if _host_name(host) not in allowed_hosts:
+                return _error(403, "Host not allowed (start the server with --host NAME)")
+            origin = request.headers.get("origin")
+            if origin is not None:
+                own = {f"{scheme}://{host}".lower() for scheme in ("http", "https")}
+                if origin.rstrip("/").lower() not in own | allowed_origins:
+                    return _error(403, "cross-origin requests are not allowed")
+        return None
+
     async def run(request: Request) -> Response:
         name = request.path_params["name"]
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            return _error(415, "a run is a JSON body (Content-Type: application/json)")
         if name not in agents:
             return _error(404, f"no agent named {name[:MAX_ID]!r}")
         try:
@@ -197,6 +238,10 @@ def agui_app(
         # the console page itself holds no data: it asks for the token, then sends it
         if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
             await page(scope, receive, send)
+            return
+        refused_here = foreign(request)
+        if refused_here is not None:
+            await refused_here(scope, receive, send)
             return
         if not allowed(request):
             response: Response = _error(401, "missing or wrong bearer token")
