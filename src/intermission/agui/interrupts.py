@@ -246,8 +246,16 @@ def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
     )
 
 
+def _canonical(value: Any) -> str:
+    """JSON-exact form: ``true`` and ``1``, ``1`` and ``1.0`` differ (Python's ``==`` says
+    they are equal, so a different decision would pass for a retry)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _same(v: Verdict, d: Decided) -> bool:
-    return v.approve == d.approve and (not v.approve or (v.edited or None) == (d.edited or None))
+    if v.approve != d.approve:
+        return False
+    return not v.approve or _canonical(v.edited or None) == _canonical(d.edited or None)
 
 
 def plan(

@@ -1,0 +1,67 @@
+"""The interrupt rules where an adversary found them bent (in process, one MemoryStore):
+JSON-exact decisions, expired interrupts, re-sent resumes after a second pause, retried
+runs. A refused run leaves the stored session exactly as it was."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tests._helpers import need_module
+
+need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
+need_module("httpx", "httpx")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from intermission.agui import agui_app  # noqa: E402
+from intermission.stores import MemoryStore  # noqa: E402
+
+from ._server import parse_sse  # noqa: E402
+from .agents import AGENTS  # noqa: E402
+
+_n = itertools.count()
+
+
+class World:
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.client = TestClient(agui_app(AGENTS, self.store), base_url="http://127.0.0.1")
+
+    def post(self, agent: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
+        r = self.client.post(f"/agents/{agent}", json=body)
+        assert r.status_code == 200, r.text
+        return parse_sse(r.text)
+
+    def start(self, agent: str, thread: str, run: str = "r0") -> list[str]:
+        events = self.post(agent, {"threadId": thread, "runId": run, "messages": [
+            {"id": f"u{next(_n)}", "role": "user", "content": "go"}]})  # fmt: skip
+        return [i["id"] for i in events[-1][1]["outcome"]["interrupts"]]
+
+    def resume(self, agent: str, thread: str, run: str, ids: list[str], payload: Any,
+               reviewer: str = "alice") -> list[tuple[str, Any]]:  # fmt: skip
+        entries = [{"interruptId": i, "status": "resolved", "payload": payload,
+                    "metadata": {"reviewer": reviewer}} for i in ids]  # fmt: skip
+        return self.post(agent, {"threadId": thread, "runId": run, "messages": [],
+                                 "resume": entries})  # fmt: skip
+
+
+def types(events: list[tuple[str, Any]]) -> list[str]:
+    return [e["type"] for _, e in events]
+
+
+def test_edited_args_true_and_1_are_different_decisions() -> None:
+    w = World()
+    ids = w.start("value", "V")
+    first = w.resume("value", "V", "ra", ids, {"approved": True, "editedArgs": {"value": True}})
+    assert types(first)[-1] == "RUN_FINISHED"
+    before = w.store.load("V").to_json()
+    for other in (1, 1.0, "true", [True]):
+        second = w.resume("value", "V", "rb", ids,
+                          {"approved": True, "editedArgs": {"value": other}}, "bob")  # fmt: skip
+        assert types(second)[-1] == "RUN_ERROR", other
+        assert second[-1][1]["code"] == "DECISION_CONFLICT" and "alice" in second[-1][1]["message"]
+        assert w.store.load("V").to_json() == before
+    # the same decision again is a replay of the first run, key order aside
+    again = w.resume("value", "V", "ra", ids, {"approved": True, "editedArgs": {"value": True}})
+    assert types(again) == types(first)
