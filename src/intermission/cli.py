@@ -212,8 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
-    serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
-                       help="a web origin (scheme://host:port) allowed to call without a token")
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="a web origin (scheme://host:port) allowed to call without a token",
+    )
     return parser
 
 

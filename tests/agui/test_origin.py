@@ -63,7 +63,7 @@ def test_a_foreign_origin_is_403_without_a_token(origin: str) -> None:
 
 
 def test_local_names_same_origin_and_configured_origins_are_served() -> None:
-    client, store = _client(origins=["http://ui.example:3000"])
+    client, _ = _client(origins=["http://ui.example:3000"])
     for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST"):
         assert client.get("/interrupts", headers={"Host": host}).status_code == 200
     r = client.post("/agents/ops", json=BODY, headers={"Origin": "http://127.0.0.1:8000"})
