@@ -65,3 +65,27 @@ def test_edited_args_true_and_1_are_different_decisions() -> None:
     # the same decision again is a replay of the first run, key order aside
     again = w.resume("value", "V", "ra", ids, {"approved": True, "editedArgs": {"value": True}})
     assert types(again) == types(first)
+
+
+def test_an_expired_interrupt_does_not_strand_its_thread() -> None:
+    """``hasty``'s approval expires 1 ms after it is asked for: deciding it is refused with
+    nothing changed; it is not listed; a run without a resume goes on to the resume that
+    rejects it as ``system:deadline`` (the core's rule), and the tool never runs."""
+    for body in ({}, {"messages": [{"id": "u9", "role": "user", "content": "start over"}]}):
+        w = World()
+        ids = w.start("hasty", "H")
+        before = w.store.load("H").to_json()
+        for payload in ({"approved": True}, {"approved": False, "reason": "late"}):
+            late = w.resume("hasty", "H", "rl", ids, payload)
+            assert late[-1][1]["type"] == "RUN_ERROR"
+            assert late[-1][1]["code"] == "INTERRUPT_EXPIRED"
+            assert w.store.load("H").to_json() == before
+        assert w.client.get("/interrupts").json()["interrupts"] == []
+        assert w.client.get("/threads/H").json()["interrupts"] == []
+        done = w.post("hasty", {"threadId": "H", "runId": "rn", "messages": [], **body})
+        assert done[-1][1]["type"] == "RUN_FINISHED", done[-1]
+        assert done[-1][1]["outcome"]["type"] == "success"
+        session = w.store.load("H")
+        (decision,) = [e.decision for e in session.events if e.kind == "hitl_decided"]
+        assert decision.verdict == "reject" and decision.reviewer == "system:deadline"
+        assert not any(e.kind == "tool_call_end" for e in session.events)

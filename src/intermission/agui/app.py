@@ -69,7 +69,7 @@ def _interrupts_of(session: Any) -> list[dict[str, Any]]:
             "agent": session.agent,
             "interrupt": i.model_dump(mode="json", by_alias=True, exclude_none=True),
         }
-        for i in open_interrupts(session)
+        for i in open_interrupts(session, session.clock.now_ms())  # expired: not decidable
     ]
 
 
