@@ -89,3 +89,19 @@ def test_an_expired_interrupt_does_not_strand_its_thread() -> None:
         (decision,) = [e.decision for e in session.events if e.kind == "hitl_decided"]
         assert decision.verdict == "reject" and decision.reviewer == "system:deadline"
         assert not any(e.kind == "tool_call_end" for e in session.events)
+
+
+def test_the_same_resume_after_a_second_pause_replays_the_first_outcome() -> None:
+    """``twice`` pauses on delete 1, then (resumed) on delete 2: re-sending the first resume
+    (a client retrying after a lost connection) gets the very events the first delivery
+    got, the second interrupt included, and changes nothing."""
+    w = World()
+    ids = w.start("twice", "W")
+    first = w.resume("twice", "W", "r2", ids, {"approved": True})
+    assert first[-1][1]["outcome"]["type"] == "interrupt"
+    before = w.store.load("W").to_json()
+    again = w.resume("twice", "W", "r2", ids, {"approved": True})
+    assert [e for _, e in again] == [e for _, e in first]
+    assert w.store.load("W").to_json() == before
+    other = w.resume("twice", "W", "r3", ids, {"approved": False, "reason": "no"}, "bob")
+    assert other[-1][1]["code"] == "DECISION_CONFLICT"

@@ -328,6 +328,10 @@ def plan(
         old = before.get(iid)
         if old is not None and not _same(v, old):
             raise _conflict(session.session_id, iid, old)
+    if not any(i in opened for i in ids) and all(before[i].applied for i in ids):
+        # the very decisions already applied (checked above): a retried delivery gets the
+        # run that applied them again, even when that run paused on new interrupts
+        return Plan("replay", replay_seq=max(before[i].seq for i in ids))
     if opened:
         missing = sorted(set(opened) - set(ids))
         if missing:
@@ -337,8 +341,6 @@ def plan(
                 "nothing was changed",
             )
         return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
-    if all(before[i].applied for i in ids):
-        return Plan("replay", replay_seq=max(before[i].seq for i in ids))
     return Plan("resume")  # recorded, not applied yet: resume applies them
 
 
