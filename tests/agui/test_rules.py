@@ -105,3 +105,29 @@ def test_the_same_resume_after_a_second_pause_replays_the_first_outcome() -> Non
     assert w.store.load("W").to_json() == before
     other = w.resume("twice", "W", "r3", ids, {"approved": False, "reason": "no"}, "bob")
     assert other[-1][1]["code"] == "DECISION_CONFLICT"
+
+
+def test_a_retried_run_id_replays_that_run_and_old_history_is_no_prompt() -> None:
+    """A client that retries a POST (same ``runId``) gets that run again, not a new request;
+    a run whose last user message the thread already has (``runAgent({})`` re-sends the
+    history) is ``NO_PROMPT``, not the stale request run again."""
+    w = World()
+    user = {"id": "u1", "role": "user", "content": "go"}
+    go = {"threadId": "R", "runId": "r1", "messages": [user]}
+    first = w.post("ops", go)
+    ids = [i["id"] for i in first[-1][1]["outcome"]["interrupts"]]
+    done = w.resume("ops", "R", "r2", ids, {"approved": True})
+    assert done[-1][1]["outcome"]["type"] == "success"
+    before = w.store.load("R").to_json()
+    assert [e for _, e in w.post("ops", go)] == [e for _, e in first]
+    assert w.store.load("R").to_json() == before
+    history = w.client.get("/threads/R/events")
+    (snapshot,) = [e for _, e in parse_sse(history.text) if e["type"] == "MESSAGES_SNAPSHOT"]
+    for messages in (go["messages"], snapshot["messages"]):
+        stale = w.post("ops", {"threadId": "R", "runId": "r3", "messages": messages})
+        assert types(stale) == ["RUN_STARTED", "RUN_ERROR"]
+        assert stale[-1][1]["code"] == "NO_PROMPT"
+        assert w.store.load("R").to_json() == before
+    new = [*snapshot["messages"], {"id": "u2", "role": "user", "content": "again"}]
+    again = w.post("ops", {"threadId": "R", "runId": "r4", "messages": new})
+    assert again[-1][1]["outcome"]["type"] == "interrupt"

@@ -33,7 +33,16 @@ from ..errors import (
 from ..hitl import HITL, decide_graph
 from .events import Translator
 from .interrupts import Plan, Refusal, decision_of, open_interrupts, plan
-from .replay import finished, message_ids, paused, remember, replay, runs_of
+from .replay import (
+    finished,
+    message_ids,
+    paused,
+    remember,
+    replay,
+    run_named,
+    runs_of,
+    seen_message_ids,
+)
 from .sse import Cursor, encode
 
 __all__ = ["Runs"]
@@ -147,6 +156,14 @@ class Runs:
                 return
             if session.agent is not None and session.agent != name:
                 raise Refusal("WRONG_AGENT", f"thread {tid!r} belongs to agent {session.agent!r}")
+            last = _user_id(data.messages)
+            if prompt and last is not None and last in seen_message_ids(session):
+                prompt = None  # the client re-sent its history: no new user message
+            done = None if data.resume or prompt else run_named(session, data.run_id)
+            if done is not None:  # a retried POST, nothing new in it: that run again
+                for cursor, out in replay(session, None, data.run_id, done):
+                    send(cursor, out)
+                return
             p = plan(session, data.resume, prompt, session.clock.now_ms())
             if p.kind == "replay":
                 self._replay(session, p, data, send)
