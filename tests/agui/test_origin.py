@@ -82,3 +82,25 @@ def test_with_a_token_the_bearer_is_the_check_but_json_is_still_required() -> No
                     "Content-Type": "text/plain"})  # fmt: skip
     assert r.status_code == 415
     _nothing_stored(store)
+
+
+@pytest.mark.parametrize("thread", ["a/b", "/", "..", ".", "x\x7f"])
+def test_a_thread_id_no_route_can_address_is_refused_before_it_is_stored(thread: str) -> None:
+    client, store = _client()
+    r = client.post("/agents/ops", json={**BODY, "threadId": thread})
+    assert r.status_code == 422 and "threadId" in r.json()["error"]
+    with pytest.raises(Exception):  # noqa: B017 - not stored, whatever the store says
+        store.load(thread)
+    assert store.pending(limit=10) == []
+
+
+def test_thread_ids_with_other_url_characters_round_trip() -> None:
+    from urllib.parse import quote
+
+    client, _ = _client()
+    # ("%" too, under uvicorn: the TestClient decodes the path twice)
+    for thread in ("a?b#c", "a b", "..a", "\u00e9\\", "a;b"):
+        r = client.post("/agents/ops", json={**BODY, "threadId": thread})
+        assert r.status_code == 200 and "RUN_FINISHED" in r.text
+        got = client.get(f"/threads/{quote(thread, safe='')}")
+        assert got.status_code == 200 and got.json()["threadId"] == thread

@@ -40,8 +40,16 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _check_id(value: str, what: str) -> None:
-    if not value or len(value) > MAX_ID or any(ord(c) < 32 for c in value):
+    if not value or len(value) > MAX_ID or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise UsageError(f"{what} is 1 to {MAX_ID} printable characters")
+
+
+def _check_thread(value: str) -> None:
+    """A thread id must be addressable as ``/threads/{id}``: the path is decoded before
+    routing (``%2F`` is a ``/``) and browsers resolve ``.``/``..`` segments."""
+    _check_id(value, "threadId")
+    if "/" in value or value in (".", ".."):
+        raise UsageError("threadId holds no '/' and is not '.' or '..' (it is a URL path segment)")
 
 
 async def _body(request: Request) -> bytes:
@@ -147,7 +155,7 @@ def agui_app(
             return _error(413, f"a request body is at most {MAX_BODY} bytes")
         try:
             data = ag.RunAgentInput.model_validate_json(raw)
-            _check_id(data.thread_id, "threadId")
+            _check_thread(data.thread_id)
             _check_id(data.run_id, "runId")
         except ValidationError as exc:
             first = exc.errors()[0]
