@@ -104,3 +104,11 @@ def test_thread_ids_with_other_url_characters_round_trip() -> None:
         assert r.status_code == 200 and "RUN_FINISHED" in r.text
         got = client.get(f"/threads/{quote(thread, safe='')}")
         assert got.status_code == 200 and got.json()["threadId"] == thread
+
+
+def test_an_agent_served_under_another_name_is_refused_at_construction() -> None:
+    from intermission.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"agents\['helper'\].*named 'ops'"):
+        agui_app({"helper": AGENTS["ops"]}, MemoryStore())
+    agui_app({"ops": AGENTS["ops"], "change": AGENTS["change"]}, MemoryStore())

@@ -116,6 +116,15 @@ def agui_app(
     when sent, must be the server's own or one of ``origins`` (else 403)."""
     if not isinstance(agents, Mapping) or not all(callable(f) for f in agents.values()):
         raise UsageError("agents is a mapping of agent names to factories")
+    for key, factory in agents.items():
+        # threads are keyed by the agent's own name (session.agent): a route under another
+        # name would pause threads no resume on that route can reach
+        own = getattr(factory(), "name", None)
+        if isinstance(own, str) and own != key:
+            raise UsageError(
+                f"agents[{key!r}] makes an agent named {own!r}: serve it as {own!r} "
+                "(a thread belongs to its agent's own name)"
+            )
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
