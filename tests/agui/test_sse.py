@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 from tests._helpers import need_module
@@ -41,3 +43,19 @@ def test_unicode_digits_are_not_a_cursor_and_not_a_500() -> None:
     for raw in (b"\xb2", b"1.\xb3", b"\xb9"):
         r = client.get("/threads/T/events", headers=[(b"Last-Event-ID", raw)])
         assert r.status_code == 200 and "RUN_STARTED" in r.text
+
+
+def test_replayed_events_are_byte_identical_to_the_live_stream(tmp_path: Any) -> None:
+    """``pair`` proposes ``refund({"order": .., "amount": ..})``: the SQLite store need not
+    keep that key order, and the replay must still send the live stream's very bytes."""
+    from intermission.stores import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        client = TestClient(agui_app(AGENTS, store), base_url="http://127.0.0.1")
+        live = client.post("/agents/pair", json={"threadId": "P", "runId": "r1", "messages": [
+            {"id": "u", "role": "user", "content": "go"}]})  # fmt: skip
+        assert "TOOL_CALL_ARGS" in live.text
+        assert client.get("/threads/P/events").text == live.text
+    finally:
+        store.close()

@@ -156,7 +156,7 @@ def open_interrupts(session: Any, now_ms: float | None = None) -> list[ag.Interr
     out: list[ag.Interrupt] = []
     if session.hitl.tasks:
         for task in HITL.pending_tasks(session):
-            args = json.dumps(task.args, ensure_ascii=False)
+            args = json.dumps(task.args, ensure_ascii=False, sort_keys=True)
             meta: dict[str, Any] = {"tool": task.tool_name, "args": task.args}
             if task.agent:
                 meta["agent"] = task.agent

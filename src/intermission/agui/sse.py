@@ -7,6 +7,7 @@ names where a reconnecting client stopped.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -29,6 +30,12 @@ def parse_cursor(text: str | None) -> Cursor | None:
 
 
 def encode(event: Any, cursor: Cursor) -> str:
-    """One SSE frame: ``id: seq.k`` and the event's camelCase JSON (unset fields left out)."""
-    data = event.model_dump_json(by_alias=True, exclude_none=True)
+    """One SSE frame: ``id: seq.k`` and the event's camelCase JSON (unset fields left out,
+    keys sorted)."""
+    # keys sorted at every level: a replay rebuilds events from the store, which need not
+    # keep a dict's key order, and must send the live stream's very bytes
+    data = json.dumps(
+        event.model_dump(mode="json", by_alias=True, exclude_none=True),
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    )  # fmt: skip
     return f"id: {cursor[0]}.{cursor[1]}\ndata: {data}\n\n"
