@@ -112,3 +112,26 @@ def test_an_agent_served_under_another_name_is_refused_at_construction() -> None
     with pytest.raises(UsageError, match=r"agents\['helper'\].*named 'ops'"):
         agui_app({"helper": AGENTS["ops"]}, MemoryStore())
     agui_app({"ops": AGENTS["ops"], "change": AGENTS["change"]}, MemoryStore())
+
+
+def test_interrupts_are_paged_with_a_next_cursor_never_cut_short() -> None:
+    client, _ = _client()
+    threads = {f"p{n}" for n in range(7)}
+    for t in threads:
+        assert client.post("/agents/ops", json={**BODY, "threadId": t}).status_code == 200
+    seen: list[str] = []
+    url: str | None = "/interrupts?limit=3"
+    pages = 0
+    while url:
+        page = client.get(url).json()
+        pages += 1
+        assert len(page["interrupts"]) <= 3
+        seen += [x["threadId"] for x in page["interrupts"]]
+        url = f"/interrupts?limit=3&after={page['next']}" if page["next"] else None
+    assert pages == 3 and sorted(seen) == sorted(threads)
+    whole = client.get("/interrupts").json()
+    assert whole["next"] is None and len(whole["interrupts"]) == 7
+    for bad in ("limit=0", "limit=x", "limit=%C2%B2", "limit=100000", "after=%%%",
+                "after=bm9wZQ", "after=W10"):  # fmt: skip
+        r = client.get(f"/interrupts?{bad}")
+        assert r.status_code == 400 and r.json()["error"], bad

@@ -212,3 +212,28 @@ def test_bidi_controls_are_shown_as_escapes_never_applied(browser: Any, tmp_path
         assert taken.get_by_test_id("outcome").evaluate(style) == "isolate"
     finally:
         server.stop()
+
+
+def test_the_console_follows_the_interrupt_pages(browser: Any, tmp_path: Path) -> None:
+    """``GET /interrupts`` is paged: the console shows the interrupts of every page (here
+    the first page is cut to one thread; the rest comes from the server's ``next``)."""
+    from playwright.sync_api import expect
+
+    server = Server(str(tmp_path / "s.db"), tmp_path / "e.log")
+    tag = uuid.uuid4().hex[:6]
+    try:
+        threads = [f"page{n}-{tag}" for n in range(3)]
+        for thread in threads:
+            _pause(server, "ops", thread)
+        first = server.get("/interrupts?limit=1")
+        assert first["next"] and len(first["interrupts"]) == 1
+        page = browser.new_context().new_page()
+        page.route("**/interrupts", lambda route: route.fulfill(json=first))
+        page.goto(server.url + "/")
+        page.get_by_test_id("reviewer").fill("rita")
+        page.get_by_test_id("start").click()
+        expect(page.get_by_test_id("interrupt")).to_have_count(3)
+        for thread in threads:
+            expect(page.locator(f'[data-thread="{thread}"]')).to_have_count(1)
+    finally:
+        server.stop()

@@ -7,7 +7,10 @@ Hostile input gets a 4xx with a one-line JSON error (or, once the stream started
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -20,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
-from ..stores.base import SessionStore
+from ..stores.base import PendingSession, SessionStore
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
@@ -93,6 +96,36 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+PAGE = 200
+"""``GET /interrupts`` lists the open interrupts of this many paused threads a page."""
+MAX_PAGE = 1000
+
+
+def _cursor_of(item: PendingSession) -> str:
+    """An opaque ``next`` cursor: the last listed entry's place in ``store.pending()``."""
+    raw = json.dumps([item.updated_ms, item.session_id, item.agent]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _page_of(request: Request) -> tuple[int, PendingSession | None]:
+    """``?limit=&after=`` of ``GET /interrupts`` (UsageError when not ours)."""
+    text = request.query_params.get("limit", str(PAGE))
+    if not (text.isascii() and text.isdigit() and 0 < int(text) <= MAX_PAGE):
+        raise UsageError(f"limit is a whole number from 1 to {MAX_PAGE}")
+    cursor = request.query_params.get("after")
+    if cursor is None:
+        return int(text), None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated, sid, agent = json.loads(raw)
+        if not isinstance(sid, str) or not isinstance(updated, (int, float)):
+            raise ValueError
+        return int(text), PendingSession(sid, agent if isinstance(agent, str) else None,
+                                         None, updated_ms=float(updated))  # fmt: skip
+    except (ValueError, TypeError, binascii.Error):
+        raise UsageError("after is the next cursor of an earlier page") from None
+
+
 def agui_app(
     agents: Mapping[str, Callable[[], Any]],
     store: SessionStore,
@@ -104,7 +137,8 @@ def agui_app(
     """An ASGI app serving ``agents`` (name → factory) on the sessions of ``store``.
 
     Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
-    ``GET /interrupts``, ``GET /threads/{thread_id}`` (a thread's interrupts and
+    ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
+    page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
     ``GET /`` (reviewer console). With ``token``, every route needs
     ``Authorization: Bearer <token>``.
@@ -177,16 +211,23 @@ def agui_app(
         )
 
     async def interrupts(request: Request) -> Response:
-        def collect() -> list[dict[str, Any]]:
+        try:
+            limit, after = _page_of(request)
+        except UsageError as exc:
+            return _error(400, str(exc))
+
+        def collect() -> dict[str, Any]:
             out: list[dict[str, Any]] = []
-            for item in store.pending(limit=200):
+            page = store.pending(limit=limit + 1, before=after)
+            for item in page[:limit]:
                 try:
                     out += _interrupts_of(store.load(item.session_id))
                 except SessionNotFoundError:
                     continue  # deleted meanwhile
-            return out
+            more = len(page) > limit
+            return {"interrupts": out, "next": _cursor_of(page[limit - 1]) if more else None}
 
-        return JSONResponse({"interrupts": await run_in_threadpool(collect)})
+        return JSONResponse(await run_in_threadpool(collect))
 
     async def thread(request: Request) -> Response:
         tid = request.path_params["thread_id"]

@@ -135,8 +135,15 @@ async function decide(item, payload, out) {
   }
 }
 async function refresh() {
-  let data;
-  try { data = await getJSON("/interrupts"); }
+  const data = {interrupts: []};
+  try {  // every page: the list is paged (next), never cut short
+    let path = "/interrupts";
+    for (let pages = 0; path && pages < 1000; pages++) {
+      const page = await getJSON(path);
+      data.interrupts.push(...page.interrupts);
+      path = page.next ? "/interrupts?after=" + encodeURIComponent(page.next) : null;
+    }
+  }
   catch (e) { $("status").textContent = shown(String(e.message || e)); return; }
   $("status").textContent = shown(data.interrupts.length + " open interrupt(s), updated " + when(Date.now()));
   const seen = new Set();
