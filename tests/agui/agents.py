@@ -6,6 +6,7 @@ test counts real executions across server processes."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -151,7 +152,32 @@ def twice() -> ReActAgent:
     )
 
 
+GATE = threading.Event()
+"""``gated``'s tool waits for this (in-process tests open it)."""
+ENTERED = threading.Semaphore(0)
+"""Released once each time ``gated``'s tool starts waiting."""
+
+
+@tool
+def wait_at_gate(session: AgentSession) -> str:
+    """Wait until the test opens the gate."""
+    ENTERED.release()
+    GATE.wait(timeout=600)
+    return "through"
+
+
+def gated() -> ReActAgent:
+    """An approved tool that takes as long as the test wants (GATE)."""
+    return (
+        ReActAgent.of(_script([ToolCall("wait_at_gate", {})]))
+        .name("gated")
+        .tools(wait_at_gate)
+        .interceptor(HITLInterceptor().on_tool("wait_at_gate"))
+        .build()
+    )
+
+
 AGENTS: dict[str, Callable[[], Any]] = {
     "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
-    "value": value, "twice": twice,
+    "value": value, "twice": twice, "gated": gated,
 }  # fmt: skip

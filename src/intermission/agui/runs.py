@@ -1,6 +1,7 @@
 """One AG-UI run against the store: the rules, the claim, the agent, the events.
 
-A run works in a thread of its own and hands SSE frames to the response through a queue:
+A run works in a thread of its own and hands SSE frames to the response through an asyncio
+queue (the response awaits it, holding no threadpool slot):
 a client that disconnects stops reading, not the run, which finishes and saves (its effects
 are in the ledger either way). Resuming is two claims, as the CLI does: record the
 decisions and save (a crash after this loses nothing), then resume under a fresh claim. A
@@ -10,11 +11,11 @@ the decisions applied: it replays the run that applied them (one effect, same ou
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -82,15 +83,25 @@ class Runs:
         self.agents = agents
         self.store = store
 
-    def stream(self, name: str, data: ag.RunAgentInput) -> Iterator[Frame]:
-        """The SSE frames of one run (the run goes on if the reader stops)."""
-        frames: queue.Queue[Any] = queue.Queue()
+    async def stream(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame]:
+        """The SSE frames of one run (the run goes on if the reader stops). The reader
+        awaits an asyncio queue the run's thread fills: a waiting response holds no
+        threadpool slot, so reads stay prompt whatever runs are in flight."""
+        loop = asyncio.get_running_loop()
+        frames: asyncio.Queue[Any] = asyncio.Queue()
+
+        def put(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(frames.put_nowait, item)
+            except RuntimeError:  # the server's loop is gone: the run still finishes, saved
+                pass
+
         worker = threading.Thread(
-            target=self._work, args=(name, data, frames.put), name="agui-run", daemon=True
+            target=self._work, args=(name, data, put), name="agui-run", daemon=True
         )
         worker.start()
         while True:
-            item = frames.get()
+            item = await frames.get()
             if item is _END:
                 return
             yield item
