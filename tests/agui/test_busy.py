@@ -58,3 +58,27 @@ def test_reads_answer_while_more_runs_wait_than_the_threadpool_has_slots() -> No
     status, outcomes = asyncio.run(main())
     assert status == 200
     assert outcomes == ["success"] * RUNS
+
+
+def test_a_thread_held_by_a_dead_server_is_thread_busy_naming_when_its_claim_lapses() -> None:
+    """A claim whose holder is gone (here: held and never released, as by a SIGKILLed
+    server) is a lease of minutes: a resume answers THREAD_BUSY with who holds it and when
+    it lapses, and changes nothing."""
+    store = MemoryStore()
+    client = TestClient(agui_app(agents.AGENTS, store), base_url="http://127.0.0.1")
+    r = client.post("/agents/ops", json={"threadId": "D", "runId": "r1", "messages": [
+        {"id": "u", "role": "user", "content": "go"}]})  # fmt: skip
+    ids = [i["id"] for i in parse_sse(r.text)[-1][1]["outcome"]["interrupts"]]
+    held = store.resume("D")
+    held.__enter__()
+    try:
+        before = store.load("D").to_json()
+        r = client.post("/agents/ops", json={"threadId": "D", "runId": "r2", "messages": [],
+            "resume": [{"interruptId": i, "status": "resolved", "payload": {"approved": True}}
+                       for i in ids]})  # fmt: skip
+        error = parse_sse(r.text)[-1][1]
+        assert error["type"] == "RUN_ERROR" and error["code"] == "THREAD_BUSY"
+        assert "lapses at 20" in error["message"] and store._holder("D") in error["message"]
+        assert store.load("D").to_json() == before
+    finally:
+        held.__exit__(None, None, None)

@@ -33,7 +33,7 @@ from ..errors import (
 )
 from ..hitl import HITL, decide_graph
 from .events import Translator
-from .interrupts import Plan, Refusal, decision_of, open_interrupts, plan
+from .interrupts import Plan, Refusal, _iso, decision_of, open_interrupts, plan
 from .replay import (
     finished,
     message_ids,
@@ -50,7 +50,10 @@ __all__ = ["Runs"]
 
 log = logging.getLogger("intermission.agui")
 
-BUSY_WAIT_S = 60.0
+BUSY_WAIT_S = 5.0
+"""How long a run waits for another holder of its thread before THREAD_BUSY: enough for a
+concurrent resume to finish (then it is replayed), short of a dead server's lease (minutes:
+the answer names when that claim lapses)."""
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
@@ -190,11 +193,22 @@ class Runs:
             except (SessionBusyError, NothingToResumeError):
                 # another server holds or has just finished this thread: look again
                 if time.monotonic() > deadline:
-                    raise Refusal(
-                        "THREAD_BUSY", f"thread {tid!r} is being run elsewhere; try again"
-                    ) from None
+                    raise Refusal("THREAD_BUSY", self._busy(tid)) from None
                 time.sleep(pause)
                 pause = min(pause * 2, 0.5)
+
+    def _busy(self, tid: str) -> str:
+        """Who holds the thread and when that claim lapses (a dead holder's lease only
+        lapses then; a live one renews it)."""
+        holder = getattr(self.store, "_holder", lambda _: None)(tid)
+        until = getattr(self.store, "_claim_until", lambda _: None)(tid)
+        who = f" by {holder}" if holder else ""
+        when = (
+            f"; its claim lapses at {_iso(until)} unless its holder is alive and renews it"
+            if until is not None
+            else ""
+        )
+        return f"thread {tid!r} is being run elsewhere{who}{when}; try again later"
 
     def _record(self, name: str, tid: str, data: ag.RunAgentInput, p: Plan) -> None:
         agent = self.agents[name]()  # its tools validate edited arguments (R49)
