@@ -169,7 +169,9 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     from .agui import agui_app, serve
 
     print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
-    serve(agui_app(_agents(args.agents), store, token=args.token), args.host, args.port)
+    app = agui_app(_agents(args.agents), store, token=args.token,
+                   hosts=[args.host], origins=args.allow_origin or ())  # fmt: skip
+    serve(app, args.host, args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="a web origin (scheme://host:port) allowed to call without a token",
+    )
     return parser
 
 

@@ -6,6 +6,7 @@ test counts real executions across server processes."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -114,6 +115,69 @@ def change() -> Any:
     )
 
 
+@tool
+def store_value(value: Any, session: AgentSession) -> str:
+    """Store a JSON value (``true`` and ``1`` are different values)."""
+    _effect(f"{session.session_id} store_value {value!r}")
+    return f"stored {value!r}"
+
+
+def value() -> ReActAgent:
+    """One approval of a tool whose argument is any JSON value."""
+    return (
+        ReActAgent.of(_script([ToolCall("store_value", {"value": 0})]))
+        .name("value")
+        .tools(store_value)
+        .interceptor(HITLInterceptor().on_tool("store_value"))
+        .build()
+    )
+
+
+def twice() -> ReActAgent:
+    """Two approvals one after the other: delete 1, then (after its result) delete 2."""
+
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last = max(i for i, m in enumerate(messages) if m.role == "user")
+        n = sum(1 for m in messages[last:] if m.role == "tool")
+        if n < 2:
+            return [ToolCall("delete_user", {"user_id": n + 1})]
+        return "Both done."
+
+    return (
+        ReActAgent.of(ScriptedModel(script))
+        .name("twice")
+        .tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user"))
+        .build()
+    )
+
+
+GATE = threading.Event()
+"""``gated``'s tool waits for this (in-process tests open it)."""
+ENTERED = threading.Semaphore(0)
+"""Released once each time ``gated``'s tool starts waiting."""
+
+
+@tool
+def wait_at_gate(session: AgentSession) -> str:
+    """Wait until the test opens the gate."""
+    ENTERED.release()
+    GATE.wait(timeout=600)
+    return "through"
+
+
+def gated() -> ReActAgent:
+    """An approved tool that takes as long as the test wants (GATE)."""
+    return (
+        ReActAgent.of(_script([ToolCall("wait_at_gate", {})]))
+        .name("gated")
+        .tools(wait_at_gate)
+        .interceptor(HITLInterceptor().on_tool("wait_at_gate"))
+        .build()
+    )
+
+
 AGENTS: dict[str, Callable[[], Any]] = {
     "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
+    "value": value, "twice": twice, "gated": gated,
 }  # fmt: skip

@@ -23,6 +23,8 @@ from intermission.stores import MemoryStore  # noqa: E402
 from ._server import parse_sse  # noqa: E402
 from .agents import AGENTS  # noqa: E402
 
+LOCAL = "http://127.0.0.1"
+
 JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -39,7 +41,7 @@ JSON = st.recursive(
 @pytest.fixture(scope="module")
 def paused() -> Any:
     store = MemoryStore()
-    client = TestClient(agui_app(AGENTS, store))
+    client = TestClient(agui_app(AGENTS, store), base_url=LOCAL)
     r = client.post(
         "/agents/ops",
         json={
@@ -79,7 +81,7 @@ def test_any_json_body_gets_a_4xx_or_a_valid_stream(paused: Any, body: Any) -> N
 
 def _paused_session() -> tuple[Any, Any, str]:
     store = MemoryStore()
-    client = TestClient(agui_app(AGENTS, store))
+    client = TestClient(agui_app(AGENTS, store), base_url=LOCAL)
     start = {
         "threadId": "T",
         "runId": "r1",

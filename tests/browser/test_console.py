@@ -165,3 +165,75 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         assert [x["threadId"] for x in server.get("/interrupts")["interrupts"]] == [d]
     finally:
         server.stop()
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_bidi_controls_are_shown_as_escapes_never_applied(browser: Any, tmp_path: Path) -> None:
+    """A thread id, a tool argument and a reviewer name holding U+202E (RIGHT-TO-LEFT
+    OVERRIDE) and its kin: the console shows each as a visible ``\\u202e`` escape, so
+    ``"\\u202eecila"`` can never be drawn as "alice" on the 'taken by' line."""
+    from playwright.sync_api import expect
+
+    db, log = tmp_path / "s.db", tmp_path / "e.log"
+    server = Server(str(db), log)
+    tag = uuid.uuid4().hex[:6]
+    arg, other = f"\u202ebidi-{tag}", f"spoof-{tag}"
+    try:
+        _pause(server, "note", arg, "\u202eecila " + BIDI)
+        events = server.run(
+            "ops",
+            {
+                "threadId": other,
+                "runId": "r1",
+                "messages": [{"id": "u", "role": "user", "content": "go"}],
+            },
+        )
+        ids = [i["id"] for i in events[-1][1]["outcome"]["interrupts"]]
+        page = browser.new_context().new_page()
+        page.goto(server.url + "/")
+        page.get_by_test_id("reviewer").fill("rita")
+        page.get_by_test_id("start").click()
+        card = page.locator(f'[data-testid="interrupt"][data-thread="{arg}"]')
+        expect(card.get_by_test_id("args")).to_contain_text("\\u202eecila")
+        expect(card).to_contain_text(f"thread \\u202ebidi-{tag}")
+        expect(card.get_by_test_id("message")).to_contain_text("\\u2066\\u2067\\u2068\\u2069")
+        # someone else decides the other under a bidi-spoofed name
+        server.run("ops", {"threadId": other, "runId": "r2", "messages": [], "resume": [
+            {"interruptId": i, "status": "resolved", "payload": {"approved": True},
+             "metadata": {"reviewer": "\u202eecila"}} for i in ids]})  # fmt: skip
+        taken = page.locator(f'[data-testid="interrupt"][data-thread="{other}"]')
+        expect(taken).to_have_attribute("data-state", "taken")
+        expect(taken.get_by_test_id("outcome")).to_contain_text("approved by \\u202eecila")
+        shown = page.evaluate("document.body.innerText")
+        assert not any(c in shown for c in BIDI), [c for c in BIDI if c in shown]
+        style = "(n) => getComputedStyle(n).unicodeBidi"
+        assert taken.get_by_test_id("outcome").evaluate(style) == "isolate"
+    finally:
+        server.stop()
+
+
+def test_the_console_follows_the_interrupt_pages(browser: Any, tmp_path: Path) -> None:
+    """``GET /interrupts`` is paged: the console shows the interrupts of every page (here
+    the first page is cut to one thread; the rest comes from the server's ``next``)."""
+    from playwright.sync_api import expect
+
+    server = Server(str(tmp_path / "s.db"), tmp_path / "e.log")
+    tag = uuid.uuid4().hex[:6]
+    try:
+        threads = [f"page{n}-{tag}" for n in range(3)]
+        for thread in threads:
+            _pause(server, "ops", thread)
+        first = server.get("/interrupts?limit=1")
+        assert first["next"] and len(first["interrupts"]) == 1
+        page = browser.new_context().new_page()
+        page.route("**/interrupts", lambda route: route.fulfill(json=first))
+        page.goto(server.url + "/")
+        page.get_by_test_id("reviewer").fill("rita")
+        page.get_by_test_id("start").click()
+        expect(page.get_by_test_id("interrupt")).to_have_count(3)
+        for thread in threads:
+            expect(page.locator(f'[data-thread="{thread}"]')).to_have_count(1)
+    finally:
+        server.stop()

@@ -7,8 +7,11 @@ Hostile input gets a 4xx with a one-line JSON error (or, once the stream started
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
-from collections.abc import Callable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -20,14 +23,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
-from ..stores.base import SessionStore
+from ..stores.base import PendingSession, SessionStore
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
 from .runs import Runs
 from .sse import encode, parse_cursor
 
-__all__ = ["MAX_BODY", "agui_app"]
+__all__ = ["LOCAL_HOSTS", "MAX_BODY", "agui_app"]
 
 MAX_BODY = 1_000_000
 """Largest ``RunAgentInput`` accepted, in bytes."""
@@ -40,8 +43,16 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _check_id(value: str, what: str) -> None:
-    if not value or len(value) > MAX_ID or any(ord(c) < 32 for c in value):
+    if not value or len(value) > MAX_ID or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise UsageError(f"{what} is 1 to {MAX_ID} printable characters")
+
+
+def _check_thread(value: str) -> None:
+    """A thread id must be addressable as ``/threads/{id}``: the path is decoded before
+    routing (``%2F`` is a ``/``) and browsers resolve ``.``/``..`` segments."""
+    _check_id(value, "threadId")
+    if "/" in value or value in (".", ".."):
+        raise UsageError("threadId holds no '/' and is not '.' or '..' (it is a URL path segment)")
 
 
 async def _body(request: Request) -> bytes:
@@ -69,24 +80,89 @@ def _interrupts_of(session: Any) -> list[dict[str, Any]]:
             "agent": session.agent,
             "interrupt": i.model_dump(mode="json", by_alias=True, exclude_none=True),
         }
-        for i in open_interrupts(session)
+        for i in open_interrupts(session, session.clock.now_ms())  # expired: not decidable
     ]
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""The ``Host`` names a server without a token answers (plus the host it is bound to)."""
+
+
+def _host_name(value: str) -> str:
+    """The name part of a ``Host`` header (``[::1]:8000`` → ``::1``, ``a:80`` → ``a``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+PAGE = 200
+"""``GET /interrupts`` lists the open interrupts of this many paused threads a page."""
+MAX_PAGE = 1000
+
+
+def _cursor_of(item: PendingSession) -> str:
+    """An opaque ``next`` cursor: the last listed entry's place in ``store.pending()``."""
+    raw = json.dumps([item.updated_ms, item.session_id, item.agent]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _page_of(request: Request) -> tuple[int, PendingSession | None]:
+    """``?limit=&after=`` of ``GET /interrupts`` (UsageError when not ours)."""
+    text = request.query_params.get("limit", str(PAGE))
+    if not (text.isascii() and text.isdigit() and 0 < int(text) <= MAX_PAGE):
+        raise UsageError(f"limit is a whole number from 1 to {MAX_PAGE}")
+    cursor = request.query_params.get("after")
+    if cursor is None:
+        return int(text), None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated, sid, agent = json.loads(raw)
+        if not isinstance(sid, str) or not isinstance(updated, (int, float)):
+            raise ValueError
+        return int(text), PendingSession(sid, agent if isinstance(agent, str) else None,
+                                         None, updated_ms=float(updated))  # fmt: skip
+    except (ValueError, TypeError, binascii.Error):
+        raise UsageError("after is the next cursor of an earlier page") from None
+
+
 def agui_app(
-    agents: Mapping[str, Callable[[], Any]], store: SessionStore, *, token: str | None = None
+    agents: Mapping[str, Callable[[], Any]],
+    store: SessionStore,
+    *,
+    token: str | None = None,
+    hosts: Iterable[str] = (),
+    origins: Iterable[str] = (),
 ) -> Any:
     """An ASGI app serving ``agents`` (name → factory) on the sessions of ``store``.
 
     Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
-    ``GET /interrupts``, ``GET /threads/{thread_id}`` (a thread's interrupts and
+    ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
+    page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
     ``GET /`` (reviewer console). With ``token``, every route needs
-    ``Authorization: Bearer <token>``."""
+    ``Authorization: Bearer <token>``.
+
+    Without ``token``, a web page the reviewer's browser opens must not drive the server:
+    a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
+    ``no-cors`` fetch can only send ``text/plain``; else 415), the ``Host`` header must be
+    one of :data:`LOCAL_HOSTS` or ``hosts`` (DNS rebinding; else 403), and an ``Origin``,
+    when sent, must be the server's own or one of ``origins`` (else 403)."""
     if not isinstance(agents, Mapping) or not all(callable(f) for f in agents.values()):
         raise UsageError("agents is a mapping of agent names to factories")
+    for key, factory in agents.items():
+        # threads are keyed by the agent's own name (session.agent): a route under another
+        # name would pause threads no resume on that route can reach
+        own = getattr(factory(), "name", None)
+        if isinstance(own, str) and own != key:
+            raise UsageError(
+                f"agents[{key!r}] makes an agent named {own!r}: serve it as {own!r} "
+                "(a thread belongs to its agent's own name)"
+            )
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
+    allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
+    allowed_origins = {o.rstrip("/").lower() for o in origins}
     runs = Runs(agents, store)
     expected = f"Bearer {token}".encode() if token else None
 
@@ -96,8 +172,24 @@ def agui_app(
         given = request.headers.get("authorization", "").encode()
         return hmac.compare_digest(given, expected)
 
+    def foreign(request: Request) -> Response | None:
+        """Why a request may come from a page it should not (a 403/415), or None."""
+        if expected is None:
+            host = request.headers.get("host", "")
+            if _host_name(host) not in allowed_hosts:
+                return _error(403, "Host not allowed (start the server with --host NAME)")
+            origin = request.headers.get("origin")
+            if origin is not None:
+                own = {f"{scheme}://{host}".lower() for scheme in ("http", "https")}
+                if origin.rstrip("/").lower() not in own | allowed_origins:
+                    return _error(403, "cross-origin requests are not allowed")
+        return None
+
     async def run(request: Request) -> Response:
         name = request.path_params["name"]
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            return _error(415, "a run is a JSON body (Content-Type: application/json)")
         if name not in agents:
             return _error(404, f"no agent named {name[:MAX_ID]!r}")
         try:
@@ -106,7 +198,7 @@ def agui_app(
             return _error(413, f"a request body is at most {MAX_BODY} bytes")
         try:
             data = ag.RunAgentInput.model_validate_json(raw)
-            _check_id(data.thread_id, "threadId")
+            _check_thread(data.thread_id)
             _check_id(data.run_id, "runId")
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -119,16 +211,23 @@ def agui_app(
         )
 
     async def interrupts(request: Request) -> Response:
-        def collect() -> list[dict[str, Any]]:
+        try:
+            limit, after = _page_of(request)
+        except UsageError as exc:
+            return _error(400, str(exc))
+
+        def collect() -> dict[str, Any]:
             out: list[dict[str, Any]] = []
-            for item in store.pending(limit=200):
+            page = store.pending(limit=limit + 1, before=after)
+            for item in page[:limit]:
                 try:
                     out += _interrupts_of(store.load(item.session_id))
                 except SessionNotFoundError:
                     continue  # deleted meanwhile
-            return out
+            more = len(page) > limit
+            return {"interrupts": out, "next": _cursor_of(page[limit - 1]) if more else None}
 
-        return JSONResponse({"interrupts": await run_in_threadpool(collect)})
+        return JSONResponse(await run_in_threadpool(collect))
 
     async def thread(request: Request) -> Response:
         tid = request.path_params["thread_id"]
@@ -197,6 +296,10 @@ def agui_app(
         # the console page itself holds no data: it asks for the token, then sends it
         if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
             await page(scope, receive, send)
+            return
+        refused_here = foreign(request)
+        if refused_here is not None:
+            await refused_here(scope, receive, send)
             return
         if not allowed(request):
             response: Response = _error(401, "missing or wrong bearer token")

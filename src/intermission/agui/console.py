@@ -1,10 +1,11 @@
-"""The reviewer console: one self-contained page (no build step, no CDN, no innerHTML).
+r"""The reviewer console: one self-contained page (no build step, no CDN, no innerHTML).
 
 It asks once for a reviewer name (required, recorded with every decision) and, when the
 server has one, the bearer token; polls ``GET /interrupts``; decides through the AG-UI run
 endpoint itself (a ``resume`` covering every open interrupt of the thread). An interrupt
 that disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
-server's ``RUN_ERROR``, which names who won. Everything shown is set as text.
+server's ``RUN_ERROR``, which names who won. Everything shown is set as text, bidi controls
+as visible escapes (U+202E shows as the text \u202e).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ h1{font-size:1.3rem}.card{border:1px solid #bbb;border-radius:6px;padding:.8rem;
 .card.taken{background:#f3f3f3;color:#555}.meta{color:#666;font-size:12px}
 pre{background:#f7f7f7;padding:.4rem;white-space:pre-wrap;word-break:break-word}
 textarea{width:100%;box-sizing:border-box}.err{color:#a00}.ok{color:#070}
-button{margin-right:.4rem}#login{border:1px solid #888;padding:.8rem;border-radius:6px}
+button{margin-right:.4rem}
+.meta,pre,input,[data-testid=message],[data-testid=outcome]{unicode-bidi:isolate}#login{border:1px solid #888;padding:.8rem;border-radius:6px}
 </style></head><body>
 <h1>Open interrupts</h1>
 <form id="login" data-testid="login">
@@ -39,8 +41,14 @@ const $ = (id) => document.getElementById(id);
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, v);
-  for (const k of kids) n.append(typeof k === "string" ? document.createTextNode(k) : k);
+  for (const k of kids) n.append(typeof k === "string" ? document.createTextNode(shown(k)) : k);
   return n;
+}
+// bidi embeddings, overrides and isolates would let a name or an argument be drawn reversed
+// (a spoofed reviewer): everything shown has them as visible escapes, as the widgets do
+function shown(v) {
+  return String(v).replace(/[\\u202a-\\u202e\\u2066-\\u2069]/g,
+                           (c) => "\\\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }
 function headers(extra) {
   const h = Object.assign({}, extra || {});
@@ -74,12 +82,12 @@ function render(item) {
     let payload = {approved: true};
     if (edit.value.trim()) {
       try { const v = JSON.parse(edit.value); if (!v || typeof v !== "object" || Array.isArray(v)) throw 0; payload.editedArgs = v; }
-      catch (e) { out.className = "err"; out.textContent = "edited arguments must be a JSON object"; return; }
+      catch (e) { out.className = "err"; out.textContent = shown("edited arguments must be a JSON object"); return; }
     }
     decide(item, payload, out);
   };
   reject.onclick = () => {
-    if (!reason.value.trim()) { out.className = "err"; out.textContent = "a rejection needs a reason"; return; }
+    if (!reason.value.trim()) { out.className = "err"; out.textContent = shown("a rejection needs a reason"); return; }
     decide(item, {approved: false, reason: reason.value.trim()}, out);
   };
   const controls = el("div", {"data-testid": "controls"}, approve, reject);
@@ -93,7 +101,7 @@ function taken(entry, text, cls) {
   entry.card.setAttribute("data-state", "taken");
   entry.controls.remove();
   entry.out.className = cls || "";
-  entry.out.textContent = text;
+  entry.out.textContent = shown(text);
 }
 async function decide(item, payload, out) {
   const tid = item.threadId;
@@ -102,20 +110,20 @@ async function decide(item, payload, out) {
   S.staged.set(tid, staged);
   const open = [...S.cards.values()].filter(c => c.item.threadId === tid && !c.card.classList.contains("taken"));
   const waiting = open.filter(c => !staged.has(c.item.interrupt.id));
-  if (waiting.length) { out.className = "meta"; out.textContent = "staged: decide the other " + waiting.length + " interrupt(s) of this thread to send"; return; }
+  if (waiting.length) { out.className = "meta"; out.textContent = shown("staged: decide the other " + waiting.length + " interrupt(s) of this thread to send"); return; }
   S.staged.delete(tid);
   const resume = open.map(c => ({interruptId: c.item.interrupt.id, status: "resolved",
                                  payload: staged.get(c.item.interrupt.id), metadata: {reviewer: S.reviewer}}));
   const body = {threadId: tid, runId: "console-" + crypto.randomUUID(), messages: [], state: {},
                 tools: [], context: [], forwardedProps: {}, resume};
-  out.className = "meta"; out.textContent = "sending…";
+  out.className = "meta"; out.textContent = shown("sending…");
   let text = "";
   try {
     const r = await fetch("/agents/" + encodeURIComponent(item.agent || ""), {method: "POST",
       headers: headers({"Content-Type": "application/json", "Accept": "text/event-stream"}), body: JSON.stringify(body)});
     text = await r.text();
     if (!r.ok) throw new Error("HTTP " + r.status + ": " + text.slice(0, 300));
-  } catch (e) { for (const c of open) { c.out.className = "err"; c.out.textContent = String(e.message || e); } return; }
+  } catch (e) { for (const c of open) { c.out.className = "err"; c.out.textContent = shown(String(e.message || e)); } return; }
   const events = text.split("\\n").filter(l => l.startsWith("data: ")).map(l => { try { return JSON.parse(l.slice(6)); } catch (e) { return {}; } });
   const error = events.find(e => e.type === "RUN_ERROR");
   const fin = events.find(e => e.type === "RUN_FINISHED");
@@ -127,10 +135,17 @@ async function decide(item, payload, out) {
   }
 }
 async function refresh() {
-  let data;
-  try { data = await getJSON("/interrupts"); }
-  catch (e) { $("status").textContent = String(e.message || e); return; }
-  $("status").textContent = data.interrupts.length + " open interrupt(s), updated " + when(Date.now());
+  const data = {interrupts: []};
+  try {  // every page: the list is paged (next), never cut short
+    let path = "/interrupts";
+    for (let pages = 0; path && pages < 1000; pages++) {
+      const page = await getJSON(path);
+      data.interrupts.push(...page.interrupts);
+      path = page.next ? "/interrupts?after=" + encodeURIComponent(page.next) : null;
+    }
+  }
+  catch (e) { $("status").textContent = shown(String(e.message || e)); return; }
+  $("status").textContent = shown(data.interrupts.length + " open interrupt(s), updated " + when(Date.now()));
   const seen = new Set();
   for (const item of data.interrupts) {
     const k = key(item); seen.add(k);
@@ -149,12 +164,12 @@ async function refresh() {
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   S.reviewer = $("reviewer").value.trim(); S.token = $("token").value;
-  if (!S.reviewer) { $("login-msg").textContent = "a reviewer name is required"; return; }
-  try { await getJSON("/interrupts"); } catch (e) { $("login-msg").textContent = String(e.message || e); return; }
+  if (!S.reviewer) { $("login-msg").textContent = shown("a reviewer name is required"); return; }
+  try { await getJSON("/interrupts"); } catch (e) { $("login-msg").textContent = shown(String(e.message || e)); return; }
   sessionStorage.setItem("intermission.reviewer", S.reviewer);
   sessionStorage.setItem("intermission.token", S.token);
   $("login").hidden = true;
-  $("status").textContent = "reviewing as " + S.reviewer;
+  $("status").textContent = shown("reviewing as " + S.reviewer);
   refresh(); setInterval(refresh, 1000);
 });
 $("reviewer").value = sessionStorage.getItem("intermission.reviewer") || "";

@@ -17,12 +17,18 @@ from ag_ui import core as ag
 
 from ..messages import ChatMessage
 
-__all__ = ["ENDS", "STARTS", "Translator", "agui_messages", "state_of"]
+__all__ = ["ENDS", "STARTS", "Translator", "agui_messages", "args_json", "state_of"]
 
 STARTS = ("run_start", "team_start")
 ENDS = ("run_end", "team_end")
 HIDDEN_STATE = ("agui.",)
 """Context keys the server keeps for itself: not shown in STATE_SNAPSHOT."""
+
+
+def args_json(args: Any) -> str:
+    """A tool call's arguments as AG-UI sends them: keys sorted, so the live stream and a
+    replay from the store (which need not keep the model's key order) send the same text."""
+    return json.dumps(args, sort_keys=True)
 
 
 def state_of(session: Any) -> dict[str, Any]:
@@ -50,7 +56,7 @@ def agui_messages(
                 ag.ToolCall(
                     id=c.id or f"{mid}:c{j}",
                     type="function",
-                    function=ag.FunctionCall(name=c.name, arguments=json.dumps(c.args)),
+                    function=ag.FunctionCall(name=c.name, arguments=args_json(c.args)),
                 )
                 for j, c in enumerate(m.tool_calls)
             ]
@@ -74,7 +80,7 @@ def agui_messages(
                     ag.ToolCall(
                         id=w.id or f"{rid}:{w.name}",
                         type="function",
-                        function=ag.FunctionCall(name=w.name, arguments=json.dumps(w.args)),
+                        function=ag.FunctionCall(name=w.name, arguments=args_json(w.args)),
                     )
                     for w in proposed
                 ],
@@ -150,7 +156,7 @@ class Translator:
                         tool_call_id=cid, tool_call_name=call.name, parent_message_id=rid
                     )
                 )
-                out.append(ag.ToolCallArgsEvent(tool_call_id=cid, delta=json.dumps(call.args)))
+                out.append(ag.ToolCallArgsEvent(tool_call_id=cid, delta=args_json(call.args)))
                 out.append(ag.ToolCallEndEvent(tool_call_id=cid))
         elif kind == "tool_call_end":
             content = event.observation if event.observation is not None else event.error

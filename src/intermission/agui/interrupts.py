@@ -29,6 +29,7 @@ __all__ = [
     "Verdict",
     "decided",
     "decision_of",
+    "expired_ids",
     "open_interrupts",
     "plan",
 ]
@@ -123,14 +124,39 @@ def _graph_paused(session: Any) -> bool:
     return bool(session.is_pending) and not session.hitl.tasks
 
 
-def open_interrupts(session: Any) -> list[ag.Interrupt]:
-    """The session's undecided interrupts, as AG-UI ``Interrupt`` objects."""
+def _deadline_of(session: Any, iid: str) -> float | None:
+    """The binding deadline of an open interrupt (None: it has none, or it only marks the
+    task expired: ``on_expire="wait"``)."""
+    for task in session.hitl.tasks:
+        if task.call_uuid == iid:
+            return task.decide_by_ms  # type: ignore[no-any-return]
+    return _graph_deadline(session) if not session.hitl.tasks else None
+
+
+def expired_ids(session: Any, now_ms: float) -> set[str]:
+    """The open interrupts whose binding deadline has passed: nobody can decide them any
+    more, and the next resume rejects them (reviewer ``system:deadline``, as the core
+    does), so they are not open for the rules nor listed."""
+    out: set[str] = set()
+    for i in open_interrupts(session):
+        deadline = _deadline_of(session, i.id)
+        if deadline is not None and now_ms >= deadline:
+            out.add(i.id)
+    return out
+
+
+def open_interrupts(session: Any, now_ms: float | None = None) -> list[ag.Interrupt]:
+    """The session's undecided interrupts, as AG-UI ``Interrupt`` objects (with ``now_ms``:
+    the ones still decidable then, expired ones left out)."""
     if not session.is_pending:
         return []
+    if now_ms is not None:
+        gone = expired_ids(session, now_ms)
+        return [i for i in open_interrupts(session) if i.id not in gone]
     out: list[ag.Interrupt] = []
     if session.hitl.tasks:
         for task in HITL.pending_tasks(session):
-            args = json.dumps(task.args, ensure_ascii=False)
+            args = json.dumps(task.args, ensure_ascii=False, sort_keys=True)
             meta: dict[str, Any] = {"tool": task.tool_name, "args": task.args}
             if task.agent:
                 meta["agent"] = task.agent
@@ -246,8 +272,16 @@ def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
     )
 
 
+def _canonical(value: Any) -> str:
+    """JSON-exact form: ``true`` and ``1``, ``1`` and ``1.0`` differ (Python's ``==`` says
+    they are equal, so a different decision would pass for a retry)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _same(v: Verdict, d: Decided) -> bool:
-    return v.approve == d.approve and (not v.approve or (v.edited or None) == (d.edited or None))
+    if v.approve != d.approve:
+        return False
+    return not v.approve or _canonical(v.edited or None) == _canonical(d.edited or None)
 
 
 def plan(
@@ -255,7 +289,9 @@ def plan(
 ) -> Plan:
     """What a run on this stored session does, or :class:`Refusal`."""
     entries = resume or []
-    opened = {i.id: i for i in open_interrupts(session)}
+    every = {i.id: i for i in open_interrupts(session)}
+    late = expired_ids(session, now_ms)
+    opened = {k: i for k, i in every.items() if k not in late}
     if not entries:
         if opened:
             raise Refusal(
@@ -273,6 +309,13 @@ def plan(
     if len(set(ids)) != len(ids):
         raise Refusal("DUPLICATE_INTERRUPT", "a resume names each interrupt once")
     verdicts = {e.interrupt_id: _verdict(e) for e in entries}
+    for iid in ids:
+        if iid in late:
+            raise Refusal(
+                "INTERRUPT_EXPIRED",
+                f"interrupt {iid!r} expired at {every[iid].expires_at}; nothing was changed "
+                "(a run without it rejects it as system:deadline)",
+            )
     before = decided(session)
     unknown = [i for i in ids if i not in opened and i not in before]
     if unknown:
@@ -285,6 +328,10 @@ def plan(
         old = before.get(iid)
         if old is not None and not _same(v, old):
             raise _conflict(session.session_id, iid, old)
+    if not any(i in opened for i in ids) and all(before[i].applied for i in ids):
+        # the very decisions already applied (checked above): a retried delivery gets the
+        # run that applied them again, even when that run paused on new interrupts
+        return Plan("replay", replay_seq=max(before[i].seq for i in ids))
     if opened:
         missing = sorted(set(opened) - set(ids))
         if missing:
@@ -293,19 +340,7 @@ def plan(
                 f"a resume covers every open interrupt; missing {', '.join(missing)}; "
                 "nothing was changed",
             )
-        for iid in ids:
-            expires = opened[iid].expires_at if iid in opened else None
-            task = next((t for t in session.hitl.tasks if t.call_uuid == iid), None)
-            # the core's own rule: a task whose deadline only marks it expired stays open
-            deadline = task.decide_by_ms if task is not None else _graph_deadline(session)
-            if deadline is not None and now_ms >= deadline:
-                raise Refusal(
-                    "INTERRUPT_EXPIRED",
-                    f"interrupt {iid!r} expired at {expires}; nothing was changed",
-                )
         return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
-    if all(before[i].applied for i in ids):
-        return Plan("replay", replay_seq=max(before[i].seq for i in ids))
     return Plan("resume")  # recorded, not applied yet: resume applies them
 
 

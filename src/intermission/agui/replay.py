@@ -27,7 +27,9 @@ __all__ = [
     "paused",
     "remember",
     "replay",
+    "run_named",
     "runs_of",
+    "seen_message_ids",
 ]
 
 ADAPTER = "agui:server"
@@ -83,6 +85,21 @@ def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -
             if found:
                 ids[i] = found
     return ids
+
+
+def seen_message_ids(session: Any) -> set[str]:
+    """The ids the client was shown for the session's user messages (its own ids, else the
+    ones MESSAGES_SNAPSHOT made up): a user message with one of them is not a new one."""
+    ids = {int(k): v for k, v in (notes_of(session).get("ids") or {}).items()}
+    tid = session.session_id
+    return {ids.get(i) or f"{tid}:m{i}" for i, m in enumerate(session.messages) if m.role == "user"}
+
+
+def run_named(session: Any, agui_run: str) -> list[Any] | None:
+    """The events of the outer run the client named ``agui_run``, if the log holds one."""
+    noted = notes_of(session).get("runs") or {}
+    mine = {k for k, v in noted.items() if v == agui_run}
+    return next((events for events in runs_of(session) if events[0].run_id in mine), None)
 
 
 def runs_of(session: Any) -> list[list[Any]]:

@@ -1,6 +1,7 @@
 """One AG-UI run against the store: the rules, the claim, the agent, the events.
 
-A run works in a thread of its own and hands SSE frames to the response through a queue:
+A run works in a thread of its own and hands SSE frames to the response through an asyncio
+queue (the response awaits it, holding no threadpool slot):
 a client that disconnects stops reading, not the run, which finishes and saves (its effects
 are in the ledger either way). Resuming is two claims, as the CLI does: record the
 decisions and save (a crash after this loses nothing), then resume under a fresh claim. A
@@ -10,11 +11,11 @@ the decisions applied: it replays the run that applied them (one effect, same ou
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -32,15 +33,27 @@ from ..errors import (
 )
 from ..hitl import HITL, decide_graph
 from .events import Translator
-from .interrupts import Plan, Refusal, decision_of, open_interrupts, plan
-from .replay import finished, message_ids, paused, remember, replay, runs_of
+from .interrupts import Plan, Refusal, _iso, decision_of, open_interrupts, plan
+from .replay import (
+    finished,
+    message_ids,
+    paused,
+    remember,
+    replay,
+    run_named,
+    runs_of,
+    seen_message_ids,
+)
 from .sse import Cursor, encode
 
 __all__ = ["Runs"]
 
 log = logging.getLogger("intermission.agui")
 
-BUSY_WAIT_S = 60.0
+BUSY_WAIT_S = 5.0
+"""How long a run waits for another holder of its thread before THREAD_BUSY: enough for a
+concurrent resume to finish (then it is replayed), short of a dead server's lease (minutes:
+the answer names when that claim lapses)."""
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
@@ -73,15 +86,25 @@ class Runs:
         self.agents = agents
         self.store = store
 
-    def stream(self, name: str, data: ag.RunAgentInput) -> Iterator[Frame]:
-        """The SSE frames of one run (the run goes on if the reader stops)."""
-        frames: queue.Queue[Any] = queue.Queue()
+    async def stream(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame]:
+        """The SSE frames of one run (the run goes on if the reader stops). The reader
+        awaits an asyncio queue the run's thread fills: a waiting response holds no
+        threadpool slot, so reads stay prompt whatever runs are in flight."""
+        loop = asyncio.get_running_loop()
+        frames: asyncio.Queue[Any] = asyncio.Queue()
+
+        def put(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(frames.put_nowait, item)
+            except RuntimeError:  # the server's loop is gone: the run still finishes, saved
+                pass
+
         worker = threading.Thread(
-            target=self._work, args=(name, data, frames.put), name="agui-run", daemon=True
+            target=self._work, args=(name, data, put), name="agui-run", daemon=True
         )
         worker.start()
         while True:
-            item = frames.get()
+            item = await frames.get()
             if item is _END:
                 return
             yield item
@@ -147,6 +170,14 @@ class Runs:
                 return
             if session.agent is not None and session.agent != name:
                 raise Refusal("WRONG_AGENT", f"thread {tid!r} belongs to agent {session.agent!r}")
+            last = _user_id(data.messages)
+            if prompt and last is not None and last in seen_message_ids(session):
+                prompt = None  # the client re-sent its history: no new user message
+            done = None if data.resume or prompt else run_named(session, data.run_id)
+            if done is not None:  # a retried POST, nothing new in it: that run again
+                for cursor, out in replay(session, None, data.run_id, done):
+                    send(cursor, out)
+                return
             p = plan(session, data.resume, prompt, session.clock.now_ms())
             if p.kind == "replay":
                 self._replay(session, p, data, send)
@@ -162,11 +193,22 @@ class Runs:
             except (SessionBusyError, NothingToResumeError):
                 # another server holds or has just finished this thread: look again
                 if time.monotonic() > deadline:
-                    raise Refusal(
-                        "THREAD_BUSY", f"thread {tid!r} is being run elsewhere; try again"
-                    ) from None
+                    raise Refusal("THREAD_BUSY", self._busy(tid)) from None
                 time.sleep(pause)
                 pause = min(pause * 2, 0.5)
+
+    def _busy(self, tid: str) -> str:
+        """Who holds the thread and when that claim lapses (a dead holder's lease only
+        lapses then; a live one renews it)."""
+        holder = getattr(self.store, "_holder", lambda _: None)(tid)
+        until = getattr(self.store, "_claim_until", lambda _: None)(tid)
+        who = f" by {holder}" if holder else ""
+        when = (
+            f"; its claim lapses at {_iso(until)} unless its holder is alive and renews it"
+            if until is not None
+            else ""
+        )
+        return f"thread {tid!r} is being run elsewhere{who}{when}; try again later"
 
     def _record(self, name: str, tid: str, data: ag.RunAgentInput, p: Plan) -> None:
         agent = self.agents[name]()  # its tools validate edited arguments (R49)

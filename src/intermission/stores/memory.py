@@ -257,6 +257,12 @@ class MemoryStore(StoreMethods):
             entry = self._rows.get(session_id)
             return entry.claimed_by if entry is not None else None
 
+    def _claim_until(self, session_id: str) -> float | None:
+        """When the claim on the session lapses (epoch ms; None: not claimed)."""
+        with self._lock:
+            entry = self._rows.get(session_id)
+            return entry.claim_until if entry is not None and entry.claimed_by else None
+
     def _final_save(self, session: InMemoryAgentSession) -> None:
         self._save(session, release=True)
 

@@ -501,6 +501,18 @@ class SQLStore(StoreMethods, Pool):
             return None
         return None if row is None else row[0]
 
+    def _claim_until(self, session_id: str) -> float | None:
+        """When the claim on the session lapses (epoch ms; None: not claimed)."""
+        try:
+            with self._tx("read") as run:
+                row = run(
+                    "SELECT claim_until FROM im_sessions WHERE id = ? AND claimed_by IS NOT NULL",
+                    (session_id,),
+                ).fetchone()
+        except StoreError:
+            return None
+        return None if row is None or row[0] is None else float(row[0])
+
     def _final_save(self, session: InMemoryAgentSession) -> None:
         until_back(
             lambda: self._save(session, release=True),

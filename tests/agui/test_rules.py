@@ -1,0 +1,133 @@
+"""The interrupt rules where an adversary found them bent (in process, one MemoryStore):
+JSON-exact decisions, expired interrupts, re-sent resumes after a second pause, retried
+runs. A refused run leaves the stored session exactly as it was."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tests._helpers import need_module
+
+need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
+need_module("httpx", "httpx")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from intermission.agui import agui_app  # noqa: E402
+from intermission.stores import MemoryStore  # noqa: E402
+
+from ._server import parse_sse  # noqa: E402
+from .agents import AGENTS  # noqa: E402
+
+_n = itertools.count()
+
+
+class World:
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.client = TestClient(agui_app(AGENTS, self.store), base_url="http://127.0.0.1")
+
+    def post(self, agent: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
+        r = self.client.post(f"/agents/{agent}", json=body)
+        assert r.status_code == 200, r.text
+        return parse_sse(r.text)
+
+    def start(self, agent: str, thread: str, run: str = "r0") -> list[str]:
+        events = self.post(agent, {"threadId": thread, "runId": run, "messages": [
+            {"id": f"u{next(_n)}", "role": "user", "content": "go"}]})  # fmt: skip
+        return [i["id"] for i in events[-1][1]["outcome"]["interrupts"]]
+
+    def resume(self, agent: str, thread: str, run: str, ids: list[str], payload: Any,
+               reviewer: str = "alice") -> list[tuple[str, Any]]:  # fmt: skip
+        entries = [{"interruptId": i, "status": "resolved", "payload": payload,
+                    "metadata": {"reviewer": reviewer}} for i in ids]  # fmt: skip
+        return self.post(agent, {"threadId": thread, "runId": run, "messages": [],
+                                 "resume": entries})  # fmt: skip
+
+
+def types(events: list[tuple[str, Any]]) -> list[str]:
+    return [e["type"] for _, e in events]
+
+
+def test_edited_args_true_and_1_are_different_decisions() -> None:
+    w = World()
+    ids = w.start("value", "V")
+    first = w.resume("value", "V", "ra", ids, {"approved": True, "editedArgs": {"value": True}})
+    assert types(first)[-1] == "RUN_FINISHED"
+    before = w.store.load("V").to_json()
+    for other in (1, 1.0, "true", [True]):
+        second = w.resume("value", "V", "rb", ids,
+                          {"approved": True, "editedArgs": {"value": other}}, "bob")  # fmt: skip
+        assert types(second)[-1] == "RUN_ERROR", other
+        assert second[-1][1]["code"] == "DECISION_CONFLICT" and "alice" in second[-1][1]["message"]
+        assert w.store.load("V").to_json() == before
+    # the same decision again is a replay of the first run, key order aside
+    again = w.resume("value", "V", "ra", ids, {"approved": True, "editedArgs": {"value": True}})
+    assert types(again) == types(first)
+
+
+def test_an_expired_interrupt_does_not_strand_its_thread() -> None:
+    """``hasty``'s approval expires 1 ms after it is asked for: deciding it is refused with
+    nothing changed; it is not listed; a run without a resume goes on to the resume that
+    rejects it as ``system:deadline`` (the core's rule), and the tool never runs."""
+    for body in ({}, {"messages": [{"id": "u9", "role": "user", "content": "start over"}]}):
+        w = World()
+        ids = w.start("hasty", "H")
+        before = w.store.load("H").to_json()
+        for payload in ({"approved": True}, {"approved": False, "reason": "late"}):
+            late = w.resume("hasty", "H", "rl", ids, payload)
+            assert late[-1][1]["type"] == "RUN_ERROR"
+            assert late[-1][1]["code"] == "INTERRUPT_EXPIRED"
+            assert w.store.load("H").to_json() == before
+        assert w.client.get("/interrupts").json()["interrupts"] == []
+        assert w.client.get("/threads/H").json()["interrupts"] == []
+        done = w.post("hasty", {"threadId": "H", "runId": "rn", "messages": [], **body})
+        assert done[-1][1]["type"] == "RUN_FINISHED", done[-1]
+        assert done[-1][1]["outcome"]["type"] == "success"
+        session = w.store.load("H")
+        (decision,) = [e.decision for e in session.events if e.kind == "hitl_decided"]
+        assert decision.verdict == "reject" and decision.reviewer == "system:deadline"
+        assert not any(e.kind == "tool_call_end" for e in session.events)
+
+
+def test_the_same_resume_after_a_second_pause_replays_the_first_outcome() -> None:
+    """``twice`` pauses on delete 1, then (resumed) on delete 2: re-sending the first resume
+    (a client retrying after a lost connection) gets the very events the first delivery
+    got, the second interrupt included, and changes nothing."""
+    w = World()
+    ids = w.start("twice", "W")
+    first = w.resume("twice", "W", "r2", ids, {"approved": True})
+    assert first[-1][1]["outcome"]["type"] == "interrupt"
+    before = w.store.load("W").to_json()
+    again = w.resume("twice", "W", "r2", ids, {"approved": True})
+    assert [e for _, e in again] == [e for _, e in first]
+    assert w.store.load("W").to_json() == before
+    other = w.resume("twice", "W", "r3", ids, {"approved": False, "reason": "no"}, "bob")
+    assert other[-1][1]["code"] == "DECISION_CONFLICT"
+
+
+def test_a_retried_run_id_replays_that_run_and_old_history_is_no_prompt() -> None:
+    """A client that retries a POST (same ``runId``) gets that run again, not a new request;
+    a run whose last user message the thread already has (``runAgent({})`` re-sends the
+    history) is ``NO_PROMPT``, not the stale request run again."""
+    w = World()
+    user = {"id": "u1", "role": "user", "content": "go"}
+    go = {"threadId": "R", "runId": "r1", "messages": [user]}
+    first = w.post("ops", go)
+    ids = [i["id"] for i in first[-1][1]["outcome"]["interrupts"]]
+    done = w.resume("ops", "R", "r2", ids, {"approved": True})
+    assert done[-1][1]["outcome"]["type"] == "success"
+    before = w.store.load("R").to_json()
+    assert [e for _, e in w.post("ops", go)] == [e for _, e in first]
+    assert w.store.load("R").to_json() == before
+    history = w.client.get("/threads/R/events")
+    (snapshot,) = [e for _, e in parse_sse(history.text) if e["type"] == "MESSAGES_SNAPSHOT"]
+    for messages in (go["messages"], snapshot["messages"]):
+        stale = w.post("ops", {"threadId": "R", "runId": "r3", "messages": messages})
+        assert types(stale) == ["RUN_STARTED", "RUN_ERROR"]
+        assert stale[-1][1]["code"] == "NO_PROMPT"
+        assert w.store.load("R").to_json() == before
+    new = [*snapshot["messages"], {"id": "u2", "role": "user", "content": "again"}]
+    again = w.post("ops", {"threadId": "R", "runId": "r4", "messages": new})
+    assert again[-1][1]["outcome"]["type"] == "interrupt"
