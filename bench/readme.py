@@ -81,5 +81,13 @@ def write_readme() -> None:
         "on a pause, 12–15 % on a resume, which must diff against the loaded state and",
         "store the patch). `max_checkpoints=0` turns the second off.",
         "",
+        "JupyterLite (the tutorials in a browser, no server): measured by the browser test",
+        "`tests/browser/test_tutorials_in_lite.py` (printed, never asserted; it writes",
+        "`tests/artifacts/lite-timings.txt`), not by `make bench`. Page open → JupyterLab up",
+        "about 3–6 s, → Pyodide kernel idle median 14.6 s (10.6–25.9 s) over 11 cold pages on",
+        "2 cores shared with other test suites; the reference trial on a quiet machine of",
+        "this kind gave 8.95 s (8.55–9.64 s over 25). The site is 50 MB (26.6 MB as tar.gz);",
+        "a cold `make lite` takes about 24 s (11 s with pip's and npm's caches warm).",
+        "",
     ]
     (HERE / "README.md").write_text("\n".join(lines))
