@@ -4,36 +4,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from .. import _check, limits
 from .._clock import SYSTEM_CLOCK
 from .._json import canonical_dumps, check_json, loads
-from .._model import Model
-from ..decisions import HITLState
 from ..errors import (
     IntermissionError,
     NotSerializableError,
     SnapshotSchemaError,
     SnapshotTooLargeError,
 )
-from ..events import Event
 from ..limits import MAX_DEPTH, MAX_EVENTS, MAX_MESSAGES
-from ..messages import ChatMessage
 from .agent_state import state_data, state_from
 from .context import FlowContext
 from .events_log import EventLog
 from .history import CORE_KEYS, History, check_patch, core_text, core_values
-from .ledger import LedgerEntry, new_generation
+from .ledger import new_generation
 from .session import check_effect_key, check_session_id
+from .snapshot_model import (
+    SCHEMA_VERSION,
+    GraphRunModel,
+    SessionSnapshot,
+)
 from .state import FlowTrace, GraphRun
 
 if TYPE_CHECKING:
     from .session import InMemoryAgentSession
-
-from .session_status import SessionStatus
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -44,102 +43,6 @@ __all__ = [
     "parse_snapshot",
     "session_data",
 ]
-
-SCHEMA_VERSION = 1
-
-_STRICT = ConfigDict(extra="forbid", defer_build=True)
-
-
-class GraphRunModel(Model):
-    """Persisted form of a graph's positions (see :class:`~intermission.core.state.GraphRun`)."""
-
-    model_config = _STRICT
-
-    tokens: list[str] = Field(default_factory=list)
-    started: bool = False
-    ended: bool = False
-    last: str | None = None
-    joins: dict[str, int] = Field(default_factory=dict)
-    inclusive: list[int] = Field(default_factory=list)
-    loops: dict[str, int] = Field(default_factory=dict)
-    children: dict[str, GraphRunModel] = Field(default_factory=dict)
-    visited: dict[str, int] = Field(default_factory=dict)
-    taken: dict[str, int] = Field(default_factory=dict)
-    failed: str | None = None
-
-
-class MarkModel(Model):
-    """A stored checkpoint (see :mod:`intermission.core.history`)."""
-
-    model_config = _STRICT
-
-    at: float
-    n: int
-    seq: int
-    back: dict[str, Any] = Field(default_factory=dict)
-
-
-class HistoryModel(Model):
-    """A session's stored checkpoints."""
-
-    model_config = _STRICT
-
-    marks: list[MarkModel]
-    first: int = 0
-    max: int = 50
-
-
-class ParentModel(Model):
-    """Where a fork came from."""
-
-    model_config = _STRICT
-
-    id: str
-    at: int
-
-
-class FlowTraceModel(Model):
-    """Persisted positions of every graph in the context."""
-
-    model_config = _STRICT
-
-    root: str | None = None
-    graphs: dict[str, GraphRunModel] = Field(default_factory=dict)
-
-
-class SessionSnapshot(Model):
-    """Everything a session needs to continue in another process (R28)."""
-
-    model_config = _STRICT
-
-    schema_version: Literal[1] = 1
-    session_id: str
-    status: SessionStatus = "new"
-    agent: str | None = None
-    pending: bool = False
-    pending_reason: str | None = None
-    context: dict[str, Any] = Field(default_factory=dict)
-    flow: FlowTraceModel = Field(default_factory=FlowTraceModel)
-    traces: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Each agent's state: JSON with a ``kind``, opaque to the core (see agent_state)."""
-    hitl: HITLState = Field(default_factory=HITLState)
-    ledger: dict[str, LedgerEntry] = Field(default_factory=dict)
-    messages: list[ChatMessage] = Field(default_factory=list)
-    max_messages: int = 50
-    events: list[Event] = Field(default_factory=list)
-    max_events: int = 1000
-    next_seq: int = 1
-    history: HistoryModel | None = None
-    parent: ParentModel | None = None
-    family: str | None = None
-    generation: str | None = None
-    effects: Literal["real", "dry-run"] = "real"
-
-    def to_json(self) -> str:
-        """Canonical JSON (compact, defaults left out, keys in a fixed order: see
-        ``layout``): equal snapshots give equal text."""
-        return layout(canonical(self.model_dump(mode="json")))
-
 
 _UNSET: Any = object()
 _DEFAULTS: dict[str, Any] = {
