@@ -47,6 +47,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
+        self.log = effects
         if script is not None:
             cmd = [sys.executable, "-m", script, store, str(self.port)]
         else:

@@ -6,7 +6,10 @@ three clients send a new message to the same *idle* thread at once. The agents' 
 take 0.3 s, so the runs reach the store together. Exactly one client pauses each thread;
 the others are refused (``INTERRUPTS_OPEN``, ``WRONG_AGENT``); and — checked from the store
 after the runs — every interrupt a client was handed is still open and decidable, on a
-thread that belongs to the agent of the client that paused it."""
+thread that belongs to the agent of the client that paused it. Then two resumes and a new
+message race on the paused thread: the tool runs once (the tools' own record), every
+interrupt handed out is open, and no claim is left behind.
+``INTERMISSION_STRESS=N`` runs N times as many rounds."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ need_module("httpx", "httpx")
 from intermission.agui.interrupts import open_interrupts  # noqa: E402
 from intermission.stores.open import open_store  # noqa: E402
 
-from ._server import Server  # noqa: E402
+from ._server import Server, effects  # noqa: E402
 
 ROUNDS = 3 * int(os.environ.get("INTERMISSION_STRESS", "1"))
 REFUSED = {"INTERRUPTS_OPEN", "WRONG_AGENT"}
@@ -104,6 +107,45 @@ def _check(target: str, thread: str, handed: dict[str, list[str]]) -> None:
     assert len(handed[agent]) == 1
 
 
+def _decide_while_prompting(target: str, thread: str, a: Server, b: Server) -> None:
+    """Two approvals (one per server) and a new message, at once, on a paused thread."""
+    owner = _load(target, thread).agent
+    (iid,) = [i.id for i in open_interrupts(_load(target, thread))]
+    resume = [{"interruptId": iid, "status": "resolved", "payload": {"approved": True}}]
+    calls = [
+        (a, owner, {"threadId": thread, "runId": "ra", "resume": resume}),
+        (b, owner, {"threadId": thread, "runId": "rb", "resume": resume}),
+        (a, owner, _prompt(thread, 9)),
+    ]
+    approved_a, approved_b, message = _at_once(calls)
+    for events in (approved_a, approved_b):
+        assert isinstance(events, list), events
+        assert events[-1][1]["type"] == "RUN_FINISHED", events[-1]
+        assert events[-1][1]["outcome"]["type"] == "success"
+    assert effects(a.log, thread) == ["delete_user 5"]  # the tool's own record: once
+    handed = _handed([message], [owner])
+    session = _load(target, thread)
+    open_ids = {i.id for i in open_interrupts(session, session.clock.now_ms())}
+    assert set(handed.get(owner, [])) == open_ids  # the message ran (and paused) or was refused
+    assert _holder(target, thread) is None
+
+
+def _load(target: str, thread: str) -> Any:
+    store = open_store(target)
+    try:
+        return store.load(thread)
+    finally:
+        store.close()
+
+
+def _holder(target: str, thread: str) -> str | None:
+    store = open_store(target)
+    try:
+        return store._holder(thread)  # type: ignore[attr-defined,no-any-return]
+    finally:
+        store.close()
+
+
 def test_racing_new_prompts_never_hand_out_a_lost_interrupt(
     world: tuple[str, list[Server]],
 ) -> None:
@@ -115,6 +157,7 @@ def test_racing_new_prompts_never_hand_out_a_lost_interrupt(
         via = zip([a, b, b, a], agents, strict=True)
         calls = [(s, agent, _prompt(new, n)) for n, (s, agent) in enumerate(via)]
         _check(target, new, _handed(_at_once(calls), agents))
+        _decide_while_prompting(target, new, a, b)
 
         # an idle thread (its request done), three new messages at once
         idle = "t-" + uuid.uuid4().hex[:8]
