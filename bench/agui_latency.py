@@ -11,12 +11,14 @@ deletes them at the end. Alone: ``python bench/agui_latency.py [--quick]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -128,26 +130,33 @@ def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -
 
         def pause(n: int) -> tuple[str, str]:
             thread = f"{prefix}{n}"
+            made.append(thread)  # deleted at the end, whatever happens
             with httpx.Client(timeout=120) as c:
                 return thread, _pause(c, servers[n % 2], thread)
 
         total = background + 2 * measured + 20
         with ThreadPoolExecutor(8) as pool:
             paused = list(pool.map(pause, range(total)))
-        made = [t for t, _ in paused]
         warm, one = paused[:20], paused[20 : 20 + measured]
         many = paused[20 + measured : -background]
         for n, (thread, iid) in enumerate(warm):
             _decide(clients[n % 2], servers[n % 2], thread, iid)
         alone = [_decide(clients[n % 2], servers[n % 2], t, i) for n, (t, i) in enumerate(one)]
 
+        own = threading.local()  # each reviewer keeps its connections (keep-alive)
+        opened: list[Any] = []
+
         def decide(item: tuple[int, tuple[str, str]]) -> float:
             n, (thread, iid) = item
-            with httpx.Client(timeout=120) as c:
-                return _decide(c, servers[n % 2], thread, iid)
+            if not hasattr(own, "clients"):
+                own.clients = [httpx.Client(timeout=120) for _ in servers]
+                opened.extend(own.clients)
+            return _decide(own.clients[n % 2], servers[n % 2], thread, iid)
 
         with ThreadPoolExecutor(8) as pool:
             busy = list(pool.map(decide, enumerate(many)))
+        for c in opened:
+            c.close()
         listed = len(store.pending(limit=1000))
     finally:
         for c in clients:
@@ -155,7 +164,8 @@ def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -
         for s in servers:
             s.stop()
         for thread in made:
-            store.delete(thread)
+            with contextlib.suppress(Exception):
+                store.delete(thread)
         store.close()
     p50, p99 = TEMPORAL
     for what, values in (("one reviewer", alone), ("8 reviewers at once", busy)):

@@ -88,7 +88,7 @@ def write_readme() -> None:
         "store (`INTERMISSION_BENCH_PG_DSN`) holding 1,000 paused threads besides the ones",
         "decided; decisions alternate between the servers, one at a time (one reviewer) and",
         "eight at once, over keep-alive HTTP on the same machine. A decision is five",
-        "PostgreSQL commits (the claim, the recorded decision, the effect marked started and",
+        "PostgreSQL transactions (the claim, the recorded decision, the effect marked started and",
         "then completed in the ledger, the final save), so the figure follows the database's",
         "commit time. Beside it, Temporal's published signal latency (p50 11 ms, p99 46 ms,",
         "Temporal Cloud, January 2026): a signal delivered to a workflow in their cloud, not",

@@ -125,7 +125,10 @@ class Runs:
             if claim is not None and callable(release):
                 try:
                     release(live.thread_id, claim)
-                    what += " (claim released; an effect it started is an unknown outcome)"
+                    what += (
+                        " (claim released: an effect it had started has an unknown outcome "
+                        "a person resolves)"
+                    )
                 except IntermissionError as exc:
                     what += f" (claim left to lapse: {type(exc).__name__})"
             log.warning("%s did not finish within the %g s drain", what, self.drain_s)
