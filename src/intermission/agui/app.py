@@ -135,7 +135,9 @@ class AGUIApp:
     ASGI lifespan's shutdown does too), a new run answers 503 ``SERVER_STOPPING``; the
     lifespan's shutdown then waits for the runs in flight, those whose client left
     included, up to ``drain_s`` seconds from the stop (:meth:`drain`), and releases the
-    claims of any still going (logged), so another server can take their threads."""
+    claims of any still going (logged), so another server can take their threads. Mounted
+    inside another app (whose lifespan does not reach it), call :meth:`drain` from that
+    app's shutdown."""
 
     def __init__(self, handle: ASGIApp, runs: Runs) -> None:
         self._handle = handle
