@@ -1,4 +1,4 @@
-"""5. Decision → applied over AG-UI: two ``serve`` processes on one PostgreSQL store with
+"""6. Decision → applied over AG-UI: two ``serve`` processes on one PostgreSQL store with
 1,000 paused threads; a reviewer's client POSTs the approval (a ``resume``) and the clock
 stops at ``RUN_FINISHED``, which the server sends only once the tool ran and the save that
 applied the decision committed. Printed beside Temporal's published signal latency.
@@ -108,7 +108,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -> None:
-    print(f"\n5. decision → applied over AG-UI (2 servers, PostgreSQL, {background:,} paused)")
+    print(f"\n6. decision → applied over AG-UI (2 servers, PostgreSQL, {background:,} paused)")
     dsn = _dsn()
     try:
         import httpx

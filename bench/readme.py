@@ -81,7 +81,7 @@ def write_readme() -> None:
         "on a pause, 12–15 % on a resume, which must diff against the loaded state and",
         "store the patch). `max_checkpoints=0` turns the second off.",
         "",
-        "Decision → applied over AG-UI (5, `bench/agui_latency.py`): from the moment a",
+        "Decision → applied over AG-UI (6, `bench/agui_latency.py`): from the moment a",
         "reviewer's client sends the approval (`POST /agents/{name}` with `resume`) to the",
         "`RUN_FINISHED` it gets back, which the server sends only after the tool ran and the",
         "save that applied the decision committed. Two `serve` processes share one PostgreSQL",
