@@ -5,8 +5,8 @@ each round, and reports medians over rounds plus ratios computed within the run.
 printed and written as a table into bench/README.md (with the date and the machine). One
 module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``commits``,
 ``scale``, ``cold_import``, ``rendering``, ``agui_latency``); this file runs them in
-order. ``agui_latency`` needs a PostgreSQL database: ``INTERMISSION_BENCH_PG_DSN`` (else it
-says so and is left out).
+order. ``agui_latency`` needs a PostgreSQL database, ``INTERMISSION_BENCH_PG_DSN`` or
+``INTERMISSION_PG_DSN`` (else it says so and is left out).
 
     make bench            # or: .venv-bench/bin/python bench/run.py [--quick]
 """
