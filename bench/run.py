@@ -4,7 +4,9 @@ Every measurement runs all systems in the same process, interleaved in a new shu
 each round, and reports medians over rounds plus ratios computed within the run. Results are
 printed and written as a table into bench/README.md (with the date and the machine). One
 module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``commits``,
-``scale``, ``cold_import``, ``rendering``); this file runs them in order.
+``scale``, ``cold_import``, ``rendering``, ``agui_latency``); this file runs them in
+order. ``agui_latency`` needs a PostgreSQL database, ``INTERMISSION_BENCH_PG_DSN`` or
+``INTERMISSION_PG_DSN`` (else it says so and is left out).
 
     make bench            # or: .venv-bench/bin/python bench/run.py [--quick]
 """
@@ -15,6 +17,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from agui_latency import bench_agui_latency
 from cold_import import bench_import
 from commits import bench_commits
 from history_cost import bench_history, bench_history_steady
@@ -41,6 +44,8 @@ def main() -> None:
         bench_memory_pending(tmp, 20_000 if args.quick else 100_000)
     bench_import(3 if args.quick else 7)
     bench_render()
+    with tempfile.TemporaryDirectory() as d:
+        bench_agui_latency(Path(d), 100 if args.quick else 500)
     write_readme()
     print("\nwritten to bench/README.md")
 

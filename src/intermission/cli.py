@@ -169,8 +169,8 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     from .agui import agui_app, serve
 
     print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
-    app = agui_app(_agents(args.agents), store, token=args.token,
-                   hosts=[args.host], origins=args.allow_origin or ())  # fmt: skip
+    app = agui_app(_agents(args.agents), store, token=args.token, hosts=[args.host],
+                   origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
     serve(app, args.host, args.port)
 
 
@@ -224,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="a web origin (scheme://host:port) allowed to call without a token",
     )
+    serve.add_argument(
+        "--drain", type=float, default=30.0, metavar="SECONDS",
+        help="on SIGTERM/^C, how long runs in flight get to finish (default 30)",
+    )  # fmt: skip
     return parser
 
 

@@ -32,22 +32,27 @@ def free_port() -> int:
 class Server:
     """One ``serve`` process on 127.0.0.1 (``kill()`` is SIGKILL: no clean shutdown)."""
 
-    def __init__(self, store: str, effects: Path, token: str | None = None) -> None:
+    def __init__(
+        self,
+        store: str,
+        effects: Path,
+        token: str | None = None,
+        *,
+        agents: str = "tests.agui.agents:AGENTS",
+        extra: tuple[str, ...] = (),
+        script: str | None = None,
+    ) -> None:
+        """``extra``: more ``serve`` options; ``script``: a test server module run as
+        ``python -m SCRIPT STORE PORT`` instead of ``serve``."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
-        cmd = [
-            sys.executable,
-            "-m",
-            "intermission",
-            "serve",
-            "--store",
-            store,
-            "--agents",
-            "tests.agui.agents:AGENTS",
-            "--port",
-            str(self.port),
-        ]
+        self.log = effects
+        if script is not None:
+            cmd = [sys.executable, "-m", script, store, str(self.port)]
+        else:
+            cmd = [sys.executable, "-m", "intermission", "serve", "--store", store,
+                   "--agents", agents, "--port", str(self.port), *extra]  # fmt: skip
         if token:
             cmd += ["--token", token]
         env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT)}
@@ -96,6 +101,12 @@ class Server:
 
     def js(self, thread: str, steps: list[dict[str, Any]], agent: str = "ops") -> dict[str, Any]:
         """Run the real @ag-ui/client HttpAgent through ``steps``."""
+        return js_result(self.js_start(thread, steps, agent))
+
+    def js_start(
+        self, thread: str, steps: list[dict[str, Any]], agent: str = "ops"
+    ) -> subprocess.Popen[str]:
+        """Start the real @ag-ui/client through ``steps``; :func:`js_result` reads it."""
         plan = {
             "url": f"{self.url}/agents/{agent}",
             "threadId": thread,
@@ -103,19 +114,13 @@ class Server:
             "headers": self.headers(),
         }
         node = shutil.which("node") or "node"
-        out = subprocess.run(
+        return subprocess.Popen(
             [node, str(JS / "agui_client.mjs"), json.dumps(plan)],
             cwd=JS,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
         )
-        assert out.returncode == 0, out.stderr
-        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-        for step in result["steps"]:
-            for event in step["events"]:
-                EVENT.validate_python(event)
-        return result
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -129,6 +134,21 @@ class Server:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def js_result(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
+    """What a client started by ``Server.js_start`` saw (its events validated)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, stderr
+    result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    for step in result["steps"]:
+        for event in step["events"]:
+            EVENT.validate_python(event)
+    return result
 
 
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from intermission import HITLInterceptor, ReActAgent, ScriptedModel, tool
@@ -177,7 +179,55 @@ def gated() -> ReActAgent:
     )
 
 
+def _lazy(name: str) -> Callable[[], ReActAgent]:
+    """An agent like ``ops`` whose factory takes 0.3 s (building a real agent takes time:
+    two runs that start together reach the store together)."""
+
+    def make() -> ReActAgent:
+        time.sleep(0.3)
+        return (
+            ReActAgent.of(_script([ToolCall("delete_user", {"user_id": 5})]))
+            .name(name)
+            .tools(delete_user)
+            .interceptor(HITLInterceptor().on_tool("delete_user"))
+            .build()
+        )
+
+    return make
+
+
+def _marker(kind: str, session: AgentSession) -> Path:
+    """A file next to AGUI_EFFECTS for one thread (``entered-``/``gate-<thread>``)."""
+    return Path(os.environ["AGUI_EFFECTS"]).with_name(f"{kind}-{session.session_id}")
+
+
+@tool
+def slow_step(session: AgentSession) -> str:
+    """A slow approved step: runs until the test creates its gate file, then records."""
+    _marker("entered", session).touch()
+    gate = _marker("gate", session)
+    until = time.monotonic() + 300
+    while not gate.exists() and time.monotonic() < until:
+        time.sleep(0.02)
+    _effect(f"{session.session_id} slow_step")
+    return "slow step done"
+
+
+def slow() -> ReActAgent:
+    """An approved tool that takes as long as the test wants, across processes (its gate
+    is a file)."""
+    return (
+        ReActAgent.of(_script([ToolCall("slow_step", {})]))
+        .name("slow")
+        .tools(slow_step)
+        .interceptor(HITLInterceptor().on_tool("slow_step"))
+        .build()
+    )
+
+
 AGENTS: dict[str, Callable[[], Any]] = {
     "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
-    "value": value, "twice": twice, "gated": gated,
+    "value": value, "twice": twice, "gated": gated, "slow": slow,
 }  # fmt: skip
+LAZY: dict[str, Callable[[], Any]] = {**AGENTS, "lazy": _lazy("lazy"), "lax": _lazy("lax")}
+"""The agents plus two whose factories are slow (apart: agui_app calls each factory once)."""

@@ -70,8 +70,9 @@ def test_edited_args_true_and_1_are_different_decisions() -> None:
 def test_an_expired_interrupt_does_not_strand_its_thread() -> None:
     """``hasty``'s approval expires 1 ms after it is asked for: deciding it is refused with
     nothing changed; it is not listed; a run without a resume goes on to the resume that
-    rejects it as ``system:deadline`` (the core's rule), and the tool never runs."""
-    for body in ({}, {"messages": [{"id": "u9", "role": "user", "content": "start over"}]}):
+    rejects it as ``system:deadline`` (the core's rule), and the tool never runs. (A run
+    that carries a new message as well: tests/agui/test_vanished.py.)"""
+    for body in ({}, {"messages": []}):
         w = World()
         ids = w.start("hasty", "H")
         before = w.store.load("H").to_json()

@@ -7,6 +7,7 @@ Hostile input gets a 4xx with a one-line JSON error (or, once the stream started
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
@@ -21,16 +22,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
 from ..stores.base import PendingSession, SessionStore
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
-from .runs import Runs
+from .runs import DEFAULT_DRAIN_S, Runs
 from .sse import encode, parse_cursor
 
-__all__ = ["LOCAL_HOSTS", "MAX_BODY", "agui_app"]
+__all__ = ["DEFAULT_DRAIN_S", "LOCAL_HOSTS", "MAX_BODY", "AGUIApp", "agui_app"]
 
 MAX_BODY = 1_000_000
 """Largest ``RunAgentInput`` accepted, in bytes."""
@@ -126,15 +128,91 @@ def _page_of(request: Request) -> tuple[int, PendingSession | None]:
         raise UsageError("after is the next cursor of an earlier page") from None
 
 
+class AGUIApp:
+    """The ASGI application :func:`agui_app` returns: ``await app(scope, receive, send)``.
+
+    Its stop is graceful. From :meth:`stop` on (``serve`` calls it on SIGTERM/SIGINT; the
+    ASGI lifespan's shutdown does too), a new run answers 503 ``SERVER_STOPPING``; the
+    lifespan's shutdown then waits for the runs in flight, those whose client left
+    included, up to ``drain_s`` seconds from the stop (:meth:`drain`), and releases the
+    claims of any still going (logged), so another server can take their threads. Mounted
+    inside another app (whose lifespan does not reach it), call :meth:`drain` from that
+    app's shutdown."""
+
+    def __init__(self, handle: ASGIApp, runs: Runs) -> None:
+        self._handle = handle
+        self._runs = runs
+
+    @property
+    def drain_s(self) -> float:
+        """How long a stop waits for the runs in flight (seconds)."""
+        return self._runs.drain_s
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop began (new runs are refused)."""
+        return self._runs.stopping is not None
+
+    def stop(self) -> None:
+        """Refuse new runs from now on (runs in flight go on); the drain time starts."""
+        self._runs.stop()
+
+    def drain(self) -> list[str]:
+        """Stop, wait for the runs in flight (until ``drain_s`` after the stop), release
+        the claims of those still going; returns what each of those was (also logged)."""
+        return self._runs.drain()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection (HTTP, or the lifespan: its shutdown drains)."""
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await asyncio.to_thread(self.drain)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        await self._handle(scope, receive, send)
+
+
+def _always(agent: Any) -> Callable[[], Any]:
+    def same() -> Any:
+        return agent
+
+    return same
+
+
+def _factories(agents: Any) -> dict[str, Callable[[], Any]]:
+    """``agents`` as factories: an agent instance (it has ``prompt``) serves every run."""
+    if not isinstance(agents, Mapping):
+        raise UsageError("agents is a mapping of agent names to agents or factories")
+    out: dict[str, Callable[[], Any]] = {}
+    for key, value in agents.items():
+        if callable(getattr(value, "prompt", None)):
+            out[key] = _always(value)
+        elif callable(value):
+            out[key] = value
+        else:
+            raise UsageError(
+                f"agents[{key!r}] is an agent or a function returning one, "
+                f"not {type(value).__name__}"
+            )
+    return out
+
+
 def agui_app(
-    agents: Mapping[str, Callable[[], Any]],
+    agents: Mapping[str, Any],
     store: SessionStore,
     *,
     token: str | None = None,
     hosts: Iterable[str] = (),
     origins: Iterable[str] = (),
-) -> Any:
-    """An ASGI app serving ``agents`` (name → factory) on the sessions of ``store``.
+    drain_s: float = DEFAULT_DRAIN_S,
+) -> AGUIApp:
+    """An ASGI app serving ``agents`` on the sessions of ``store``: name → agent (one
+    instance serves every run) or name → factory (called once per run, for agents that
+    keep state of their own between calls).
 
     Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
@@ -147,9 +225,13 @@ def agui_app(
     a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
     ``no-cors`` fetch can only send ``text/plain``; else 415), the ``Host`` header must be
     one of :data:`LOCAL_HOSTS` or ``hosts`` (DNS rebinding; else 403), and an ``Origin``,
-    when sent, must be the server's own or one of ``origins`` (else 403)."""
-    if not isinstance(agents, Mapping) or not all(callable(f) for f in agents.values()):
-        raise UsageError("agents is a mapping of agent names to factories")
+    when sent, must be the server's own or one of ``origins`` (else 403).
+
+    ``drain_s``: how long a stop waits for the runs in flight (see :class:`AGUIApp`)."""
+    from .. import _check
+
+    agents = _factories(agents)
+    _check.number("drain_s", drain_s, 0, 86400)
     for key, factory in agents.items():
         # threads are keyed by the agent's own name (session.agent): a route under another
         # name would pause threads no resume on that route can reach
@@ -163,7 +245,7 @@ def agui_app(
         raise UsageError("token is a non-empty string")
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
     allowed_origins = {o.rstrip("/").lower() for o in origins}
-    runs = Runs(agents, store)
+    runs = Runs(agents, store, float(drain_s))
     expected = f"Bearer {token}".encode() if token else None
 
     def allowed(request: Request) -> bool:
@@ -206,9 +288,13 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
-        return StreamingResponse(
-            runs.stream(name, data), media_type="text/event-stream", headers=SSE_HEADERS
-        )
+        frames = runs.start(name, data)
+        if frames is None:
+            response = _error(503, "SERVER_STOPPING: this server is stopping; send the run "
+                              "to another server or again once it is back")  # fmt: skip
+            response.headers["Retry-After"] = "5"
+            return response
+        return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def interrupts(request: Request) -> Response:
         try:
@@ -286,10 +372,7 @@ def agui_app(
     app = Starlette(routes=routes, exception_handlers={IntermissionError: refused})
     page = Starlette(routes=[Route("/", console, methods=["GET"])])
 
-    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await app(scope, receive, send)
-            return
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         request = Request(scope)
@@ -308,4 +391,4 @@ def agui_app(
             return
         await app(scope, receive, send)
 
-    return asgi
+    return AGUIApp(asgi, runs)

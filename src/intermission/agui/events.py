@@ -92,9 +92,11 @@ def agui_messages(
 class Translator:
     """Maps one run's intermission events to AG-UI events.
 
-    ``run_id``: the AG-UI run id to report (the client's); ``finish(seq)`` is called at
+    ``run_id``: the AG-UI run id to report (the client's); ``finish(end)`` is called at
     the run's outer end and returns the AG-UI events that close it (snapshots, outcome),
-    given the end event's seq and whether the run paused.
+    given the end event. ``chained(end)``: True when another outer run continues this
+    AG-UI run after ``end`` (a new message run after the resume that applied recorded
+    decisions): that end closes nothing and the next run's start sends no RUN_STARTED.
     """
 
     def __init__(
@@ -102,10 +104,13 @@ class Translator:
         thread_id: str,
         run_id: str,
         finish: Callable[[Any], list[Any]],
+        chained: Callable[[Any], bool] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.finish = finish
+        self.chained = chained
+        self.started = False
         self.outer: str | None = None
         self.open_text: set[str] = set()
         self.open_steps: list[str] = []
@@ -124,7 +129,9 @@ class Translator:
             if kind not in STARTS:
                 return out
             self.outer = event.run_id
-            out.append(ag.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
+            if not self.started:
+                self.started = True
+                out.append(ag.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
             return out
         if self.done:
             return out
@@ -180,6 +187,9 @@ class Translator:
                 out.append(ag.StepFinishedEvent(step_name=name))
         elif kind in ENDS and event.run_id == self.outer:
             out += self.close()
+            if self.chained is not None and self.chained(event):
+                self.outer = None  # the next outer run goes on with this AG-UI run
+                return out
             out += self.finish(event)
             self.done = True
         return out

@@ -5,7 +5,12 @@ UUID as id and ``toolCallId``), or, for a session paused without tool tasks (a g
 approval node), one ``reason: "confirmation"`` interrupt. :func:`plan` reads a run's
 ``resume`` against them and says what the server does: run a new prompt, record the
 decisions and resume, replay the run that already applied them, or refuse (``Refusal``,
-sent as ``RUN_ERROR``) with nothing changed.
+sent as ``RUN_ERROR``) with nothing changed. The server plans on the session it holds the
+claim of, so what it plans is what it does.
+
+A new user message is never dropped: on a thread whose interrupts are all settled but not
+applied yet (expired, or decided in another client), the resume that applies them runs
+first and the message after it, in the same AG-UI run (``Plan.then``).
 """
 
 from __future__ import annotations
@@ -93,12 +98,14 @@ class Decided:
 @dataclass
 class Plan:
     """What a run does: ``prompt`` (a new request), ``resume`` (``record`` first, then
-    resume), or ``replay`` (the run at ``replay_seq`` applied this very resume)."""
+    resume; then run ``then``, the run's new user message, if the resume ends the pause),
+    or ``replay`` (the run at ``replay_seq`` applied this very resume)."""
 
     kind: Literal["prompt", "resume", "replay"]
     prompt: str | None = None
     record: dict[str, Verdict] = field(default_factory=dict)
     replay_seq: int = 0
+    then: str | None = None
 
 
 def _iso(ms: float) -> str:
@@ -293,18 +300,7 @@ def plan(
     late = expired_ids(session, now_ms)
     opened = {k: i for k, i in every.items() if k not in late}
     if not entries:
-        if opened:
-            raise Refusal(
-                "INTERRUPTS_OPEN",
-                f"thread {session.session_id!r} has {len(opened)} open interrupt(s) "
-                f"({', '.join(sorted(opened))}): a run must carry a resume covering all "
-                "of them",
-            )
-        if session.is_pending:
-            return Plan("resume")  # decisions recorded elsewhere (CLI, widget): continue
-        if not prompt:
-            raise Refusal("NO_PROMPT", "a new run needs a user message")
-        return Plan("prompt", prompt=prompt)
+        return _without_resume(session, opened, prompt)
     ids = [e.interrupt_id for e in entries]
     if len(set(ids)) != len(ids):
         raise Refusal("DUPLICATE_INTERRUPT", "a resume names each interrupt once")
@@ -329,6 +325,8 @@ def plan(
         if old is not None and not _same(v, old):
             raise _conflict(session.session_id, iid, old)
     if not any(i in opened for i in ids) and all(before[i].applied for i in ids):
+        if prompt:  # applied already; the message the thread has not seen is a run of its own
+            return _without_resume(session, opened, prompt)
         # the very decisions already applied (checked above): a retried delivery gets the
         # run that applied them again, even when that run paused on new interrupts
         return Plan("replay", replay_seq=max(before[i].seq for i in ids))
@@ -340,8 +338,26 @@ def plan(
                 f"a resume covers every open interrupt; missing {', '.join(missing)}; "
                 "nothing was changed",
             )
-        return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
-    return Plan("resume")  # recorded, not applied yet: resume applies them
+        record = {i: v for i, v in verdicts.items() if i in opened}
+        return Plan("resume", record=record, then=prompt)
+    return Plan("resume", then=prompt)  # recorded, not applied yet: resume applies them
+
+
+def _without_resume(session: Any, opened: dict[str, ag.Interrupt], prompt: str | None) -> Plan:
+    """A run that decides nothing: refused while interrupts are open; on a thread paused on
+    settled ones (expired, or decided elsewhere) it applies them, then runs its message."""
+    if opened:
+        raise Refusal(
+            "INTERRUPTS_OPEN",
+            f"thread {session.session_id!r} has {len(opened)} open interrupt(s) "
+            f"({', '.join(sorted(opened))}): a run must carry a resume covering all "
+            "of them; nothing was changed",
+        )
+    if session.is_pending:
+        return Plan("resume", then=prompt)
+    if not prompt:
+        raise Refusal("NO_PROMPT", "a new run needs a user message")
+    return Plan("prompt", prompt=prompt)
 
 
 def decision_of(v: Verdict) -> HITLDecision:

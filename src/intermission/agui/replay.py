@@ -34,7 +34,8 @@ __all__ = [
 
 ADAPTER = "agui:server"
 """Where the server keeps its own notes in a session's agent states (``traces``): which
-AG-UI run id each run had, the events that closed each pause, the message ids the client saw."""
+AG-UI run id each run had, the events that closed each pause, the message ids the client saw,
+and the runs another run continued within one AG-UI run (``chained``)."""
 KEEP = 100
 KEEP_IDS = 1000
 
@@ -49,14 +50,16 @@ def notes_of(session: Any) -> dict[str, Any]:
     return notes
 
 
-def remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | None,
+def remember(session: Any, run_ids: list[str], agui_run: str, end_seq: int | None,
               closing: list[Any], ids: dict[int, str]) -> None:  # fmt: skip
-    """Note the run's AG-UI id and, for a pause, the events that closed it (snapshots and
-    outcome as they were then), so a replay sends what the live stream sent."""
+    """Note the AG-UI id of the run's outer runs (several: each but the last is continued
+    by the next) and, for a pause, the events that closed it (snapshots and outcome as
+    they were then), so a replay sends what the live stream sent."""
     notes = notes_of(session)
     runs = dict(notes.get("runs") or {})
-    if run_id:
+    for run_id in run_ids:
         runs[run_id] = agui_run
+    chained = [*(notes.get("chained") or []), *run_ids[:-1]]
     known = dict(notes.get("ids") or {})
     known.update({str(k): v for k, v in ids.items()})
     kept = dict(notes.get("pauses") or {})
@@ -64,12 +67,15 @@ def remember(session: Any, run_id: str | None, agui_run: str, end_seq: int | Non
         kept[str(end_seq)] = [
             e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in closing
         ]
-    session.traces[ADAPTER] = {
+    notes = {
         "kind": "agui",
         "runs": dict(list(runs.items())[-KEEP:]),
         "pauses": dict(list(kept.items())[-KEEP:]),
         "ids": dict(list(known.items())[-KEEP_IDS:]),
     }
+    if chained:
+        notes["chained"] = chained[-KEEP:]
+    session.traces[ADAPTER] = notes
 
 
 def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -> dict[int, str]:
@@ -103,17 +109,23 @@ def run_named(session: Any, agui_run: str) -> list[Any] | None:
 
 
 def runs_of(session: Any) -> list[list[Any]]:
-    """The session's log cut into outer runs (a team's inner agents stay inside theirs)."""
+    """The session's log cut into AG-UI runs: its outer runs (a team's inner agents stay
+    inside theirs), a run noted as continued by the next one joined with it."""
+    chained = set(notes_of(session).get("chained") or ())
     out: list[list[Any]] = []
     outer: str | None = None
+    joined = False
     for event in session.events:
         if outer is None:
             if event.kind in STARTS:
                 outer = event.run_id
-                out.append([event])
+                if not joined:
+                    out.append([])
+                out[-1].append(event)
             continue
         out[-1].append(event)
         if event.kind in ENDS and event.run_id == outer:
+            joined = outer in chained
             outer = None
     return out
 
@@ -151,7 +163,8 @@ def _replay_run(
         ] or [ag.Interrupt(id=f"approval-{end.seq}", reason="confirmation")]  # fmt: skip
         return paused(session, tid, rid, found, tr)
 
-    tr = Translator(tid, rid, finish)
+    chained = set(notes.get("chained") or ())
+    tr = Translator(tid, rid, finish, lambda end: end.run_id in chained)
     for event in events:
         for k, out in enumerate(tr.feed(event)):
             yield (event.seq, k), out

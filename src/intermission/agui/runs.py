@@ -1,12 +1,16 @@
-"""One AG-UI run against the store: the rules, the claim, the agent, the events.
+"""The AG-UI runs of one server: each in a thread of its own, the runs in flight, the stop.
 
-A run works in a thread of its own and hands SSE frames to the response through an asyncio
-queue (the response awaits it, holding no threadpool slot):
-a client that disconnects stops reading, not the run, which finishes and saves (its effects
-are in the ledger either way). Resuming is two claims, as the CLI does: record the
-decisions and save (a crash after this loses nothing), then resume under a fresh claim. A
-second server doing the same resume at once finds the claim held, waits, and then finds
-the decisions applied: it replays the run that applied them (one effect, same outcome).
+A run works in a thread and hands SSE frames to the response through an asyncio queue
+(the response awaits it, holding no threadpool slot): a client that disconnects stops
+reading, not the run, which finishes and saves (its effects are in the ledger either way).
+What a run does is decided under its thread's claim (see :mod:`intermission.agui.claimed`).
+
+A stop is graceful: :meth:`Runs.stop` refuses new runs from then on, and :meth:`Runs.drain`
+waits — up to the drain time from the stop — for the runs in flight, those whose client
+left included. A run still going then is logged and its claim released: the next server
+can take the thread at once instead of waiting out a lease, and an effect the run had
+started stays marked started in the ledger (an unknown outcome a person resolves), never
+run twice.
 """
 
 from __future__ import annotations
@@ -20,40 +24,17 @@ from typing import Any
 
 from ag_ui import core as ag
 
-from ..core.session import InMemoryAgentSession
-from ..errors import (
-    ConflictError,
-    DeadlinePassedError,
-    DecisionConflictError,
-    IntermissionError,
-    InvalidDecisionError,
-    NothingToResumeError,
-    SessionBusyError,
-    SessionNotFoundError,
-)
-from ..hitl import HITL, decide_graph
-from .events import Translator
-from .interrupts import Plan, Refusal, _iso, decision_of, open_interrupts, plan
-from .replay import (
-    finished,
-    message_ids,
-    paused,
-    remember,
-    replay,
-    run_named,
-    runs_of,
-    seen_message_ids,
-)
+from ..errors import DecisionConflictError, IntermissionError
+from .claimed import Claimed
+from .interrupts import Refusal
 from .sse import Cursor, encode
 
-__all__ = ["Runs"]
+__all__ = ["DEFAULT_DRAIN_S", "Runs"]
 
 log = logging.getLogger("intermission.agui")
 
-BUSY_WAIT_S = 5.0
-"""How long a run waits for another holder of its thread before THREAD_BUSY: enough for a
-concurrent resume to finish (then it is replayed), short of a dead server's lease (minutes:
-the answer names when that claim lapses)."""
+DEFAULT_DRAIN_S = 30.0
+"""How long a stopping server waits for its runs in flight."""
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
@@ -61,35 +42,44 @@ Frame = str
 _END = object()
 
 
-def _user_id(messages: list[Any]) -> str | None:
-    for m in reversed(messages):
-        if getattr(m, "role", None) == "user":
-            return str(m.id)[:200]
-    return None
+class _Live:
+    """A run in flight: its thread, run id and the claim it holds (token), if any."""
 
+    __slots__ = ("claim", "run_id", "since", "thread_id")
 
-def _prompt_of(messages: list[Any]) -> str | None:
-    for m in reversed(messages):
-        if getattr(m, "role", None) == "user":
-            content = m.content
-            if isinstance(content, str):
-                return content
-            parts = [getattr(p, "text", "") for p in content or []]
-            return "".join(p for p in parts if isinstance(p, str)) or None
-    return None
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.claim: str | None = None
+        self.since = time.monotonic()
 
 
 class Runs:
     """Runs agents from ``agents`` (name → factory) on sessions of ``store``."""
 
-    def __init__(self, agents: Mapping[str, Callable[[], Any]], store: Any) -> None:
+    def __init__(
+        self,
+        agents: Mapping[str, Callable[[], Any]],
+        store: Any,
+        drain_s: float = DEFAULT_DRAIN_S,
+    ) -> None:
         self.agents = agents
         self.store = store
+        self.drain_s = drain_s
+        self.stopping: float | None = None
+        """When the drain ends (monotonic seconds), once a stop began."""
+        self._live: set[_Live] = set()
+        self._changed = threading.Condition()
 
-    async def stream(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame]:
-        """The SSE frames of one run (the run goes on if the reader stops). The reader
-        awaits an asyncio queue the run's thread fills: a waiting response holds no
-        threadpool slot, so reads stay prompt whatever runs are in flight."""
+    def stop(self) -> None:
+        """Refuse new runs from now on; the drain time starts."""
+        # no lock: a signal handler calls this on the thread that may be holding it
+        if self.stopping is None:
+            self.stopping = time.monotonic() + self.drain_s
+
+    def start(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame] | None:
+        """Start a run and return its SSE frames (the run goes on if the reader stops);
+        None once a stop began. Call from the server's event loop."""
         loop = asyncio.get_running_loop()
         frames: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -99,17 +89,60 @@ class Runs:
             except RuntimeError:  # the server's loop is gone: the run still finishes, saved
                 pass
 
+        live = _Live(data.thread_id, data.run_id)
+        with self._changed:
+            if self.stopping is not None:
+                return None
+            self._live.add(live)
         worker = threading.Thread(
-            target=self._work, args=(name, data, put), name="agui-run", daemon=True
+            target=self._work, args=(name, data, put, live), name="agui-run", daemon=True
         )
         worker.start()
+        return self._frames(frames)
+
+    @staticmethod
+    async def _frames(frames: asyncio.Queue[Any]) -> AsyncIterator[Frame]:
         while True:
             item = await frames.get()
             if item is _END:
                 return
             yield item
 
-    def _work(self, name: str, data: ag.RunAgentInput, put: Callable[[Any], None]) -> None:
+    def drain(self) -> list[str]:
+        """Wait for the runs in flight until the drain ends (``drain_s`` after
+        :meth:`stop`); release the claims of those still going, log and return them."""
+        self.stop()
+        assert self.stopping is not None
+        with self._changed:
+            while self._live and (left := self.stopping - time.monotonic()) > 0:
+                self._changed.wait(left)
+            late = list(self._live)
+        out: list[str] = []
+        for live in late:
+            what = f"AG-UI run {live.run_id!r} of thread {live.thread_id!r}"
+            claim = live.claim
+            release = getattr(self.store, "_release", None)
+            if claim is not None and callable(release):
+                try:
+                    release(live.thread_id, claim)
+                    what += (
+                        " (claim released: an effect it had started has an unknown outcome "
+                        "a person resolves)"
+                    )
+                except IntermissionError as exc:
+                    what += f" (claim left to lapse: {type(exc).__name__})"
+            log.warning("%s did not finish within the %g s drain", what, self.drain_s)
+            out.append(what)
+        return out
+
+    def _holding(self, live: _Live) -> Callable[[str, str | None], None]:
+        def holding(_thread: str, token: str | None) -> None:
+            live.claim = token
+
+        return holding
+
+    def _work(self, name: str, data: ag.RunAgentInput, put: Callable[[Any], None],
+              live: _Live) -> None:  # fmt: skip
         state = {"started": False, "last": 0}
 
         def send(cursor: Cursor, event: Any) -> None:
@@ -118,23 +151,30 @@ class Runs:
             state["last"] = max(state["last"], cursor[0])
             put(encode(event, cursor))
 
+        run: Claimed | None = None
         try:
-            self._run(name, data, send, state)
+            agent = self.agents[name]()
+            run = Claimed(self.store, agent, name, data, send, self._holding(live))
+            run.run()
         except Refusal as exc:
-            self._refuse(data, send, state, exc.code, exc.message)
+            self._refuse(data, send, state, run, exc.code, exc.message)
         except DecisionConflictError as exc:
-            self._refuse(data, send, state, "DECISION_CONFLICT", str(exc))
+            self._refuse(data, send, state, run, "DECISION_CONFLICT", str(exc))
         except IntermissionError as exc:
-            self._refuse(data, send, state, type(exc).__name__, str(exc))
+            self._refuse(data, send, state, run, type(exc).__name__, str(exc))
         except Exception:  # a bug or a failing agent: the client gets a line, the log the rest
             log.exception("AG-UI run %s of thread %s failed", data.run_id, data.thread_id)
-            self._refuse(data, send, state, "INTERNAL_ERROR", "the run failed on the server")
+            self._refuse(data, send, state, run, "INTERNAL_ERROR", "the run failed on the server")
         finally:
             put(_END)
+            with self._changed:
+                self._live.discard(live)
+                self._changed.notify_all()
 
     def _refuse(self, data: ag.RunAgentInput, send: Callable[[Cursor, Any], None],
-                state: dict[str, Any], code: str, message: str) -> None:  # fmt: skip
-        base = state["last"]
+                state: dict[str, Any], run: Claimed | None, code: str,
+                message: str) -> None:  # fmt: skip
+        base = state["last"] or (run.base if run is not None else 0)
         if not base:
             try:
                 base = self.store.load(data.thread_id).events.next_seq - 1
@@ -145,142 +185,3 @@ class Runs:
             send((base, k), ag.RunStartedEvent(thread_id=data.thread_id, run_id=data.run_id))
             k += 1
         send((base, k), ag.RunErrorEvent(message=message, code=code))
-
-    def _run(self, name: str, data: ag.RunAgentInput, send: Callable[[Cursor, Any], None],
-             state: dict[str, Any]) -> None:  # fmt: skip
-        tid = data.thread_id
-        prompt = _prompt_of(data.messages)
-        deadline = time.monotonic() + BUSY_WAIT_S
-        pause = 0.02
-        while True:
-            try:
-                session = self.store.load(tid)
-            except SessionNotFoundError:
-                session = None
-            if session is None:
-                if data.resume:
-                    raise Refusal("THREAD_NOT_FOUND", f"no thread {tid!r} to resume")
-                if not prompt:
-                    raise Refusal("NO_PROMPT", "a new run needs a user message")
-                try:
-                    self.store.save(InMemoryAgentSession(tid))
-                except ConflictError:
-                    continue  # created meanwhile by another run: read it again
-                self._execute(name, data, prompt, send, claim=True)
-                return
-            if session.agent is not None and session.agent != name:
-                raise Refusal("WRONG_AGENT", f"thread {tid!r} belongs to agent {session.agent!r}")
-            last = _user_id(data.messages)
-            if prompt and last is not None and last in seen_message_ids(session):
-                prompt = None  # the client re-sent its history: no new user message
-            done = None if data.resume or prompt else run_named(session, data.run_id)
-            if done is not None:  # a retried POST, nothing new in it: that run again
-                for cursor, out in replay(session, None, data.run_id, done):
-                    send(cursor, out)
-                return
-            p = plan(session, data.resume, prompt, session.clock.now_ms())
-            if p.kind == "replay":
-                self._replay(session, p, data, send)
-                return
-            try:
-                if p.kind == "prompt":
-                    self._execute(name, data, p.prompt, send, claim=True)
-                    return
-                if p.record:
-                    self._record(name, tid, data, p)
-                self._execute(name, data, None, send, claim=False)
-                return
-            except (SessionBusyError, NothingToResumeError):
-                # another server holds or has just finished this thread: look again
-                if time.monotonic() > deadline:
-                    raise Refusal("THREAD_BUSY", self._busy(tid)) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.5)
-
-    def _busy(self, tid: str) -> str:
-        """Who holds the thread and when that claim lapses (a dead holder's lease only
-        lapses then; a live one renews it)."""
-        holder = getattr(self.store, "_holder", lambda _: None)(tid)
-        until = getattr(self.store, "_claim_until", lambda _: None)(tid)
-        who = f" by {holder}" if holder else ""
-        when = (
-            f"; its claim lapses at {_iso(until)} unless its holder is alive and renews it"
-            if until is not None
-            else ""
-        )
-        return f"thread {tid!r} is being run elsewhere{who}{when}; try again later"
-
-    def _record(self, name: str, tid: str, data: ag.RunAgentInput, p: Plan) -> None:
-        agent = self.agents[name]()  # its tools validate edited arguments (R49)
-        with self.store.resume(tid) as s:
-            fresh = plan(s, data.resume, None, s.clock.now_ms())  # the claim's truth
-            if fresh.kind != "resume" or not fresh.record:
-                return
-            try:
-                if s.hitl.tasks:
-                    HITL.submit_all(
-                        s, {i: decision_of(v) for i, v in fresh.record.items()}, agent=agent
-                    )
-                else:
-                    (v,) = fresh.record.values()
-                    if v.edited is not None:
-                        raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
-                    decide_graph(
-                        s, "APPROVE" if v.approve else "REJECT",
-                        reviewer=v.reviewer, reason=v.reason,
-                    )  # fmt: skip
-            except DecisionConflictError:
-                raise
-            except DeadlinePassedError as exc:  # the deadline passed while it was read
-                raise Refusal("INTERRUPT_EXPIRED", f"{exc}; nothing was changed") from None
-            except InvalidDecisionError as exc:
-                raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
-
-    def _execute(self, name: str, data: ag.RunAgentInput, prompt: str | None,
-                 send: Callable[[Cursor, Any], None], *, claim: bool) -> None:  # fmt: skip
-        agent = self.agents[name]()
-        tid, rid = data.thread_id, data.run_id
-        holder = self.store.claim(tid) if claim else self.store.resume(tid)
-        with holder as s:
-            outer: dict[str, Any] = {}
-
-            def finish(end: Any) -> list[Any]:
-                outer["end"] = end
-                if not end.pending:
-                    return [finished(tid, rid, end)]
-                found = open_interrupts(s)
-                if not found:  # paused for another reason: still not a success (AG-UI 1.0)
-                    found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
-                                          message=s.pending_reason)]  # fmt: skip
-                outer["ids"] = message_ids(s, first, user_id, tr)
-                outer["closing"] = paused(s, tid, rid, found, tr, outer["ids"])
-                return list(outer["closing"])
-
-            tr = Translator(tid, rid, finish)
-            last = s.events.next_seq - 1
-            first = len(s.messages)
-            user_id = _user_id(data.messages) if prompt else None
-            for event in agent.prompt(prompt).session(s).stream():
-                last = event.seq
-                if "run" not in outer:
-                    outer["run"] = event.run_id
-                for k, out in enumerate(tr.feed(event)):
-                    send((event.seq, k), out)
-            end = outer.get("end")
-            remember(s, outer.get("run"), rid, end.seq if end is not None else None,
-                      outer.get("closing") or [],
-                      outer.get("ids") or message_ids(s, first, user_id, tr))  # fmt: skip
-            if not tr.done:  # the run ended without its end event (cancelled)
-                for k, out in enumerate(
-                    tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
-                ):
-                    send((last, 500 + k), out)
-
-    def _replay(self, session: Any, p: Plan, data: ag.RunAgentInput,
-                send: Callable[[Cursor, Any], None]) -> None:  # fmt: skip
-        for events in runs_of(session):
-            if events[0].seq <= p.replay_seq <= events[-1].seq or events[0].seq > p.replay_seq:
-                for cursor, out in replay(session, None, data.run_id, events):
-                    send(cursor, out)
-                return
-        raise Refusal("NOTHING_TO_REPLAY", "the run that applied this resume is not in the log")
