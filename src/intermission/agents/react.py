@@ -115,6 +115,11 @@ class ReActAgent(AgentBase):
         self.ids = builder._ids
         self.node_checkpoints = builder._checkpoints == "node"
 
+    def _fingerprint_data(self) -> Any:
+        from .fingerprint import react_data
+
+        return react_data(self.tools, self.interceptors)
+
     @staticmethod
     def of(model: ChatModel) -> ReActAgentBuilder:
         """Start building an agent on ``model``."""

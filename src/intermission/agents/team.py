@@ -80,6 +80,14 @@ class TeamAgent(AgentBase):
             checkpoints="node" if builder._checkpoints == "node" else "request",
         )
 
+    def _fingerprint_key(self) -> Any:
+        return self.spec.build()  # (cached until the spec is edited)
+
+    def _fingerprint_data(self) -> Any:
+        from .fingerprint import team_data
+
+        return team_data(self.spec.build(), self.engine.interceptors)
+
     @staticmethod
     def of(model: ChatModel | None = None) -> TeamAgentBuilder:
         """Start building a team (the model is used by supervisor protocols)."""
@@ -98,7 +106,7 @@ class TeamAgent(AgentBase):
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
         run = self.run(session, prompt, scope, top_level=True, steps=steps)
-        return run_sync(self._exclusive(session, run))
+        return run_sync(self._exclusive(session, run, adopt=False))
 
     async def run(
         self,

@@ -311,8 +311,8 @@ class _Mark:
 
 
 CORE_KEYS = frozenset(
-    {"agent", "context", "flow", "hitl", "messages", "pending", "pending_reason", "status",
-     "traces"}
+    {"agent", "agent_fingerprint", "context", "flow", "hitl", "messages", "pending",
+     "pending_reason", "status", "traces"}
 )  # fmt: skip
 """The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
 
@@ -326,6 +326,9 @@ def core_values(session: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if session.agent is not None:
         values["agent"] = session.agent
+    fingerprint = session.agent_fingerprint
+    if fingerprint is not None:
+        values["agent_fingerprint"] = fingerprint
     if ctx.data:
         values["context"] = ctx.data
     trace = ctx.trace

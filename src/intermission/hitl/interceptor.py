@@ -96,9 +96,7 @@ class HITLInterceptor(ReActInterceptor):
             )
         items = list(allowed)
         if not all(isinstance(n, str) and n for n in items):
-            raise UsageError(
-                f"approvers are reviewer names (non-empty str), not {shown(allowed)}"
-            )
+            raise UsageError(f"approvers are reviewer names (non-empty str), not {shown(allowed)}")
         names = frozenset(items)
         self._approvers[self._last] = names
         return self
@@ -107,6 +105,28 @@ class HITLInterceptor(ReActInterceptor):
         """Called with ``(tool_name, args)`` when a decision says ``always_allow()``."""
         self._on_approved = _check.function("callback", callback)
         return self
+
+    def policy_data(self) -> Any:
+        """The approval policy as JSON data (part of the agent's fingerprint): which tools
+        ask (and whether destructive ones do), each policy's and approver policy's code,
+        deadlines, approver names and what expiry means. Reasons a policy returns and the
+        ``on_approved`` callback are not: they decide nothing that runs."""
+        from ..agents.fingerprint import code_id
+
+        def approvers(key: str) -> Any:
+            found = self._approvers.get(key)
+            if found is None:
+                return None
+            return code_id(found) if callable(found) else sorted(found)
+
+        return {
+            "on_expire": self.on_expire,
+            "ask": [
+                ["*destructive" if key == _DESTRUCTIVE else key, code_id(policy), deadline,
+                 approvers(key)]
+                for key, (policy, deadline) in sorted(self._policies.items())
+            ],
+        }  # fmt: skip
 
     def approver_policy(self, tool: Any) -> ApproverPolicy | None:
         """The callable approver policy this interceptor gives ``tool`` (a tool the agent
@@ -143,6 +163,7 @@ class HITLInterceptor(ReActInterceptor):
             if reason is None:
                 continue
             approvers = self._approvers.get(key)
+            held = held_tool(trace.agent, trace.agent_name, ex.tool_name)
             tasks.append(
                 HITLTask(
                     call_uuid=ex.call_uuid,
@@ -155,6 +176,7 @@ class HITLInterceptor(ReActInterceptor):
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
                     approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
+                    args_schema=_copy(held.parameters) if held is not None else None,
                 )
             )
         return tasks
@@ -289,6 +311,13 @@ def _destructive(trace: ReActTrace, tool_name: str) -> bool:
     agent has is not: it fails as an unknown tool without running anything."""
     found = held_tool(trace.agent, trace.agent_name, tool_name)
     return bool(found is not None and getattr(found, "destructive", False))
+
+
+def _copy(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a tool's schema for the task (the tool keeps its own)."""
+    import copy
+
+    return copy.deepcopy(schema)
 
 
 def _now(trace: ReActTrace) -> float:
