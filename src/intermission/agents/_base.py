@@ -40,12 +40,22 @@ def check_owner(session: Any, agent: Any, *, adopt: bool = False) -> None:
     mine = getattr(agent, "fingerprint", None)
     recorded = getattr(session, "agent", None)
     recorded_fp = getattr(session, "agent_fingerprint", None)
-    if (recorded is not None and recorded != name) or (
-        recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine
+    # (a strict agent — the CLI's bundled examples — takes no session whose maker it
+    # cannot tell: one saved before fingerprints were recorded)
+    unknown = recorded is not None and recorded_fp is None and agent_strict(agent)
+    if (
+        unknown
+        or (recorded is not None and recorded != name)
+        or (recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine)
     ):
         raise AgentMismatchError(
             session.session_id, recorded, recorded_fp, str(name), str(mine or "?")
         )
+
+
+def agent_strict(agent: Any) -> bool:
+    """True for an agent that only takes sessions it can tell it made (see check_owner)."""
+    return getattr(agent, "_strict_owner", False) is True
 
 
 class AgentBase:
@@ -55,6 +65,7 @@ class AgentBase:
     clock: Clock | None
     ids: IdFactory
     _fingerprint: tuple[Any, str] | None = None
+    _strict_owner = False
 
     @property
     def name(self) -> str:

@@ -431,7 +431,11 @@ class History:
             if self._anchor is not None:
                 self._base = json.loads(self._anchor)
             elif self._source is not None:
-                self._base = _core_of(json.loads(self._source))
+                from .snapshot import canonical  # (the writer's rules; it imports this)
+
+                # as stored: defaults left out, as core_values leaves them out — a source
+                # written by model_dump_json() spells them out, and they are no change
+                self._base = _core_of(canonical(json.loads(self._source)))
             else:  # (no checkpoint was taken or loaded)
                 self._base = {}
         return self._base

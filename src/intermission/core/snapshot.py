@@ -449,6 +449,9 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         # keep the stored form next to the model: saving again re-uses it instead of
         # dumping every old event anew
         for event, raw in zip(snap.events, raw_events, strict=True):
+            if "session_id" in raw or None in raw.values():
+                # a dump with everything spelled out (model_dump_json): kept as stored
+                raw = {k: v for k, v in raw.items() if v is not None and k != "session_id"}
             log.append_restored(event, raw)
     else:
         for event in snap.events:
