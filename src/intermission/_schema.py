@@ -108,6 +108,8 @@ def _typed(value: Any, kind: Any, path: str) -> Any:
     kinds = kind if isinstance(kind, list) else [kind]
     for k in kinds:  # an exact fit first
         if _is(value, k):
+            if k == "number" and isinstance(value, int) and abs(value) < 2**53:
+                return float(value)  # (as a float argument takes it: 5 is 5.0)
             return value
     for k in kinds:
         converted = _convert(value, k)
@@ -139,7 +141,7 @@ def _convert(value: Any, kind: str) -> Any:
     if isinstance(value, bool):
         return _NO  # (True is not a number here, though Python says it is 1)
     if kind == "integer":
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
             return int(value)
         if isinstance(value, str) and _INTEGER.fullmatch(value):
             return int(value.strip().partition(".")[0])
@@ -150,7 +152,7 @@ def _convert(value: Any, kind: str) -> Any:
             return number if math.isfinite(number) else _NO
         return _NO
     if kind == "boolean":
-        if isinstance(value, int) and value in (0, 1):
+        if isinstance(value, (int, float)) and value in (0, 1):
             return bool(value)
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE

@@ -43,8 +43,9 @@ _PROSE = frozenset({"title", "description", "examples", "$comment"})
 
 
 def schema_shape(schema: Any) -> Any:
-    """``schema`` without its prose (titles, descriptions, examples): what it accepts.
-    A property *named* ``title`` or ``description`` is kept."""
+    """``schema`` without its prose (titles, descriptions, examples) and with its required
+    names sorted: what it accepts. A property *named* ``title`` or ``description`` is
+    kept."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -57,6 +58,8 @@ def schema_shape(schema: Any) -> Any:
             out[key] = [schema_shape(v) for v in value]
         elif key in _SCHEMA_ONE:
             out[key] = schema_shape(value)
+        elif key == "required" and isinstance(value, list):
+            out[key] = sorted(value, key=str)  # (arguments go by name: their order is moot)
         else:
             out[key] = value
     return out

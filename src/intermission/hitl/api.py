@@ -63,9 +63,10 @@ def _holder(session: Any, task: HITLTask, agent: Any) -> Any:
     team member) when given, else the agent that last ran the session in this process
     (its trace knows it). Never a table of names: another agent built with the same
     names changes nothing here (R49)."""
-    adopt = False
+    at_hand, adopting = _DECIDING_FOR.get() or (None, False)
+    adopt = adopting and agent in (None, at_hand)  # (decide_and_resume(..., adopt=True))
     if agent is None:
-        agent, adopt = _DECIDING_FOR.get() or (None, False)
+        agent = at_hand
     if agent is not None and getattr(agent, "name", None) == session.agent:
         # the session's agent by name must be it by fingerprint too: another agent's
         # policy never judges this session's decisions (a refusal changes nothing)
