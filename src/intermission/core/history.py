@@ -435,7 +435,7 @@ class History:
 
                 # as stored: defaults left out, as core_values leaves them out — a source
                 # written by model_dump_json() spells them out, and they are no change
-                self._base = _core_of(canonical(json.loads(self._source)))
+                self._base = canonical(_core_of(json.loads(self._source)))
             else:  # (no checkpoint was taken or loaded)
                 self._base = {}
         return self._base

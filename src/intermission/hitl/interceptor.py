@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -176,7 +177,7 @@ class HITLInterceptor(ReActInterceptor):
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
                     approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
-                    args_schema=_copy(held.parameters) if held is not None else None,
+                    args_schema=_copy(held) if held is not None else None,
                 )
             )
         return tasks
@@ -300,8 +301,10 @@ class HITLInterceptor(ReActInterceptor):
         trace.final_answer = summary
         trace.abnormal = True
         trace.route = "action"  # resume replays the same calls, no model call (R22)
-        # the event gets copies: what a reader does to it never reaches the session (R42)
-        tasks = [t.model_copy(deep=True) for t in undecided]
+        # the event gets copies: what a reader does to it never reaches the session (R42);
+        # without the argument schemas, which the session's tasks keep (the log stays lean)
+        tasks = [t.model_copy(update={"args_schema": None}).model_copy(deep=True)
+                 for t in undecided]  # fmt: skip
         trace.emit(HITLPendingEvent, tasks=tasks, reason=summary)
 
 
@@ -313,11 +316,22 @@ def _destructive(trace: ReActTrace, tool_name: str) -> bool:
     return bool(found is not None and getattr(found, "destructive", False))
 
 
-def _copy(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a tool's schema for the task (the tool keeps its own)."""
+_SCHEMAS: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Tool → a copy of its schema that tasks share (copied once per tool, not per task; a
+task's schema is never changed in place, and HITL hands out copies)."""
+
+
+def _copy(tool: Any) -> dict[str, Any]:
+    """The tool's argument schema for a task (a copy: the tool keeps its own)."""
     import copy
 
-    return copy.deepcopy(schema)
+    schema = tool.parameters
+    kept = _SCHEMAS.get(tool)
+    if kept is None or kept[0] != id(schema):  # (parameters replaced: copy again)
+        kept = _SCHEMAS[tool] = (id(schema), copy.deepcopy(schema))
+    return kept[1]
 
 
 def _now(trace: ReActTrace) -> float:
