@@ -316,10 +316,8 @@ def test_a_team_member_s_tool_set_is_part_of_the_team_s_fingerprint() -> None:
         changed.prompt().session(s).call()
 
 
-def test_decide_and_resume_refuses_another_agent_before_claiming(tmp_path: Any) -> None:
-    from intermission.stores import SQLiteStore
-
-    store = SQLiteStore(str(tmp_path / "s.sqlite"))
+def test_decide_and_resume_refuses_another_agent_before_claiming(make_store: Any) -> None:
+    store = make_store()
     _, s = paused()
     store.save(s)
     row = store.raw_row("s-1")
@@ -342,7 +340,6 @@ def test_decide_and_resume_refuses_another_agent_before_claiming(tmp_path: Any) 
     outcome = decide_and_resume(store, "s-1", approve, ops(delete_user, audit), adopt=True)
     assert outcome.response.content == "Done: user 1001 deleted." and DELETED == [1001]
     assert store.load("s-1").agent_fingerprint == ops(delete_user, audit).fingerprint
-    store.close()
 
 
 # -- the fingerprint, for any tool set -------------------------------------------------
