@@ -248,7 +248,8 @@ def test_every_widget_refuses_a_late_decision_and_shows_it(
     monkeypatch.setenv("IM_EFFECT_FILE", str(effects))
     store = SQLiteStore(tmp_path / "w.sqlite")
     sid = f"{kind}-late"
-    graph = build_change_graph(append_effect(str(effects)))
+    # (the agent that made the late session: its approval step has the deadline)
+    graph = build_change_graph(append_effect(str(effects)), deadline_ms=200)
     inbox = Inbox(store, {"ops": ops_agent, "change": lambda: graph}, poll_s=None)
     if kind == "tool":
         _late_tool_session(store, sid)
