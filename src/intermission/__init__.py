@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     )
     from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
     from .errors import (
+        AgentMismatchError,
         AmbiguousTaskError,
         ConflictError,
         DeadlinePassedError,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
         InvalidDecisionError,
         LeaseLostError,
         MissingDependencyError,
+        ModelCallError,
         ModelError,
         NothingToResumeError,
         NotSerializableError,
@@ -122,6 +124,7 @@ _WHERE: dict[str, str] = {
     "ActionStartEvent": ".events",
     "AgentRequest": ".agents",
     "AgentResponse": ".agents",
+    "AgentMismatchError": ".errors",
     "AgentSession": ".core",
     "AmbiguousTaskError": ".errors",
     "ApprovalDecidedEvent": ".events",
@@ -168,6 +171,7 @@ _WHERE: dict[str, str] = {
     "MCPTools": ".agents",
     "MissingDependencyError": ".errors",
     "ModelChunk": ".agents",
+    "ModelCallError": ".errors",
     "ModelError": ".errors",
     "Node": ".core",
     "NodeEndEvent": ".events",
@@ -246,6 +250,7 @@ __all__ = [
     "START",
     "ActionEndEvent",
     "ActionStartEvent",
+    "AgentMismatchError",
     "AgentRequest",
     "AgentResponse",
     "AgentSession",
@@ -292,6 +297,7 @@ __all__ = [
     "MCPTool",
     "MCPTools",
     "MissingDependencyError",
+    "ModelCallError",
     "ModelChunk",
     "ModelError",
     "Node",

@@ -6,16 +6,16 @@ rewrite the approver's terminal (R42)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._cli_agents import AgentTable, demo_only_message, load_agents
 from ._clock import SYSTEM_CLOCK
 from ._text import visible as _v
 from .decisions import HITLDecision
-from .errors import IntermissionError, _utc
+from .errors import AgentMismatchError, IntermissionError, UsageError, _utc
 from .hitl import HITL, approval_deadline, decide_graph
 from .stores.base import SessionStore
 from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
@@ -26,25 +26,21 @@ __all__ = ["main"]
 DEFAULT_STORE = "intermission-demo.sqlite"
 
 
-def _agents(spec: str | None) -> dict[str, Callable[[], Any]]:
-    """Agent factories by name: the examples, or ``module:attr`` returning such a dict."""
-    if spec:
-        module, _, attr = spec.partition(":")
-        found: dict[str, Callable[[], Any]] = getattr(importlib.import_module(module), attr)
-        return found
-    from .examples import AGENTS
-
-    return AGENTS
+def _table(args: argparse.Namespace) -> AgentTable:
+    """The agents of ``--agents`` (else the bundled examples, for the demo's sessions),
+    loaded once per command."""
+    table: AgentTable | None = getattr(args, "_table", None)
+    if table is None:
+        if args.adopt and args.agents is None:
+            raise UsageError(
+                "--adopt needs --agents: the bundled examples run only the demo's sessions"
+            )
+        table = args._table = load_agents(args.agents)
+    return table
 
 
 def _agent_for(args: argparse.Namespace, name: str | None) -> Any:
-    factories = _agents(args.agents)
-    if name not in factories:
-        raise IntermissionError(
-            f"no agent named {name!r} is known here (known: {', '.join(sorted(factories))}); "
-            "pass --agents module:DICT_OF_FACTORIES"
-        )
-    return factories[name]()
+    return _table(args).get(name)
 
 
 def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
@@ -112,12 +108,9 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     # --wait seconds while another resumer holds it (R39): a winning decision is never
     # left recorded but unapplied. A decision someone else recorded first stands.
     batch: list[str] | None = None
-    agents: dict[str | None, Any] = {}
 
     def agent_for(name: str | None) -> Any:  # one instance decides and resumes (R49)
-        if name not in agents:
-            agents[name] = _agent_for(args, name)
-        return agents[name]
+        return _agent_for(args, name)
 
     def decide(s: Any) -> None:
         nonlocal batch
@@ -140,7 +133,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             )
 
     _applied(decide_and_resume(
-        store, args.session_id, decide, agent_for, wait_s=args.wait
+        store, args.session_id, decide, agent_for, wait_s=args.wait, adopt=args.adopt
     ))  # fmt: skip
 
 
@@ -149,7 +142,7 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
     (``system:deadline``)."""
     _applied(decide_and_resume(
         store, args.session_id, lambda s: None, lambda name: _agent_for(args, name),
-        wait_s=args.wait,
+        wait_s=args.wait, adopt=args.adopt,
     ))  # fmt: skip
 
 
@@ -168,8 +161,13 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     """The AG-UI server and reviewer console (extra ``agui``) on this store, until ^C."""
     from .agui import agui_app, serve
 
+    table = _table(args)
+    factories = table.factories()  # (each built now: a broken one is a one-line error)
     print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
-    app = agui_app(_agents(args.agents), store, token=args.token, hosts=[args.host],
+    if table.bundled:
+        print("serving the bundled examples for the demo's sessions only; pass --agents "
+              "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
+    app = agui_app(factories, store, token=args.token, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
     serve(app, args.host, args.port)
 
@@ -177,13 +175,27 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
-    parser.add_argument("--agents", help="module:DICT of agent factories by name")
+    agents_help = (
+        "module:ATTR, a dict of your agents (or factories) by name; without it only the "
+        "demo's sessions are run, with the bundled examples"
+    )
+    parser.add_argument("--agents", help=agents_help)
+    parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--store", default=DEFAULT_STORE, help="SQLite file or postgresql:// URL")
+        # (before or after the command: the command's own wins)
+        p.add_argument("--agents", default=argparse.SUPPRESS, help=agents_help)
         return p
+
+    def adopt(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--adopt", action="store_true", default=argparse.SUPPRESS,
+            help="resume a session made by another agent (another name, tools or approval "
+            "policy) with the one from --agents, which takes it over",
+        )  # fmt: skip
 
     demo = add("demo", "run the change-approval example to its pause and save it")
     demo.add_argument("--session", default="change-001")
@@ -200,21 +212,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     approve = add("approve", "approve and resume")
     wait(approve)
+    adopt(approve)
     approve.add_argument("session_id")
     approve.add_argument("--reviewer")
     approve.add_argument("--comment")
     approve.set_defaults(reason=None)
     reject = add("reject", "reject and resume")
     wait(reject)
+    adopt(reject)
     reject.add_argument("session_id")
     reject.add_argument("--reason", required=True)
     reject.add_argument("--reviewer")
     reject.add_argument("--comment")
     resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
     wait(resume)
+    adopt(resume)
     resume.add_argument("session_id")
     serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
-    serve.add_argument("--agents", default=argparse.SUPPRESS, help="module:DICT of factories")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
@@ -244,12 +258,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": cmd_serve,
     }
     try:
+        if args.command in ("approve", "reject", "resume", "serve"):
+            _table(args)  # a bad --agents fails first, in one line, before any store
         store = open_store(args.store)
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
     try:
         commands[args.command](args, store)
+    except AgentMismatchError as exc:
+        bundled = args.agents is None and args.command != "demo"
+        print(f"error: {_v(demo_only_message(exc) if bundled else exc)}", file=sys.stderr)
+        return 2
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2

@@ -46,6 +46,11 @@ class HITLTask(Model):
     """What the deadline means: ``reject`` (a decision after it is refused and the next
     resume rejects the call) or ``wait`` (a reminder: the task stays decidable). None, in
     snapshots written before this field, counts as ``reject``."""
+    args_schema: dict[str, Any] | None = None
+    """The tool's JSON argument schema when the call was proposed: edited arguments are
+    checked against it, so a decision needs no agent in hand (a loaded, restored or
+    forked session, another process). None in snapshots written before this field (the
+    tool itself is needed then) and for a tool the agent does not hold."""
 
     @property
     def decide_by_ms(self) -> float | None:

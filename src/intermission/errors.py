@@ -10,12 +10,14 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── SessionStateError                        the session cannot do what was asked
     │   ├── NothingToResumeError                 empty prompt() but nothing is left to resume
     │   ├── RequestInProgressError               a request is already running on this session
-    │   └── EffectOutcomeUnknownError            a ledgered effect started but never finished
+    │   ├── EffectOutcomeUnknownError            a ledgered effect started but never finished
+    │   └── AgentMismatchError                   the session was made by another agent
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
     │   ├── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
     │   └── SnapshotTooLargeError                larger than a snapshot may be (names the limit)
     ├── ModelError                               a chat model failed or was misused
+    │   ├── ModelCallError                       a model call failed (HTTP status, attempts)
     │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
     ├── ToolDefinitionError (TypeError)          a function cannot become a tool
     ├── UsageError (TypeError, ValueError)       an API got the wrong kind of object or order
@@ -42,6 +44,7 @@ nothing in this tree is used to unwind a pause.
 from __future__ import annotations
 
 __all__ = [
+    "AgentMismatchError",
     "AmbiguousTaskError",
     "ConflictError",
     "DeadlinePassedError",
@@ -53,6 +56,7 @@ __all__ = [
     "InvalidDecisionError",
     "LeaseLostError",
     "MissingDependencyError",
+    "ModelCallError",
     "ModelError",
     "NotSerializableError",
     "NothingToResumeError",
@@ -154,6 +158,39 @@ class EffectOutcomeUnknownError(SessionStateError):
         )
 
 
+class AgentMismatchError(SessionStateError):
+    """A session is asked to run with an agent other than the one that made it: another
+    name, or the same name with other tools, tool arguments or approval policy (its
+    fingerprint). Nothing was changed. ``recorded`` / ``recorded_fingerprint``: the
+    session's agent; ``agent`` / ``fingerprint``: the one refused. To hand the session to
+    the new agent on purpose, adopt it: ``agent.prompt().session(s).adopt().call()`` (CLI:
+    ``--adopt``)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        recorded: str | None,
+        recorded_fingerprint: str | None,
+        agent: str,
+        fingerprint: str,
+    ) -> None:
+        self.recorded = recorded
+        self.recorded_fingerprint = recorded_fingerprint
+        self.agent = agent
+        self.fingerprint = fingerprint
+        theirs = f"agent {recorded!r}" if recorded is not None else "another agent"
+        if recorded_fingerprint is not None:
+            theirs += f" (fingerprint {recorded_fingerprint})"
+        what = "another name" if recorded not in (None, agent) else "other tools or policy"
+        super().__init__(
+            f"session {session_id!r} belongs to {theirs}, not to agent {agent!r} "
+            f"(fingerprint {fingerprint}: {what}); nothing was changed. Run it with the "
+            "agent that made it, or hand it over on purpose with "
+            "agent.prompt().session(s).adopt() (CLI: --adopt)",
+            session_id=session_id,
+        )
+
+
 class SnapshotError(IntermissionError, ValueError):
     """A snapshot could not be written or read."""
 
@@ -205,6 +242,20 @@ class SnapshotTooLargeError(SnapshotError):
 
 class ModelError(IntermissionError):
     """A chat model failed or was misused."""
+
+
+class ModelCallError(ModelError):
+    """A model call failed: the server answered an error status, could not be reached,
+    timed out, or gave an empty reply. ``status``: the HTTP status (None when there was
+    none); ``retryable``: a transient failure (a connection error, a timeout, an empty
+    reply, HTTP 429 or 5xx) that a ReAct agent retries; ``attempts``: how many calls
+    were made before giving up (set by the agent on its final failure)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        self.status = status
+        self.retryable = retryable
+        self.attempts = 1
+        super().__init__(message)
 
 
 class ScriptExhaustedError(ModelError):

@@ -71,6 +71,9 @@ class RunEndEvent(EventBase):
     content: str = ""
     is_abnormal: bool = False
     pending: bool = False
+    error: str | None = None
+    """Why the request ended abnormally when its model failed for good (``ModelCallError:
+    HTTP 503 …``): the request is resumable by an empty prompt."""
 
 
 class ReasonStartEvent(EventBase):
@@ -206,6 +209,8 @@ class TeamEndEvent(EventBase):
     content: str = ""
     is_abnormal: bool = False
     pending: bool = False
+    error: str | None = None
+    """As for RunEndEvent: a member's model failed for good; the team is resumable."""
 
 
 Event = Annotated[

@@ -150,4 +150,6 @@ def build_change_graph(
 
 
 AGENTS: dict[str, Callable[[], Any]] = {"change": build_change_graph, "ops": build_ops_agent}
-"""The examples by agent name (what ``python -m intermission`` resumes by default)."""
+"""The examples by agent name: what ``python -m intermission`` runs without ``--agents`` —
+for the ``demo`` command's sessions only (a session another agent made, even under one of
+these names, is refused: see :mod:`intermission._cli_agents`)."""

@@ -112,7 +112,8 @@ def test_the_session_is_free_again_after_a_cancelled_stream_and_after_an_error()
     with pytest.raises(RuntimeError):
         broken.prompt("go").session(s2).call()
     fine = ReActAgent.of(ScriptedModel(["fine"])).name("fine").build()
-    assert fine.prompt("go").session(s2).call().content == "fine"
+    # (another agent takes the session over on purpose: adopt)
+    assert fine.prompt("go").session(s2).adopt().call().content == "fine"
 
 
 def test_a_stream_left_by_break_or_a_cancelled_call_frees_the_session_at_once() -> None:  # R26

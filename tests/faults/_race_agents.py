@@ -50,4 +50,12 @@ def change_graph() -> Any:
     return build_change_graph(append_effect(path))
 
 
+def change_graph_with_deadline() -> Any:
+    """:func:`change_graph` whose review must be decided within DEADLINE_MS of being
+    asked (another agent: its approval step differs, so it has its own fingerprint)."""
+    path = os.environ.get("IM_EFFECT_FILE", os.devnull)
+    return build_change_graph(append_effect(path), deadline_ms=DEADLINE_MS)
+
+
 AGENTS: dict[str, Any] = {"ops": ops_agent, "change": change_graph}
+DEADLINE_AGENTS: dict[str, Any] = {"ops": ops_agent, "change": change_graph_with_deadline}

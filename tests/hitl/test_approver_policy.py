@@ -20,6 +20,8 @@ from tests.hitl._policy_agents import ops_agent
 
 from intermission import (
     HITL,
+    AgentMismatchError,
+    DecisionRecord,
     HITLDecision,
     HITLTask,
     InMemoryAgentSession,
@@ -123,11 +125,22 @@ def test_the_resume_voids_a_decision_its_policy_does_not_allow(
     make_store: Any, effects: Path
 ) -> None:
     """Defense in depth: mallory's approval, recorded against a laxer instance, is not
-    applied by the agent whose policy refuses her; the call waits again."""
+    applied by the agent whose policy refuses her; the call waits again. (A laxer
+    instance under the session's name is refused outright now — another fingerprint —
+    so the approval is forged into the row, as a hand edit or an old snapshot would.)"""
     store = make_store()
     _pending(store, "s")
     s = store.load("s")
-    HITL.approve_all(s, reviewer="mallory", agent=ops_agent(lambda reviewer, task: True))
+    before = s.to_json()
+    lax = ops_agent(lambda reviewer, task: True)
+    with pytest.raises(AgentMismatchError):
+        HITL.approve_all(s, reviewer="mallory", agent=lax)
+    assert s.to_json() == before
+    (task,) = s.hitl.tasks
+    s.hitl.decisions[task.call_uuid] = DecisionRecord(
+        call_uuid=task.call_uuid, tool_name=task.tool_name, verdict="approve",
+        reviewer="mallory", time_ms=s.clock.now_ms(), fingerprint=task.fingerprint,
+    )  # fmt: skip
     store.save(s)
     with store.resume("s") as s:
         ops_agent().prompt().session(s).call()

@@ -38,7 +38,7 @@ from intermission.stores import SQLiteStore
 from intermission.testing.workers import append_effect
 
 PAST = 1_700_000_000_000.0  # 2023-11-14: every deadline stamped from here has passed
-AGENTS = "tests.faults._race_agents:AGENTS"
+AGENTS = "tests.faults._race_agents:DEADLINE_AGENTS"
 
 
 def _late_tool_session(store: Any, sid: str) -> None:
@@ -111,7 +111,8 @@ def test_a_late_graph_approval_is_refused_on_every_store(make_store: Any, tmp_pa
         check_deadline(s)
     assert s.to_json() == before and store.raw_row("g") == row
     with store.resume("g") as s:
-        response = build_change_graph(append_effect(str(effects))).prompt().session(s).call()
+        graph = build_change_graph(append_effect(str(effects)), deadline_ms=200)
+        response = graph.prompt().session(s).call()  # (the session's own agent)
     assert response.content == "Change rejected: Rejected: the approval deadline passed."
     assert s.context.get("approval.operator") == "system:deadline"
     assert lines(effects) == 0 and store.load("g").status == "done"
@@ -247,7 +248,8 @@ def test_every_widget_refuses_a_late_decision_and_shows_it(
     monkeypatch.setenv("IM_EFFECT_FILE", str(effects))
     store = SQLiteStore(tmp_path / "w.sqlite")
     sid = f"{kind}-late"
-    graph = build_change_graph(append_effect(str(effects)))
+    # (the agent that made the late session: its approval step has the deadline)
+    graph = build_change_graph(append_effect(str(effects)), deadline_ms=200)
     inbox = Inbox(store, {"ops": ops_agent, "change": lambda: graph}, poll_s=None)
     if kind == "tool":
         _late_tool_session(store, sid)
@@ -359,7 +361,8 @@ def test_a_late_decision_written_into_the_context_is_rejected_at_resume(
         assert s.to_json() == before
         store.save(s)
         with store.resume(sid) as s:
-            response = build_change_graph(append_effect(str(effects))).prompt().session(s).call()
+            graph = build_change_graph(append_effect(str(effects)), deadline_ms=200)
+            response = graph.prompt().session(s).call()
         assert response.content == "Change rejected: Rejected: the approval deadline passed."
         after = store.load(sid)
         assert after.context.get("approval.decision") == "REJECT"

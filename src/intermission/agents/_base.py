@@ -20,10 +20,42 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..traces import ReActTrace, TeamTrace
 
-__all__ = ["AgentBase"]
+__all__ = ["AgentBase", "check_owner"]
 
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
+
+
+def check_owner(session: Any, agent: Any, *, adopt: bool = False) -> None:
+    """Raise AgentMismatchError, changing nothing, when ``session`` was made by another
+    agent than ``agent``: another name, or the same name with another fingerprint (see
+    :mod:`intermission.agents.fingerprint`). A session that records no agent yet, or no
+    fingerprint (saved before fingerprints were recorded), is anyone's to take; ``adopt``
+    hands the session over on purpose."""
+    from ..errors import AgentMismatchError
+
+    if adopt:
+        return
+    name = getattr(agent, "name", None)
+    mine = getattr(agent, "fingerprint", None)
+    recorded = getattr(session, "agent", None)
+    recorded_fp = getattr(session, "agent_fingerprint", None)
+    # (a strict agent — the CLI's bundled examples — takes no session whose maker it
+    # cannot tell: one saved before fingerprints were recorded)
+    unknown = recorded is not None and recorded_fp is None and agent_strict(agent)
+    if (
+        unknown
+        or (recorded is not None and recorded != name)
+        or (recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine)
+    ):
+        raise AgentMismatchError(
+            session.session_id, recorded, recorded_fp, str(name), str(mine or "?")
+        )
+
+
+def agent_strict(agent: Any) -> bool:
+    """True for an agent that only takes sessions it can tell it made (see check_owner)."""
+    return getattr(agent, "_strict_owner", False) is True
 
 
 class AgentBase:
@@ -32,11 +64,36 @@ class AgentBase:
     _name: str
     clock: Clock | None
     ids: IdFactory
+    _fingerprint: tuple[Any, str] | None = None
+    _strict_owner = False
 
     @property
     def name(self) -> str:
         """The agent's name (also its node id in a team)."""
         return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of what decides this agent's effects: its tools and their argument
+        schemas, its approval policy (for a team: its graph and members). A session
+        records the fingerprint of the agent that made it and refuses another
+        (AgentMismatchError) unless adopted; see :mod:`intermission.agents.fingerprint`
+        for what is in it and what is deliberately not (the model, prompts, docstrings)."""
+        key = self._fingerprint_key()
+        cached = self._fingerprint
+        if cached is None or cached[0] is not key:
+            from .fingerprint import digest
+
+            cached = self._fingerprint = (key, digest(self._fingerprint_data()))
+        return cached[1]
+
+    def _fingerprint_key(self) -> Any:
+        """What, when replaced, makes the cached fingerprint stale (a team's compiled
+        graph: editing its spec compiles a new one)."""
+        return None
+
+    def _fingerprint_data(self) -> Any:
+        raise NotImplementedError
 
     def prompt(self, text: str | None = None) -> AgentRequest:
         """A new task (``text``), or — empty — continue the original prompt (R3)."""
@@ -51,21 +108,31 @@ class AgentBase:
         prompt: str | None,
         sink: Callable[[Event], None] | None,
         pacer: Callable[[], Coroutine[Any, Any, None]] | None,
+        *,
+        adopt: bool = False,
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink, pacer)
-        return await self._exclusive(session, self.run(session, prompt, scope, top_level=True))
+        run = self.run(session, prompt, scope, top_level=True)
+        return await self._exclusive(session, run, adopt=adopt)
 
-    @staticmethod
     async def _exclusive(
-        session: AgentSession, run: Coroutine[Any, Any, AgentResponse]
+        self, session: AgentSession, run: Coroutine[Any, Any, AgentResponse], *, adopt: bool
     ) -> AgentResponse:
-        """Await ``run``, a top-level request, as the only one on ``session`` (see enter)."""
+        """Await ``run``, a top-level request, as the only one on ``session`` (see enter),
+        once this agent is the session's own (check_owner: refused before anything
+        changes, unless ``adopt``)."""
         try:
             me = await enter(session)
         except BaseException:
             run.close()  # never started: no "never awaited" warning
+            raise
+        try:
+            check_owner(session, self, adopt=adopt)
+        except BaseException:
+            run.close()
+            leave(session, me)
             raise
         since = session.events.next_seq
         try:
@@ -100,8 +167,9 @@ class AgentBase:
         thread is cleared too, R5), own a top-level session, and get this agent's trace
         (``new()`` makes it on the first request)."""
         session.pending(False, None)
-        if top_level:
+        if top_level:  # (the request checked it may: check_owner)
             session.agent = self._name
+            session.agent_fingerprint = self.fingerprint
         if trace is None:
             trace = new()
             session.traces[self._name] = trace

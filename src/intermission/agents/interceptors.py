@@ -36,6 +36,12 @@ class ReActInterceptor:
     def on_reason_start(self, trace: ReActTrace) -> Any:
         """Before each model call."""
 
+    def on_reason_retry(self, trace: ReActTrace, error: Exception, attempt: int) -> Any:
+        """Before the model is asked again after a transient failure (``error``, a
+        ModelCallError; ``attempt``: the retry about to be made, from 1). The messages are
+        built anew from ``trace.working_memory`` for every attempt, so a hook may trim or
+        rewrite it here; pending the session here stops the run, resumably."""
+
     def on_reason_end(self, trace: ReActTrace, message: ChatMessage, duration_ms: float) -> Any:
         """After each model reply."""
 
@@ -60,6 +66,14 @@ class ReActInterceptor:
 
     def on_agent_end(self, trace: ReActTrace) -> Any:
         """At the end of every request (finished, pending or abnormal)."""
+
+    def policy_data(self) -> Any:
+        """What of this interceptor decides the agent's effects, as JSON data (None: it
+        only watches). It is part of the agent's fingerprint: a session refuses an agent
+        whose policy differs from its own (AgentMismatchError) unless adopted. The HITL
+        interceptor returns its approval policy; an interceptor that vetoes, edits or
+        gates tool calls should return what it enforces."""
+        return None
 
 
 async def call_hook(interceptors: tuple[Any, ...], name: str, *args: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._compat import require
 from .._ids import RANDOM_IDS, IdFactory
-from ..errors import ModelError
+from ..errors import ModelCallError, ModelError
 from ..messages import ChatMessage, ToolCall
 from .models import ModelChunk, ToolSchema
 
@@ -43,9 +43,21 @@ def _args(text: str, name: str) -> dict[str, Any]:
     return value
 
 
+def _status_error(status: int, url: str, body: str) -> ModelCallError:
+    """An error status as a typed error: 429 and 5xx are worth retrying, other 4xx not."""
+    return ModelCallError(
+        f"HTTP {status} from {url}: {body[:300]}",
+        status=status,
+        retryable=status == 429 or status >= 500,
+    )
+
+
 class OpenAIChatModel:
     """Chat Completions client. ``model``, ``base_url`` and ``api_key`` default to
-    ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` (else the OpenAI API) and ``OPENAI_API_KEY``."""
+    ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` (else the OpenAI API) and ``OPENAI_API_KEY``.
+    Needs the ``openai`` extra (httpx): without it, making the model raises
+    MissingDependencyError. Failures are ModelCallErrors with the HTTP status; a ReAct
+    agent retries the transient ones (see ``ReActAgentBuilder.retry_config``)."""
 
     def __init__(
         self,
@@ -67,6 +79,7 @@ class OpenAIChatModel:
         self.timeout = timeout
         self.ids = ids or RANDOM_IDS
         self.extra_body = dict(extra_body or {})
+        require("httpx", "openai")  # a missing extra is an error now, not a model reply
 
     def _payload(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -84,6 +97,17 @@ class OpenAIChatModel:
     ) -> AsyncIterator[ModelChunk]:
         """Stream the reply (or fetch it whole when ``stream=False``)."""
         httpx = require("httpx", "openai")
+        try:
+            async for chunk in self._stream(httpx, messages, tools):
+                yield chunk
+        except httpx.TransportError as exc:  # refused, reset, timed out: worth retrying
+            raise ModelCallError(
+                f"{type(exc).__name__} from {self.base_url}: {exc}", retryable=True
+            ) from exc
+
+    async def _stream(
+        self, httpx: Any, messages: list[ChatMessage], tools: list[ToolSchema]
+    ) -> AsyncIterator[ModelChunk]:
         url = f"{self.base_url}/chat/completions"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         payload = self._payload(messages, tools)
@@ -91,7 +115,7 @@ class OpenAIChatModel:
             if not self.streaming:
                 resp = await client.post(url, json=payload, headers=headers)
                 if resp.status_code >= 400:
-                    raise ModelError(f"HTTP {resp.status_code} from {url}: {resp.text[:300]}")
+                    raise _status_error(resp.status_code, url, resp.text)
                 message = resp.json()["choices"][0]["message"]
                 calls = [
                     ToolCall(
@@ -107,7 +131,7 @@ class OpenAIChatModel:
             async with client.stream("POST", url, json=payload, headers=headers) as resp:
                 if resp.status_code >= 400:
                     body = (await resp.aread()).decode(errors="replace")
-                    raise ModelError(f"HTTP {resp.status_code} from {url}: {body[:300]}")
+                    raise _status_error(resp.status_code, url, body)
                 async for line in resp.aiter_lines():
                     if not line.startswith("data:"):
                         continue

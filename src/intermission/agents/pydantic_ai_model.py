@@ -91,7 +91,10 @@ class PydanticAIModel:
 
     ``stream=False`` asks for whole replies; a model that cannot stream is asked whole
     anyway. ``settings``: pydantic-ai ``ModelSettings`` (temperature, max_tokens…).
-    Provider errors become :class:`~intermission.errors.ModelError`. Tool call ids from
+    Provider errors become :class:`~intermission.errors.ModelError` (keeping the
+    provider's error as the cause, so a ReAct agent retries HTTP 429/5xx, connection
+    errors and timeouts, see ``ReActAgentBuilder.retry_config``). Without the
+    ``pydantic-ai`` extra, making the model raises MissingDependencyError. Tool call ids from
     the provider are kept unless one repeats in the conversation (a test model's fixed
     ids), which gets a fresh id: approvals are keyed by call id (R18).
     """
@@ -113,6 +116,7 @@ class PydanticAIModel:
             raise UsageError("a model name is not empty: e.g. 'openai:gpt-4o-mini'")
         if settings is not None and not isinstance(settings, dict):
             raise UsageError(f"settings is a dict (ModelSettings), not {type(settings).__name__}")
+        require("pydantic_ai", "pydantic-ai")  # a missing extra is an error now, not a reply
         self.model = model
         self.streaming = bool(stream)
         self.settings = settings

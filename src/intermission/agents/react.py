@@ -11,6 +11,8 @@ from .._json import canonical_dumps
 from ..core.history import take_checkpoint
 from ..decisions import fingerprint
 from ..errors import (
+    ModelCallError,
+    ModelError,
     NothingToResumeError,
     SessionStateError,
     StoreError,
@@ -36,6 +38,7 @@ from ._builder import BuilderBase
 from .interceptors import ToolExchange, call_hook
 from .models import ChatModel, counted_reply
 from .request import AgentResponse
+from .retry import RetryConfig, describe, model_error
 from .tools import Tool, ToolArgumentError, observation_text, tool
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ class ReActAgentBuilder(BuilderBase):
         self._max_turns = 8
         self._window = 8
         self._output_key: str | None = None
+        self._retry = RetryConfig()
 
     def system_prompt(self, text: str) -> ReActAgentBuilder:
         """The system prompt."""
@@ -91,6 +95,15 @@ class ReActAgentBuilder(BuilderBase):
         self._output_key = _check.text("output_key", key, empty=False)
         return self
 
+    def retry_config(self, max_retries: int = 3, delay_ms: float = 1000) -> ReActAgentBuilder:
+        """Retry a model call that failed for a moment — a connection error, a timeout,
+        an empty reply, HTTP 429 or 5xx; never another 4xx, nor once its text began to
+        stream — up to ``max_retries`` more times, waiting ``delay_ms × attempt`` before
+        each (default 3 retries, 1000 ms; 0 retries turns it off). Interceptors'
+        ``on_reason_retry`` runs before each retry."""
+        self._retry = RetryConfig.checked(max_retries, delay_ms)
+        return self
+
     def build(self) -> ReActAgent:
         """Build the agent."""
         return ReActAgent(self)
@@ -111,9 +124,15 @@ class ReActAgent(AgentBase):
         self.max_turns = builder._max_turns
         self.window = builder._window
         self.output_key = builder._output_key
+        self.retry = builder._retry
         self.clock = builder._clock
         self.ids = builder._ids
         self.node_checkpoints = builder._checkpoints == "node"
+
+    def _fingerprint_data(self) -> Any:
+        from .fingerprint import react_data
+
+        return react_data(self.tools, self.interceptors)
 
     @staticmethod
     def of(model: ChatModel) -> ReActAgentBuilder:
@@ -167,6 +186,7 @@ class ReActAgent(AgentBase):
         elif trace.route != "end":  # (an answer already reached is delivered as it is)
             trace.final_answer = None
             trace.abnormal = False
+        error: ModelError | None = None
         try:
             await call_hook(self.interceptors, "on_agent_start", trace)
             scope.emit(RunStartEvent, prompt=prompt)
@@ -175,7 +195,9 @@ class ReActAgent(AgentBase):
                 if self.node_checkpoints and trace.route != "end":
                     take_checkpoint(session)  # every step, with checkpoints("node")
                 if trace.route == "reason":
-                    await self._reason(session, trace, scope)
+                    error = await self._reason(session, trace, scope)
+                    if error is not None:
+                        break  # the model failed for good: the request ends, resumably
                 elif trace.route == "action":
                     await self._action(session, trace, scope)
                 else:
@@ -198,49 +220,90 @@ class ReActAgent(AgentBase):
         pending = session.is_pending
         if top_level:
             session.status = "pending" if pending else "done" if trace.route == "end" else "paused"
-            scope.emit(RunEndEvent, content=content, is_abnormal=trace.abnormal, pending=pending)
-        return AgentResponse(content, trace.abnormal, trace, session)
+            scope.emit(
+                RunEndEvent, content=content, is_abnormal=trace.abnormal, pending=pending,
+                error=_error_text(error),
+            )  # fmt: skip
+        return AgentResponse(content, trace.abnormal, trace, session, error)
 
     def _messages(self, trace: ReActTrace) -> list[ChatMessage]:
         head = [ChatMessage.system(self.system_prompt)] if self.system_prompt else []
         return head + list(trace.working_memory)
 
-    async def _reason(self, session: AgentSession, trace: ReActTrace, scope: RunScope) -> None:
+    async def _reply(
+        self,
+        trace: ReActTrace,
+        scope: RunScope,
+        reason_id: str,
+        texts: list[str],
+        calls: list[ToolCall],
+    ) -> None:
+        """One model call: its text streamed as ReasonDelta events into ``texts``, its tool
+        calls into ``calls``; an empty reply raises a retryable ModelCallError. The
+        messages are built anew for every attempt (an on_reason_retry hook may edit the
+        working memory)."""
+        await scope.pace()
+        reply = counted_reply(
+            self.model, trace, self._messages(trace), [t.schema for t in self.tools.values()]
+        )
+        try:
+            async for chunk in reply:
+                if chunk.text:
+                    texts.append(chunk.text)
+                    scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
+                    await scope.pace()  # the model is read as fast as the stream is
+                calls.extend(chunk.tool_calls)
+        finally:
+            await reply.aclose()  # a reply left unfinished is given again (see counted_reply)
+        if not texts and not calls:
+            raise ModelCallError("the model gave an empty reply", retryable=True)
+
+    async def _reason(
+        self, session: AgentSession, trace: ReActTrace, scope: RunScope
+    ) -> ModelError | None:
+        """One reason step; returns the model's error when it failed for good (the
+        request then ends, resumably)."""
         trace.turn += 1
         if trace.turn > self.max_turns:
             trace.set_final_answer(
                 f"Agent error: maximum turns reached ({self.max_turns}).", abnormal=True
             )
-            return
+            return None
         await call_hook(self.interceptors, "on_reason_start", trace)
         if session.is_pending or trace.route != "reason":
             trace.turn -= 1
-            return
+            return None
         reason_id = self.ids("reason")
         scope.emit(ReasonStartEvent, reason_id=reason_id, turn=trace.turn)
         started = scope.clock.now_ms()
         texts: list[str] = []
         calls: list[ToolCall] = []
-        try:
-            await scope.pace()
-            reply = counted_reply(
-                self.model, trace, self._messages(trace), [t.schema for t in self.tools.values()]
-            )
+        attempt = 0
+        while True:
             try:
-                async for chunk in reply:
-                    if chunk.text:
-                        texts.append(chunk.text)
-                        scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
-                        await scope.pace()  # the model is read as fast as the stream is
-                    calls.extend(chunk.tool_calls)
-            finally:
-                await reply.aclose()  # a reply left unfinished is given again (see counted_reply)
-        except Exception as exc:  # model errors become an abnormal final answer (R13)
-            trace.set_final_answer(f"Model error: {type(exc).__name__}: {exc}", abnormal=True)
-            return
-        except BaseException:
-            trace.turn -= 1  # stopped mid-reply: the model is asked again on resume
-            raise
+                await self._reply(trace, scope, reason_id, texts, calls)
+                break
+            except Exception as exc:  # (an error of the model, typed: see retry.py)
+                error = model_error(exc)
+                retry = getattr(error, "retryable", False) and not texts
+                if not retry or attempt >= self.retry.max_retries:
+                    # the request ends abnormally and stays resumable: an empty prompt
+                    # asks the model again
+                    if isinstance(error, ModelCallError):
+                        error.attempts = attempt + 1
+                    trace.turn -= 1
+                    trace.final_answer, trace.abnormal = describe(error), True
+                    return error
+                calls.clear()
+                attempt += 1
+                await call_hook(self.interceptors, "on_reason_retry", trace, error, attempt)
+                if session.is_pending or trace.route != "reason":
+                    trace.turn -= 1
+                    return None
+                await _sleep(self.retry.wait_s(attempt))
+            except BaseException:
+                trace.turn -= 1  # stopped mid-reply: the model is asked again on resume
+                raise
         calls = self._identify(trace, calls)
         message = ChatMessage.assistant("".join(texts), calls)
         duration = scope.clock.now_ms() - started
@@ -254,7 +317,7 @@ class ReActAgent(AgentBase):
         )
         if session.is_pending:
             trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again
-            return
+            return None
         trace.last_reason = message
         trace.effect_ids = self._mint(session, trace, calls)
         if calls:
@@ -263,6 +326,7 @@ class ReActAgent(AgentBase):
             trace.working_memory.append(message)
             trace.set_final_answer(message.content)
         await scope.pace()  # the reply is kept: a reader that stops here resumes from it
+        return None
 
     def _identify(self, trace: ReActTrace, calls: list[ToolCall]) -> list[ToolCall]:
         """The calls with call UUIDs unique in the request (R48): the provider's id when it
@@ -447,6 +511,16 @@ class ReActAgent(AgentBase):
 
     def __repr__(self) -> str:
         return f"<ReActAgent {self._name!r} tools={list(self.tools)}>"
+
+
+def _error_text(error: ModelError | None) -> str | None:
+    return None if error is None else f"{type(error).__name__}: {error}"
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
 
 
 def _ended(trace: ReActTrace) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from .._sync import run_sync
 from ..core.session import AgentSession, InMemoryAgentSession
-from ..errors import UsageError
+from ..errors import ModelError, UsageError
 from .stream import EventStream, Runner
 
 __all__ = ["AgentRequest", "AgentResponse", "EventStream", "Runner"]
@@ -22,6 +23,9 @@ class AgentResponse:
     is_abnormal: bool
     trace: Any
     session: AgentSession
+    error: ModelError | None = None
+    """Why the request ended abnormally when its model failed (after its retries): the
+    request is left resumable — an empty ``prompt()`` asks the model again."""
 
     @property
     def is_pending(self) -> bool:
@@ -36,6 +40,7 @@ class AgentRequest:
         self._runner = runner
         self._prompt = prompt or None
         self._session: AgentSession | None = None
+        self._adopt = False
 
     def session(self, session: AgentSession) -> AgentRequest:
         """Run on ``session`` (default: a fresh in-memory session)."""
@@ -49,6 +54,20 @@ class AgentRequest:
         self._session = session
         return self
 
+    def adopt(self) -> AgentRequest:
+        """Run on a session made by another agent (another name, or other tools or
+        approval policy: its fingerprint), and make it this agent's from now on. Without
+        it such a request is refused with AgentMismatchError and changes nothing. Adopt
+        on purpose: the new agent's tools and policy decide what runs from here on."""
+        self._adopt = True
+        return self
+
+    def _run(self) -> Runner:
+        if not self._adopt:
+            return self._runner
+        adopting: Runner = partial(cast(Any, self._runner), adopt=True)
+        return adopting
+
     def _target(self) -> AgentSession:
         if self._session is None:
             self._session = InMemoryAgentSession.of()
@@ -56,14 +75,14 @@ class AgentRequest:
 
     def call(self) -> AgentResponse:
         """Run to completion or to a pause; works inside a running loop (a notebook cell)."""
-        result: AgentResponse = run_sync(self._runner(self._target(), self._prompt, None, None))
+        result: AgentResponse = run_sync(self._run()(self._target(), self._prompt, None, None))
         return result
 
     async def call_async(self) -> AgentResponse:
         """Async :meth:`call`."""
-        result: AgentResponse = await self._runner(self._target(), self._prompt, None, None)
+        result: AgentResponse = await self._run()(self._target(), self._prompt, None, None)
         return result
 
     def stream(self) -> EventStream:
         """Events as the reader asks for them: ``async for`` or plain ``for`` (R24–R26, R41)."""
-        return EventStream(self._runner, self._target(), self._prompt)
+        return EventStream(self._run(), self._target(), self._prompt)

@@ -15,7 +15,7 @@ from ._base import AgentBase
 from ._builder import BuilderBase
 from .models import ChatModel, counted_reply
 from .request import AgentResponse
-from .team_member import PENDING_REPLY
+from .team_member import FAILED_REPLY, PENDING_REPLY
 
 if TYPE_CHECKING:
     from ..core.context import FlowContext
@@ -80,6 +80,14 @@ class TeamAgent(AgentBase):
             checkpoints="node" if builder._checkpoints == "node" else "request",
         )
 
+    def _fingerprint_key(self) -> Any:
+        return self.spec.build()  # (cached until the spec is edited)
+
+    def _fingerprint_data(self) -> Any:
+        from .fingerprint import team_data
+
+        return team_data(self.spec.build(), self.engine.interceptors)
+
     @staticmethod
     def of(model: ChatModel | None = None) -> TeamAgentBuilder:
         """Start building a team (the model is used by supervisor protocols)."""
@@ -98,7 +106,7 @@ class TeamAgent(AgentBase):
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
         run = self.run(session, prompt, scope, top_level=True, steps=steps)
-        return run_sync(self._exclusive(session, run))
+        return run_sync(self._exclusive(session, run, adopt=False))
 
     async def run(
         self,
@@ -132,6 +140,7 @@ class TeamAgent(AgentBase):
         saved = ctx.attrs.get("team_trace"), ctx.attrs.get("team_scope")
         ctx.attrs["team_trace"], ctx.attrs["team_scope"] = trace, scope
         ctx.attrs.pop(PENDING_REPLY, None)
+        ctx.attrs.pop(FAILED_REPLY, None)
         try:
             scope.emit(TeamStartEvent, prompt=prompt)
             await scope.pace()
@@ -144,6 +153,7 @@ class TeamAgent(AgentBase):
         finally:
             ctx.attrs["team_trace"], ctx.attrs["team_scope"] = saved
             member_reply = ctx.attrs.pop(PENDING_REPLY, None)
+            failed = ctx.attrs.pop(FAILED_REPLY, None)
         pending = session.is_pending
         trace.finished = result.is_done
         content = trace.final_answer or trace.last_agent_content or ""
@@ -154,12 +164,18 @@ class TeamAgent(AgentBase):
                 # a member parked the team on a tool approval: its summary (abnormal, R19)
                 # is the team's reply, not an empty string
                 content, abnormal = member_reply.content, member_reply.is_abnormal
+        error = None
+        if failed is not None and not pending:
+            content, abnormal, error = failed.content, True, failed.error
         if result.is_done and top_level and content:
             session.add_message(ChatMessage.assistant(content))
         if top_level:
             session.status = "pending" if pending else "done" if result.is_done else "paused"
-            scope.emit(TeamEndEvent, content=content, is_abnormal=abnormal, pending=pending)
-        return AgentResponse(content, abnormal, trace, session)
+            scope.emit(
+                TeamEndEvent, content=content, is_abnormal=abnormal, pending=pending,
+                error=None if error is None else f"{type(error).__name__}: {error}",
+            )  # fmt: skip
+        return AgentResponse(content, abnormal, trace, session, error)
 
     # -- ready-made protocols (R16) ---------------------------------------------------
     @staticmethod

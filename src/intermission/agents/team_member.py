@@ -12,11 +12,14 @@ if TYPE_CHECKING:
     from ..core.context import FlowContext
     from ..core.graph import Node
 
-__all__ = ["PENDING_REPLY", "run_member"]
+__all__ = ["FAILED_REPLY", "PENDING_REPLY", "run_member"]
 
 
 PENDING_REPLY = "team_pending_reply"
 """Context attribute: the reply of the member that parked the running team."""
+FAILED_REPLY = "team_failed_reply"
+"""Context attribute: the reply of a member whose model failed for good (its branch
+stopped where it stands; the team's request ends abnormally and resumably)."""
 
 
 async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
@@ -53,6 +56,12 @@ async def run_member(agent: Any, ctx: FlowContext, node: Node) -> None:
         # summary) is the team's reply meanwhile, as in the original (see TeamAgent.run)
         if response.content:
             ctx.attrs[PENDING_REPLY] = response
+        return
+    if getattr(response, "error", None) is not None:
+        # the member's model failed for good: this branch stops at the member (which is
+        # asked again when the team resumes), the team's request ends abnormally
+        ctx.attrs.setdefault(FAILED_REPLY, response)
+        ctx.interrupt()
         return
     content = response.content or f"Agent [{agent.name}] processed but returned no textual content."
     team.records.append(

@@ -311,8 +311,8 @@ class _Mark:
 
 
 CORE_KEYS = frozenset(
-    {"agent", "context", "flow", "hitl", "messages", "pending", "pending_reason", "status",
-     "traces"}
+    {"agent", "agent_fingerprint", "context", "flow", "hitl", "messages", "pending",
+     "pending_reason", "status", "traces"}
 )  # fmt: skip
 """The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
 
@@ -326,6 +326,9 @@ def core_values(session: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if session.agent is not None:
         values["agent"] = session.agent
+    fingerprint = session.agent_fingerprint
+    if fingerprint is not None:
+        values["agent_fingerprint"] = fingerprint
     if ctx.data:
         values["context"] = ctx.data
     trace = ctx.trace
@@ -428,7 +431,11 @@ class History:
             if self._anchor is not None:
                 self._base = json.loads(self._anchor)
             elif self._source is not None:
-                self._base = _core_of(json.loads(self._source))
+                from .snapshot import canonical  # (the writer's rules; it imports this)
+
+                # as stored: defaults left out, as core_values leaves them out — a source
+                # written by model_dump_json() spells them out, and they are no change
+                self._base = canonical(_core_of(json.loads(self._source)))
             else:  # (no checkpoint was taken or loaded)
                 self._base = {}
         return self._base

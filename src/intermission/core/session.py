@@ -69,6 +69,7 @@ class AgentSession(Protocol):
     ledger: dict[str, LedgerEntry]
     status: SessionStatus
     agent: str | None
+    agent_fingerprint: str | None
     clock: Clock
 
     def pending(self, pending: bool, reason: str | None = None) -> None:
@@ -139,6 +140,12 @@ class InMemoryAgentSession:
         self.ledger: dict[str, LedgerEntry] = {}
         self.status: SessionStatus = "new"
         self.agent: str | None = None
+        """The name of the agent that made this session (its first top-level request)."""
+        self.agent_fingerprint: str | None = None
+        """That agent's fingerprint (what decides its effects): another agent is refused
+        with AgentMismatchError unless it adopts the session. None until an agent ran it,
+        and in a session saved before fingerprints were recorded: the next agent to run
+        it records its own."""
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._reason: str | None = None
         self.ledger_hook: LedgerHook | None = None

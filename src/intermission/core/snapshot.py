@@ -46,8 +46,9 @@ __all__ = [
 
 _UNSET: Any = object()
 _DEFAULTS: dict[str, Any] = {
-    "status": "new", "agent": None, "pending": False, "pending_reason": None, "context": {},
-    "traces": {}, "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
+    "status": "new", "agent": None, "agent_fingerprint": None, "pending": False,
+    "pending_reason": None, "context": {}, "traces": {},
+    "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
     "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
     "family": None, "generation": None, "effects": "real",
@@ -66,6 +67,7 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "session_id": session.session_id,
         "status": session.status,
         "agent": session.agent,
+        "agent_fingerprint": session.agent_fingerprint,
         "pending": ctx.is_stopped,
         "pending_reason": session.pending_reason,
         "context": ctx.data,
@@ -447,6 +449,9 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         # keep the stored form next to the model: saving again re-uses it instead of
         # dumping every old event anew
         for event, raw in zip(snap.events, raw_events, strict=True):
+            if "session_id" in raw or None in raw.values():
+                # a dump with everything spelled out (model_dump_json): kept as stored
+                raw = {k: v for k, v in raw.items() if v is not None and k != "session_id"}
             log.append_restored(event, raw)
     else:
         for event in snap.events:
@@ -525,6 +530,7 @@ def _fill(
     session.ledger = dict(snap.ledger)
     session.status = snap.status
     session.agent = snap.agent
+    session.agent_fingerprint = snap.agent_fingerprint
     session.clock = SYSTEM_CLOCK
     session._reason = snap.pending_reason
     session.ledger_hook = None

@@ -95,6 +95,9 @@ class SessionSnapshot(Model):
     session_id: str
     status: SessionStatus = "new"
     agent: str | None = None
+    agent_fingerprint: str | None = None
+    """The fingerprint of the agent that made the session (None in snapshots written
+    before it was recorded: the next agent to run it records its own)."""
     pending: bool = False
     pending_reason: str | None = None
     context: dict[str, Any] = Field(default_factory=dict)

@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from .. import _check
+from ..agents._base import check_owner
 from ..agents.tools import Tool, ToolArgumentError, holder
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
@@ -37,10 +38,11 @@ _DECIDING_FOR: ContextVar[Any] = ContextVar("intermission_deciding_for", default
 
 
 @contextmanager
-def deciding_for(agent: Any) -> Iterator[None]:
+def deciding_for(agent: Any, *, adopt: bool = False) -> Iterator[None]:
     """Within this block, a decision given no ``agent=`` is checked against ``agent``
-    (decide_and_resume wraps its ``decide`` in it: the agent it resumes is at hand)."""
-    token = _DECIDING_FOR.set(agent)
+    (decide_and_resume wraps its ``decide`` in it: the agent it resumes is at hand);
+    ``adopt``: that agent takes the session over (see AgentRequest.adopt)."""
+    token = _DECIDING_FOR.set((agent, adopt))
     try:
         yield
     finally:
@@ -61,8 +63,14 @@ def _holder(session: Any, task: HITLTask, agent: Any) -> Any:
     team member) when given, else the agent that last ran the session in this process
     (its trace knows it). Never a table of names: another agent built with the same
     names changes nothing here (R49)."""
+    at_hand, adopting = _DECIDING_FOR.get() or (None, False)
+    adopt = adopting and agent in (None, at_hand)  # (decide_and_resume(..., adopt=True))
     if agent is None:
-        agent = _DECIDING_FOR.get()
+        agent = at_hand
+    if agent is not None and getattr(agent, "name", None) == session.agent:
+        # the session's agent by name must be it by fingerprint too: another agent's
+        # policy never judges this session's decisions (a refusal changes nothing)
+        check_owner(session, agent, adopt=adopt)
     if agent is None:
         trace = getattr(session, "traces", {}).get(task.agent or "")
         agent = getattr(trace, "agent", None)
@@ -82,6 +90,44 @@ def _approver_policy(held: Any, task: HITLTask) -> ApproverPolicy | None:
             if policy is not None:
                 return policy
     return None
+
+
+def _edited_args(task: HITLTask, merged: dict[str, Any], held: Any) -> dict[str, Any]:
+    """The merged arguments as the tool takes them, checked against the schema the task
+    carries (no agent needed); a task from before schemas travelled with their tasks is
+    checked by the tool at hand."""
+    if task.args_schema is not None:
+        from .._schema import SchemaMismatch, conform
+
+        try:
+            fitted: dict[str, Any] = conform(merged, task.args_schema)
+        except SchemaMismatch as exc:
+            raise InvalidDecisionError(
+                f"edited arguments for {task.tool_name!r} do not fit its schema: {exc}; "
+                f"nothing was changed. Expected JSON schema: {_shown(task.args_schema)}",
+                call_uuid=task.call_uuid,
+            ) from None
+        return fitted
+    tool = _tool_of(held, task)
+    if tool is None:
+        raise InvalidDecisionError(
+            f"cannot validate edited arguments: task {task.call_uuid!r} was proposed before "
+            f"tasks carried their tool's schema, and no tool {task.tool_name!r} of agent "
+            f"{task.agent!r} is at hand; pass the agent: HITL.submit(session, task, "
+            "decision, agent=agent)",
+            call_uuid=task.call_uuid,
+        )
+    try:
+        return tool.validate(merged)
+    except ToolArgumentError as exc:
+        raise InvalidDecisionError(str(exc), call_uuid=task.call_uuid) from None
+
+
+def _shown(schema: dict[str, Any]) -> str:
+    import json
+
+    text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 600 else text[:600] + "…"
 
 
 class HITL:
@@ -180,18 +226,7 @@ class HITL:
             )
         modified = decision.edited_args
         if modified is not None:
-            tool = _tool_of(held, current)
-            if tool is None:
-                raise InvalidDecisionError(
-                    f"cannot validate edited arguments: no tool {current.tool_name!r} of agent "
-                    f"{current.agent!r} is at hand; pass the agent: HITL.submit(session, task, "
-                    "decision, agent=agent)",
-                    call_uuid=uuid,
-                )
-            try:
-                merged = tool.validate({**current.args, **modified})
-            except ToolArgumentError as exc:
-                raise InvalidDecisionError(str(exc), call_uuid=uuid) from None
+            merged = _edited_args(current, {**current.args, **modified}, held)
             modified = {k: merged[k] for k in modified}
         existing = session.hitl.decisions.get(uuid)
         if existing is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -96,9 +97,7 @@ class HITLInterceptor(ReActInterceptor):
             )
         items = list(allowed)
         if not all(isinstance(n, str) and n for n in items):
-            raise UsageError(
-                f"approvers are reviewer names (non-empty str), not {shown(allowed)}"
-            )
+            raise UsageError(f"approvers are reviewer names (non-empty str), not {shown(allowed)}")
         names = frozenset(items)
         self._approvers[self._last] = names
         return self
@@ -107,6 +106,28 @@ class HITLInterceptor(ReActInterceptor):
         """Called with ``(tool_name, args)`` when a decision says ``always_allow()``."""
         self._on_approved = _check.function("callback", callback)
         return self
+
+    def policy_data(self) -> Any:
+        """The approval policy as JSON data (part of the agent's fingerprint): which tools
+        ask (and whether destructive ones do), each policy's and approver policy's code,
+        deadlines, approver names and what expiry means. Reasons a policy returns and the
+        ``on_approved`` callback are not: they decide nothing that runs."""
+        from ..agents.fingerprint import code_id
+
+        def approvers(key: str) -> Any:
+            found = self._approvers.get(key)
+            if found is None:
+                return None
+            return code_id(found) if callable(found) else sorted(found)
+
+        return {
+            "on_expire": self.on_expire,
+            "ask": [
+                ["*destructive" if key == _DESTRUCTIVE else key, code_id(policy), deadline,
+                 approvers(key)]
+                for key, (policy, deadline) in sorted(self._policies.items())
+            ],
+        }  # fmt: skip
 
     def approver_policy(self, tool: Any) -> ApproverPolicy | None:
         """The callable approver policy this interceptor gives ``tool`` (a tool the agent
@@ -143,6 +164,7 @@ class HITLInterceptor(ReActInterceptor):
             if reason is None:
                 continue
             approvers = self._approvers.get(key)
+            held = held_tool(trace.agent, trace.agent_name, ex.tool_name)
             tasks.append(
                 HITLTask(
                     call_uuid=ex.call_uuid,
@@ -155,6 +177,7 @@ class HITLInterceptor(ReActInterceptor):
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
                     approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
+                    args_schema=_copy(held) if held is not None else None,
                 )
             )
         return tasks
@@ -278,8 +301,10 @@ class HITLInterceptor(ReActInterceptor):
         trace.final_answer = summary
         trace.abnormal = True
         trace.route = "action"  # resume replays the same calls, no model call (R22)
-        # the event gets copies: what a reader does to it never reaches the session (R42)
-        tasks = [t.model_copy(deep=True) for t in undecided]
+        # the event gets copies: what a reader does to it never reaches the session (R42);
+        # without the argument schemas, which the session's tasks keep (the log stays lean)
+        tasks = [t.model_copy(update={"args_schema": None}).model_copy(deep=True)
+                 for t in undecided]  # fmt: skip
         trace.emit(HITLPendingEvent, tasks=tasks, reason=summary)
 
 
@@ -289,6 +314,24 @@ def _destructive(trace: ReActTrace, tool_name: str) -> bool:
     agent has is not: it fails as an unknown tool without running anything."""
     found = held_tool(trace.agent, trace.agent_name, tool_name)
     return bool(found is not None and getattr(found, "destructive", False))
+
+
+_SCHEMAS: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Tool → a copy of its schema that tasks share (copied once per tool, not per task; a
+task's schema is never changed in place, and HITL hands out copies)."""
+
+
+def _copy(tool: Any) -> dict[str, Any]:
+    """The tool's argument schema for a task (a copy: the tool keeps its own)."""
+    import copy
+
+    schema = tool.parameters
+    kept = _SCHEMAS.get(tool)
+    if kept is None or kept[0] != id(schema):  # (parameters replaced: copy again)
+        kept = _SCHEMAS[tool] = (id(schema), copy.deepcopy(schema))
+    return kept[1]
 
 
 def _now(trace: ReActTrace) -> float:

@@ -171,6 +171,13 @@ def column_text(text: str | None) -> str | None:
     )
 
 
+def _tasks_json(tasks: list[Any]) -> str:
+    """The listed tasks, without their argument schemas (the snapshot keeps those)."""
+    if not tasks:
+        return "[]"
+    return canonical_dumps([t.model_dump(mode="json", exclude={"args_schema"}) for t in tasks])
+
+
 def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
@@ -185,7 +192,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         status=session.status,
         agent=column_text(session.agent),
         reason=column_text(session.pending_reason),
-        tasks_json=canonical_dumps([t.model_dump(mode="json") for t in tasks]) if tasks else "[]",
+        tasks_json=_tasks_json(tasks),
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=canonical_dumps(request) if request is not None else "null",
         state_json=state_json(session),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import _check
+from ..agents._base import check_owner
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     DecisionConflictError,
@@ -88,12 +89,17 @@ def decide_and_resume(
     agent: Any,
     *,
     wait_s: float = DEFAULT_WAIT_S,
+    adopt: bool = False,
 ) -> DecisionOutcome:
     """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
     ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
     module docstring). Refused decisions raise their typed error and change nothing.
-    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent."""
+    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent.
+
+    ``agent`` must be the session's own (its name and fingerprint): another one raises
+    AgentMismatchError before anything is decided or claimed, unless ``adopt`` hands the
+    session over to it on purpose (see ``AgentRequest.adopt``)."""
     if not isinstance(store, SessionStore):
         raise UsageError(f"decide_and_resume takes a store, not {type(store).__name__}")
     _check.function("decide", decide)
@@ -106,7 +112,8 @@ def decide_and_resume(
     if not resumable:
         raise _finished(read)
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
-    with deciding_for(runner):  # its approver policy and tools judge the decision (R49)
+    check_owner(read, runner, adopt=adopt)  # the session's own agent, or adopted on purpose
+    with deciding_for(runner, adopt=adopt):  # its approver policy judges the decision (R49)
         decide(read)  # the check on a read: a refused decision never claims
     ours = _ours(read, mark)
     try:
@@ -122,11 +129,13 @@ def decide_and_resume(
             applied = _seen_since(s, mark, applied_only=True)
             if applied:  # applied while we waited (and pending again): leave it unchanged
                 raise _AppliedMeanwhile(applied)
-            with deciding_for(runner):
+            check_owner(s, runner, adopt=adopt)  # (the claim's truth: adopted meanwhile?)
+            with deciding_for(runner, adopt=adopt):
                 decide(s)  # again, under the claim: what another reviewer recorded meanwhile
             if ours:
                 store.save(s)  # durable before anything runs (the claim stays ours)
-            response = runner.prompt().session(s).call()
+            request = runner.prompt().session(s)
+            response = (request.adopt() if adopt else request).call()
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
