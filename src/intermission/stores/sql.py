@@ -19,6 +19,7 @@ from ..errors import (
     LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
+    SnapshotSchemaError,
     StoreError,
 )
 from ._pool import Pool, until_back
@@ -457,7 +458,14 @@ class SQLStore(StoreMethods, Pool):
         state, version, first, first_n, _family, chunks, ledger_rows = rows
         if first is not None:  # None: a version-1 row, its log still in the snapshot
             chunks = [(first_n, first), *chunks]
-        ledger = {k: ledger_of(e) for k, e in ledger_rows}
+        try:
+            ledger = {k: ledger_of(e) for k, e in ledger_rows}
+        except ValueError as exc:  # (pydantic's ValidationError is one)
+            first = str(exc).splitlines()[0][:200]
+            raise SnapshotSchemaError(
+                f"a stored ledger entry of session {session_id!r} cannot be read ({first})",
+                path="ledger",
+            ) from None
         session = session_from(state, chunks, int(version), ledger, self.clock)
         session.ledger_hook = self._write_ledger
         return session
