@@ -32,11 +32,22 @@ def free_port() -> int:
 class Server:
     """One ``serve`` process on 127.0.0.1 (``kill()`` is SIGKILL: no clean shutdown)."""
 
-    def __init__(self, store: str, effects: Path, token: str | None = None) -> None:
+    def __init__(
+        self,
+        store: str,
+        effects: Path,
+        token: str | None = None,
+        *,
+        prefix: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``prefix``: a command the server runs under (say ``faketime -f -60s``); ``env``:
+        more environment variables."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         cmd = [
+            *prefix,
             sys.executable,
             "-m",
             "intermission",
@@ -50,7 +61,7 @@ class Server:
         ]
         if token:
             cmd += ["--token", token]
-        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT), **(env or {})}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")
         with open(self.output, "w") as out:
