@@ -40,9 +40,10 @@ class Server:
         *,
         prefix: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        agents: str = "tests.agui.agents:AGENTS",
     ) -> None:
         """``prefix``: a command the server runs under (say ``faketime -f -60s``); ``env``:
-        more environment variables."""
+        more environment variables; ``agents``: the ``--agents`` it serves."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -55,7 +56,7 @@ class Server:
             "--store",
             store,
             "--agents",
-            "tests.agui.agents:AGENTS",
+            agents,
             "--port",
             str(self.port),
         ]

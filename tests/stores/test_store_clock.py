@@ -26,7 +26,6 @@ from tests.faults._helpers import lines
 from tests.faults._race_agents import DEADLINE_MS, change_graph, ops_agent
 
 from intermission import HITL, DeadlinePassedError, FakeClock, HITLDecision, InMemoryAgentSession
-from intermission.stores.clock import ServerClock
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = "tests.faults._race_agents:AGENTS"
@@ -100,6 +99,8 @@ def test_sessions_from_a_store_carry_its_clock_and_deadlines_follow_it(make_stor
 
 
 def test_postgres_stamps_by_its_own_clock_without_an_extra_query() -> None:
+    from intermission.stores.clock import ServerClock
+
     store = fresh_pg(lease_ms=60_000)
     try:
         assert isinstance(store.clock, ServerClock) and store.clock.known
@@ -186,26 +187,30 @@ def test_a_server_60_s_behind_refuses_an_interrupt_expired_by_the_stores_time(
     need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
     need_module("httpx", "httpx")
     need(shutil.which("faketime") is not None, "libfaketime (apt-get install faketime)")
-    from tests.agui._server import Server, effects, types
+    from tests.agui._server import Server, types
 
-    dsn, log = pg_dsn(), tmp_path / "effects.log"
-    fresh_pg().close()
-    in_sync = Server(dsn, log)
-    behind = Server(dsn, log, prefix=("faketime", "-f", "-60s"),
-                    env={"FAKETIME_DONT_FAKE_MONOTONIC": "1"})  # fmt: skip
+    dsn, effects = pg_dsn(), tmp_path / "effects"
+    store = fresh_pg()
+    env = {"IM_EFFECT_FILE": str(effects), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    in_sync = Server(dsn, tmp_path / "a.log", env=env, agents=AGENTS)
+    behind = Server(dsn, tmp_path / "b.log", env=env, agents=AGENTS,
+                    prefix=("faketime", "-f", "-60s"))  # fmt: skip
     try:
         thread = "late-" + uuid.uuid4().hex[:8]
         start = {"threadId": thread, "runId": "r1",
-                 "messages": [{"id": "u1", "role": "user", "content": "go"}]}  # fmt: skip
-        events = in_sync.run("hasty", start)  # a deadline 1 ms after the call is proposed
+                 "messages": [{"id": "u1", "role": "user", "content": "delete 1001"}]}  # fmt: skip
+        events = in_sync.run("ops", start)  # its approval expires 200 ms after it is asked
         (interrupt,) = events[-1][1]["outcome"]["interrupts"]
-        time.sleep(0.05)
+        (task,) = HITL.pending_tasks(store.load(thread))
+        deadline = task.deadline_ms or 0.0
+        _wait(lambda: store.clock.now_ms() > deadline + 100, "the deadline passes")
         resume = [{"interruptId": interrupt["id"], "status": "resolved",
                    "payload": {"approved": True}}]  # fmt: skip
-        answer = behind.run("hasty", {"threadId": thread, "runId": "r2", "resume": resume})
+        answer = behind.run("ops", {"threadId": thread, "runId": "r2", "resume": resume})
         assert types(answer)[-1] == "RUN_ERROR", types(answer)
         assert answer[-1][1]["code"] == "INTERRUPT_EXPIRED", answer[-1][1]
-        assert effects(log, thread) == []
+        assert lines(effects) == 0
     finally:
         in_sync.stop()
         behind.stop()
+        store.close()

@@ -28,8 +28,16 @@ class ServerClock:
 
     def observe(self, server_ms: float, sent: float, answered: float) -> None:
         """Record the server's clock read between the monotonic instants ``sent`` and
-        ``answered`` (seconds): the midpoint is the best guess of when it was read."""
-        self._offset = float(server_ms) - (sent + answered) * 500.0
+        ``answered`` (seconds). The first reading sets the offset (the midpoint is the best
+        guess of when it was read); later ones move it only as far as they must to agree
+        with it, so the clock does not jitter with each round trip's length, and follows a
+        server clock that was set anew."""
+        low = float(server_ms) - answered * 1000.0  # read at the latest when answered
+        high = float(server_ms) - sent * 1000.0  # and at the earliest when sent
+        if self._offset is None:
+            self._offset = (low + high) / 2.0
+        else:
+            self._offset = min(max(self._offset, low), high)
 
     @property
     def known(self) -> bool:
