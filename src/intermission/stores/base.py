@@ -522,8 +522,16 @@ class SessionStore(Protocol):
       with :class:`~intermission.SessionBusyError` while someone else holds a claim.
     - ``load(session_id)``: the session, or :class:`~intermission.SessionNotFoundError`.
     - ``delete(session_id)``: remove the session and its ledger.
-    - ``pending(limit, agent, before)``: pending sessions, newest first, one indexed query;
-      page with ``before=<last item>``.
+    - ``pending(limit, agent, before)``: pending sessions, newest first by when they became
+      pending (saves while a session stays pending keep its place), one indexed query; page
+      with ``before=page.last``. Returns a :class:`PendingPage`: rows that cannot be read
+      are left out and reported in ``page.unreadable`` (id and why).
+    - ``clock``: the store's clock. It stamps and judges claims, leases and saves, and every
+      session loaded or claimed from the store carries it (``session.clock``), so decision
+      deadlines are judged alike in every process: PostgreSQL's own clock, the local one
+      for SQLite and memory, or the clock a test gives the store.
+    - ``stuck(limit)`` (the bundled stores): sessions with an effect of unknown outcome
+      that nobody holds, for a person to resolve (:class:`StuckSession`).
     - ``resume(session_id)``: claim, load, yield, save and release atomically on a clean
       exit; release without saving on any error (the save's own included). A second
       resumer is refused with ``SessionBusyError`` before anything runs; a session that
