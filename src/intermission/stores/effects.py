@@ -11,10 +11,11 @@ resolved effect returns the recorded result, a forgotten one runs again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from .. import _check
 from .._json import check_json
+from ..audit import AuditEntry, Via, note
 from ..core.session import InMemoryAgentSession
 from ..errors import NothingToResolveError, UsageError
 from .base import SessionStore
@@ -35,7 +36,7 @@ def resolve_unknown_effect(
     result: Any = _UNSET,
     forget: bool = False,
     reviewer: str | None = None,
-    via: str = "api",
+    via: Via = "api",
 ) -> InMemoryAgentSession:
     """Record, under the session's claim, what a person found out about effect ``key`` of
     unknown outcome: it happened, with ``result`` (JSON), or (``forget=True``) it did not,
@@ -46,7 +47,8 @@ def resolve_unknown_effect(
         raise UsageError(f"resolve_unknown_effect takes a store, not {type(store).__name__}")
     _check.text("key", key)
     _check.text("reviewer", reviewer, optional=True)
-    _check.text("via", via)
+    if via not in get_args(Via):
+        raise UsageError(f"via is one of {', '.join(get_args(Via))}, not {via!r}")
     _check.flag("forget", forget)
     if forget == (result is not _UNSET):
         raise UsageError("give either result= (the effect happened) or forget=True (it did not)")
@@ -61,6 +63,10 @@ def resolve_unknown_effect(
         else:
             s.resolve_effect(key, result)
         done = s.ledger[key]
+        note(s, AuditEntry(
+            action="effect.forgotten" if forget else "effect.resolved", actor=reviewer,
+            via=via, target=key, detail={} if forget else {"result": result},
+        ))  # fmt: skip
         record = {
             "key": key, "outcome": "forgotten" if forget else "completed",
             "reviewer": reviewer, "via": via, "time_ms": done.ended_ms,

@@ -341,7 +341,10 @@ class SQLStore(StoreMethods, Pool):
         inline_sql = "events = ?, events_n = ?, " if replace else ""
         inline_values = inline_chunk if replace else ()
         if values[0] == "pending":  # (SET reads the old row: kept while it stays pending)
-            since = f"CASE WHEN status = 'pending' AND pending_since IS NOT NULL THEN pending_since ELSE {at} END"  # noqa: E501
+            since = (
+                "CASE WHEN status = 'pending' AND pending_since IS NOT NULL "
+                f"THEN pending_since ELSE {at} END"
+            )
             since_values = now
         else:
             since, since_values = "NULL", ()
@@ -490,7 +493,8 @@ class SQLStore(StoreMethods, Pool):
             # (a row under the family's id counts only when it has no family of its own:
             # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? LIMIT 1",
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
+                "LIMIT 1",
                 (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
@@ -594,7 +598,9 @@ class SQLStore(StoreMethods, Pool):
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
+                found = run(
+                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
+                ).fetchone()
         if rows is None:
             if found is None:
                 raise SessionNotFoundError(session_id)
