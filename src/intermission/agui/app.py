@@ -140,9 +140,12 @@ def _listing(store: SessionStore, limit: int, after: PendingSession | None) -> d
     the threads whose rows cannot be read (reported, never a 503 that hides the rest) and,
     on the first page, the threads stuck on an effect of unknown outcome."""
     page = store.pending(limit=limit + 1, before=after)
-    rows: list[tuple[float, str, Any]] = [(p.pending_since, p.session_id, p) for p in page]
-    rows += [(u.pending_since or 0.0, u.session_id, u.why) for u in getattr(page, "unreadable", [])]
-    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    found: dict[str, tuple[float, str, Any]] = {p.session_id: (p.pending_since, p.session_id, p)
+                                                for p in page}  # fmt: skip
+    for u in getattr(page, "unreadable", []):
+        found[u.session_id] = (u.pending_since or 0.0, u.session_id, u.why)
+    # in the store's own order (a store of another make lists its readable rows only)
+    rows = [found[sid] for sid in getattr(page, "ids", [p.session_id for p in page])]
     out: list[dict[str, Any]] = []
     unreadable: list[dict[str, str]] = []
     for _, sid, item in rows[:limit]:

@@ -190,12 +190,18 @@ class PendingPage(list[PendingSession]):
     listed: one bad row never hides the others)."""
 
     unreadable: list[UnreadableSession]
+    ids: list[str]
+    """Every row of the page's range in order, readable or not (their session ids)."""
 
     def __init__(
-        self, entries: Iterable[PendingSession] = (), unreadable: Iterable[UnreadableSession] = ()
+        self,
+        entries: Iterable[PendingSession] = (),
+        unreadable: Iterable[UnreadableSession] = (),
+        ids: Iterable[str] | None = None,
     ) -> None:
         super().__init__(entries)
         self.unreadable = list(unreadable)
+        self.ids = [p[0] for p in self] if ids is None else list(ids)
 
     @property
     def last(self) -> PendingSession | None:

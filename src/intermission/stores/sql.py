@@ -537,7 +537,7 @@ class SQLStore(StoreMethods, Pool):
             if not fine
         ]
         good = [r for r, fine in zip(rows, ok, strict=True) if fine]
-        return PendingPage(PendingSession.from_rows(good), bad)
+        return PendingPage(PendingSession.from_rows(good), bad, [r[0] for r in rows])
 
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions that need a person: an effect they started never recorded its outcome
