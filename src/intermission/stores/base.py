@@ -219,8 +219,9 @@ class PendingPage(list[PendingSession]):
 
 class StuckSession(NamedTuple):
     """A session that needs a person: an effect it started (``session.once``) never
-    recorded its outcome (its process died, or the write was lost), and nobody is running
-    it now. Check the external system, then resolve or forget the effect
+    recorded its outcome (its process died, or the write was lost), and nobody holds the
+    session's claim now (a holder that died is listed once its lease lapsed). Check the
+    external system, then resolve or forget the effect
     (:func:`~intermission.stores.resolve_unknown_effect`, ``python -m intermission
     resolve|forget``, the console)."""
 
