@@ -38,17 +38,15 @@ class Server:
         effects: Path,
         token: str | None = None,
         *,
-        prefix: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         agents: str = "tests.agui.agents:AGENTS",
     ) -> None:
-        """``prefix``: a command the server runs under (say ``faketime -f -60s``); ``env``:
-        more environment variables; ``agents``: the ``--agents`` it serves."""
+        """``env``: more environment variables (say libfaketime's); ``agents``: the
+        ``--agents`` it serves."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         cmd = [
-            *prefix,
             sys.executable,
             "-m",
             "intermission",

@@ -11,8 +11,8 @@ A test clock: ``store(clock=FakeClock(...))`` makes the fake clock the store's e
 
 from __future__ import annotations
 
+import glob
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,33 +31,31 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTS = "tests.faults._race_agents:AGENTS"
 
 
-def _skewed_env(effects: Path) -> dict[str, str]:
-    return {
-        **os.environ, "PYTHONPATH": str(ROOT), "IM_EFFECT_FILE": str(effects),
-        # the wall clock is skewed; the monotonic clock is left alone (a process's own
-        # clock being off is the fault under test, not a clock that jumps while it runs)
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }  # fmt: skip
+def faked(offset: str) -> dict[str, str]:
+    """The environment of a process whose wall clock is off by ``offset`` (``-60s``): the
+    libfaketime library preloaded (the ``faketime`` command would run the process as its
+    child, which stopping the command leaves running). The monotonic clock is left alone:
+    a process's own clock being off is the fault under test, not one that jumps."""
+    found = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    need(bool(found), "libfaketime (apt-get install faketime)")
+    return {"LD_PRELOAD": found[0], "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 def skewed(offset: str, *args: str, effects: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m intermission ARGS`` in a process whose wall clock is off by ``offset``
-    (libfaketime, e.g. ``-60s``)."""
-    need(shutil.which("faketime") is not None, "libfaketime (apt-get install faketime)")
-    cmd = ["faketime", "-f", offset, sys.executable, "-m", "intermission", "--agents", AGENTS]
+    """``python -m intermission ARGS`` in a process whose wall clock is off by ``offset``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IM_EFFECT_FILE": str(effects),
+           **faked(offset)}  # fmt: skip
     return subprocess.run(
-        [*cmd, *args], capture_output=True, text=True, cwd=ROOT, env=_skewed_env(effects),
-        timeout=120,
+        [sys.executable, "-m", "intermission", "--agents", AGENTS, *args], capture_output=True,
+        text=True, cwd=ROOT, env=env, timeout=120,
     )  # fmt: skip
 
 
-def _skew_of(offset: str, effects: Path) -> float:
-    """How far off (seconds) a process under ``faketime -f offset`` believes the time is."""
-    need(shutil.which("faketime") is not None, "libfaketime (apt-get install faketime)")
-    code = "import time; print(time.time())"
+def skew_of(offset: str) -> float:
+    """How far off (seconds) a process with ``faked(offset)`` believes the time is."""
     out = subprocess.run(
-        ["faketime", "-f", offset, sys.executable, "-c", code], capture_output=True, text=True,
-        env=_skewed_env(effects), timeout=60, check=True,
+        [sys.executable, "-c", "import time; print(time.time())"], capture_output=True,
+        text=True, env={**os.environ, **faked(offset)}, timeout=60, check=True,
     )  # fmt: skip
     return float(out.stdout) - time.time()
 
@@ -130,7 +128,7 @@ def test_postgres_stamps_by_its_own_clock_without_an_extra_query() -> None:
 # -- skewed processes (libfaketime, PostgreSQL) ------------------------------------------
 def test_a_cli_60_s_behind_refuses_an_approval_after_its_deadline(tmp_path: Path) -> None:
     dsn, effects = pg_dsn(), tmp_path / "effects"
-    assert _skew_of("-60s", effects) < -55  # the fault applies
+    assert skew_of("-60s") < -55  # the fault applies
     store = fresh_pg()
     sid = "skew-" + uuid.uuid4().hex[:8]
     try:
@@ -155,7 +153,7 @@ def test_a_cli_60_s_behind_refuses_an_approval_after_its_deadline(tmp_path: Path
 
 def test_a_cli_10_minutes_ahead_does_not_take_a_live_renewed_claim(tmp_path: Path) -> None:
     dsn, effects = pg_dsn(), tmp_path / "effects"
-    assert _skew_of("+600s", effects) > 590
+    assert skew_of("+600s") > 590
     store = fresh_pg(lease_ms=3_000)  # renewed every second while held
     sid = "held-" + uuid.uuid4().hex[:8]
     try:
@@ -186,15 +184,14 @@ def test_a_server_60_s_behind_refuses_an_interrupt_expired_by_the_stores_time(
     runs, and its tool never runs."""
     need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
     need_module("httpx", "httpx")
-    need(shutil.which("faketime") is not None, "libfaketime (apt-get install faketime)")
     from tests.agui._server import Server, types
 
     dsn, effects = pg_dsn(), tmp_path / "effects"
+    assert skew_of("-60s") < -55  # the fault applies
     store = fresh_pg()
-    env = {"IM_EFFECT_FILE": str(effects), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    env = {"IM_EFFECT_FILE": str(effects)}
     in_sync = Server(dsn, tmp_path / "a.log", env=env, agents=AGENTS)
-    behind = Server(dsn, tmp_path / "b.log", env=env, agents=AGENTS,
-                    prefix=("faketime", "-f", "-60s"))  # fmt: skip
+    behind = Server(dsn, tmp_path / "b.log", agents=AGENTS, env={**env, **faked("-60s")})
     try:
         thread = "late-" + uuid.uuid4().hex[:8]
         start = {"threadId": thread, "runId": "r1",
