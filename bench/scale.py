@@ -122,9 +122,9 @@ def bench_scale(tmp: Path, count: int, million: int) -> None:
         for start in range(0, million, batch):
             cur.executemany(
                 "INSERT INTO im_sessions (id, version, status, agent, reason, tasks, deadline_ms, "
-                "request, snapshot, updated_ms) VALUES (?, 1, ?, 'approve3', 'needs approval', "
-                "'[]', NULL, 'null', ?, ?)",
-                [(f"s{i:07d}", "pending" if i % 4 == 0 else "done", snap, float(i))
+                "request, snapshot, updated_ms, pending_since) VALUES (?, 1, ?, 'approve3', "
+                "'needs approval', '[]', NULL, 'null', ?, ?, ?)",
+                [(f"s{i:07d}", "pending" if i % 4 == 0 else "done", snap, float(i), float(i))
                  for i in range(start, min(start + batch, million))],
             )  # fmt: skip
     bigf.execute("BEGIN")

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._cli_agents import AgentTable, demo_only_message, load_agents
-from ._clock import SYSTEM_CLOCK
+from ._clock import SYSTEM_CLOCK, Clock
+from ._json import loads
 from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import AgentMismatchError, IntermissionError, UsageError, _utc
 from .hitl import HITL, approval_deadline, decide_graph
 from .stores.base import SessionStore
 from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
+from .stores.effects import RESOLVED_KEY, resolve_unknown_effect
 from .stores.open import open_store
 
 __all__ = ["main"]
@@ -63,18 +66,43 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     )
 
 
+def _clock_of(store: SessionStore) -> Clock:
+    """The store's clock: what its sessions' deadlines are judged by, in any process."""
+    clock: Clock = getattr(store, "clock", SYSTEM_CLOCK)
+    return clock
+
+
 def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
     items = store.pending(limit=args.limit, agent=args.agent)
-    if not items:
-        print("no pending sessions")
-        return
-    print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
-    now = SYSTEM_CLOCK.now_ms()  # stored sessions are judged by the wall clock
+    unreadable = [(u.session_id, u.why) for u in getattr(items, "unreadable", [])]
+    rows: list[str] = []
+    now = _clock_of(store).now_ms()
     for item in items:
+        try:
+            n = len(item.tasks)
+        except IntermissionError as exc:  # one bad row never hides the others
+            unreadable.append((item.session_id, str(exc)))
+            continue
         agent, reason = _v(item.agent or "-"), _v(item.reason or "")
         late = item.deadline_ms is not None and now >= item.deadline_ms
         reason += " [expired]" if late else ""
-        print(f"{_v(item.session_id):<24} {agent:<16} {len(item.tasks):>5}  {reason}")
+        rows.append(f"{_v(item.session_id):<24} {agent:<16} {n:>5}  {reason}")
+    if rows:
+        print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
+        print("\n".join(rows))
+    else:
+        print("no pending sessions")
+    for sid, why in unreadable:
+        print(f"unreadable: {_v(sid)}: {_v(why)}")
+    stuck = getattr(store, "stuck", None)
+    for entry in stuck(limit=args.limit) if stuck is not None else []:
+        if args.agent is not None and entry.agent != args.agent:
+            continue
+        sid, key, at = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key, args.store))
+        agent = _v(entry.agent or "-")
+        print(f"needs a person: {_v(entry.session_id)} ({agent}, {entry.status}): {_v(entry.why)}")
+        print(f"  python -m intermission resolve {sid} {key} --result JSON --store {at}")
+        print(f"  python -m intermission forget {sid} {key} --store {at}")
 
 
 def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
@@ -94,8 +122,15 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
     if not s.hitl.tasks and s.is_pending and deadline is not None:
         late = " [expired: the next resume rejects it]" if s.clock.now_ms() >= deadline else ""
         print(f"deadline: {_utc(deadline)}{late}")
+    resolved = {r.get("key"): r for r in s.context.get(RESOLVED_KEY) or [] if isinstance(r, dict)}
     for key, entry in sorted(s.ledger.items()):
-        print(f"effect:   {_v(key)} {entry.status}")
+        note = ""
+        if entry.status == "started":
+            note = " [outcome unknown unless it is running now: resolve or forget it]"
+        elif key in resolved:
+            r = resolved[key]
+            note = f" ({r.get('outcome')} by hand, by {r.get('reviewer') or 'an unnamed reviewer'})"
+        print(f"effect:   {_v(key)} {entry.status}{_v(note)}")
     for line in ("result", "content"):
         value = s.context.get(f"change.{line}")
         if value is not None:
@@ -144,6 +179,27 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
         store, args.session_id, lambda s: None, lambda name: _agent_for(args, name),
         wait_s=args.wait, adopt=args.adopt,
     ))  # fmt: skip
+
+
+def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
+    """Record what a person found about an effect of unknown outcome (under the claim)."""
+    if args.command == "resolve":
+        try:
+            result = loads(args.result, "--result")
+        except ValueError as exc:
+            raise UsageError(f"--result is JSON (say '{{\"id\": 7}}' or 'null'): {exc}") from None
+        s = resolve_unknown_effect(store, args.session_id, args.key, result=result,
+                                   reviewer=args.reviewer, via="cli")  # fmt: skip
+        what = "recorded as completed: its next run returns that result"
+    else:
+        s = resolve_unknown_effect(store, args.session_id, args.key, forget=True,
+                                   reviewer=args.reviewer, via="cli")  # fmt: skip
+        what = "forgotten: its next run runs it again"
+    print(f"effect {_v(args.key)} of session {_v(s.session_id)} {what} ({s.status})")
+    if s.status in ("pending", "paused", "failed"):
+        sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))
+        print(f"continue with: python -m intermission resume {sid} --store {at} "
+              "(or approve / reject it, if it still waits for a decision)")  # fmt: skip
 
 
 def _applied(outcome: DecisionOutcome) -> None:
@@ -228,6 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
     wait(resume)
     adopt(resume)
     resume.add_argument("session_id")
+    resolve = add("resolve", "record that an effect of unknown outcome did happen")
+    resolve.add_argument("session_id")
+    resolve.add_argument("key", help="the effect's key (see pending or show)")
+    resolve.add_argument("--result", required=True, help="its result, as JSON")
+    resolve.add_argument("--reviewer", help="who checked the external system")
+    forget = add("forget", "record that an effect of unknown outcome did not happen")
+    forget.add_argument("session_id")
+    forget.add_argument("key", help="the effect's key (see pending or show)")
+    forget.add_argument("--reviewer", help="who checked the external system")
     serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -255,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "approve": lambda a, s: _decide(a, s, True),
         "reject": lambda a, s: _decide(a, s, False),
         "resume": cmd_resume,
+        "resolve": cmd_resolve,
+        "forget": cmd_resolve,
         "serve": cmd_serve,
     }
     try:

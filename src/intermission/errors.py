@@ -11,7 +11,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── NothingToResumeError                 empty prompt() but nothing is left to resume
     │   ├── RequestInProgressError               a request is already running on this session
     │   ├── EffectOutcomeUnknownError            a ledgered effect started but never finished
-    │   └── AgentMismatchError                   the session was made by another agent
+    │   ├── AgentMismatchError                   the session was made by another agent
+    │   └── NothingToResolveError                the effect is not of unknown outcome
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
     │   ├── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
@@ -59,6 +60,7 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NotSerializableError",
+    "NothingToResolveError",
     "NothingToResumeError",
     "RequestInProgressError",
     "ReviewerNotAllowedError",
@@ -153,7 +155,26 @@ class EffectOutcomeUnknownError(SessionStateError):
         super().__init__(
             f"effect {key!r} started but its completion was never recorded (a crash, or "
             "another process); check the external system, then call "
-            "session.resolve_effect(key, result) or session.forget_effect(key)",
+            "session.resolve_effect(key, result) or session.forget_effect(key) (or, from a "
+            "terminal: python -m intermission resolve SESSION KEY --result JSON, or forget "
+            "SESSION KEY)",
+            session_id=session_id,
+        )
+
+
+class NothingToResolveError(SessionStateError):
+    """Resolving or forgetting an effect that is not of unknown outcome: it never started,
+    or it already completed or failed (``status``: what the ledger holds, None when it
+    holds nothing). Nothing was changed."""
+
+    def __init__(self, session_id: str, key: str, status: str | None) -> None:
+        self.key = key
+        self.status = status
+        held = f"is {status}" if status else "was never started"
+        super().__init__(
+            f"effect {key!r} of session {session_id!r} {held}, not of unknown outcome: there "
+            "is nothing to resolve and nothing was changed (`python -m intermission show "
+            "SESSION` lists its effects)",
             session_id=session_id,
         )
 

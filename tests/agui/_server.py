@@ -41,9 +41,11 @@ class Server:
         agents: str = "tests.agui.agents:AGENTS",
         extra: tuple[str, ...] = (),
         script: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """``extra``: more ``serve`` options; ``script``: a test server module run as
-        ``python -m SCRIPT STORE PORT`` instead of ``serve``."""
+        ``python -m SCRIPT STORE PORT`` instead of ``serve``; ``env``: more environment
+        variables (say libfaketime's)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -55,7 +57,7 @@ class Server:
                    "--agents", agents, "--port", str(self.port), *extra]  # fmt: skip
         if token:
             cmd += ["--token", token]
-        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT), **(env or {})}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")
         with open(self.output, "w") as out:

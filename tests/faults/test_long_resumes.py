@@ -50,9 +50,11 @@ def slow_agent(effect_file: Path) -> ReActAgent:
         return f"rebuilt {name}"
 
     model = ScriptedModel(
-        lambda messages, tools: "Index rebuilt."
-        if any(m.role == "tool" for m in messages)
-        else [ToolCall("rebuild_index", {"name": "orders"})]
+        lambda messages, tools: (
+            "Index rebuilt."
+            if any(m.role == "tool" for m in messages)
+            else [ToolCall("rebuild_index", {"name": "orders"})]
+        )
     )
     return (
         ReActAgent.of(model).name("indexer").tools(rebuild_index)

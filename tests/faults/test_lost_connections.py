@@ -185,7 +185,5 @@ def test_a_dead_pooled_connection_is_replaced_and_outage_errors_are_store_errors
     unreachable = "postgresql://intermission:intermission@127.0.0.1:1/intermission"
     with pytest.raises(StoreUnavailableError) as info:
         PostgresStore(unreachable, connect_timeout_s=1)
-    assert isinstance(info.value, StoreError) and "intermission:intermission" not in str(
-        info.value
-    )
+    assert isinstance(info.value, StoreError) and "intermission:intermission" not in str(info.value)
     store.close()

@@ -67,9 +67,7 @@ def _stranded(store: Any, sid: str) -> bool:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_three_reviewers_through_the_cli_always_apply_the_winner(
-    kind: str, tmp_path: Path
-) -> None:
+def test_three_reviewers_through_the_cli_always_apply_the_winner(kind: str, tmp_path: Path) -> None:
     if kind == "sqlite":
         target = str(tmp_path / "race.sqlite")
         store: Any = SQLiteStore(target)
@@ -196,9 +194,7 @@ def test_any_reviewers_at_once_one_decision_wins_and_is_applied_once(
             outcome = f"{type(exc).__name__}: {exc}"
         results.append((sid, verdict, outcome))
 
-    threads = [
-        threading.Thread(target=run, args=(i, *r)) for i, r in enumerate(reviewers)
-    ]
+    threads = [threading.Thread(target=run, args=(i, *r)) for i, r in enumerate(reviewers)]
     for t in threads:
         t.start()
     for t in threads:
@@ -218,9 +214,10 @@ def test_any_reviewers_at_once_one_decision_wins_and_is_applied_once(
         assert [e.kind for e in final.events].count("approval_decided") == 1
         # one verdict won: a reviewer of it won (or came late and was told so), every other
         # one was refused or told who won
-        assert all(
-            o in (("won" if v == won else "refused"), f"late: {won}") for v, o in mine
-        ), (mine, won)
+        assert all(o in (("won" if v == won else "refused"), f"late: {won}") for v, o in mine), (
+            mine,
+            won,
+        )
         assert any(o == "won" for _v, o in mine), (mine, won)
         ran = [e for e in final.events if e.kind == "node_start"
                and getattr(e, "node_id", None) in ("executor_agent", "reject_finish")]  # fmt: skip

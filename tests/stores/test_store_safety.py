@@ -78,7 +78,7 @@ def test_pending_first_page_uses_the_index_at_100k_sessions(tmp_path: Path) -> N
     rows = [
         (
             f"s{i:06d}", 1, "pending" if i % 3 == 0 else "done", "ops" if i % 2 else "change",
-            "why", "[]", None, "null", snapshot, float(i),
+            "why", "[]", None, "null", snapshot, float(i), float(i),
         )
         for i in range(100_000)
     ]  # fmt: skip
@@ -86,7 +86,8 @@ def test_pending_first_page_uses_the_index_at_100k_sessions(tmp_path: Path) -> N
         cur = run("SELECT 1")
         cur.executemany(
             "INSERT INTO im_sessions (id, version, status, agent, reason, tasks, deadline_ms, "
-            "request, snapshot, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "request, snapshot, updated_ms, pending_since) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
     assert store.count() == 100_000

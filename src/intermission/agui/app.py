@@ -24,8 +24,17 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import IntermissionError, SessionNotFoundError, UsageError
+from .._json import loads
+from ..errors import (
+    IntermissionError,
+    NothingToResolveError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SnapshotError,
+    UsageError,
+)
 from ..stores.base import PendingSession, SessionStore
+from ..stores.effects import resolve_unknown_effect
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
@@ -103,9 +112,10 @@ PAGE = 200
 MAX_PAGE = 1000
 
 
-def _cursor_of(item: PendingSession) -> str:
-    """An opaque ``next`` cursor: the last listed entry's place in ``store.pending()``."""
-    raw = json.dumps([item.updated_ms, item.session_id, item.agent]).encode()
+def _cursor_of(since: float, session_id: str) -> str:
+    """An opaque ``next`` cursor: the last listed entry's place in ``store.pending()``
+    (when it became pending, which does not move while it stays open, and its id)."""
+    raw = json.dumps([since, session_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -119,11 +129,10 @@ def _page_of(request: Request) -> tuple[int, PendingSession | None]:
         return int(text), None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        updated, sid, agent = json.loads(raw)
-        if not isinstance(sid, str) or not isinstance(updated, (int, float)):
+        since, sid, *_ = json.loads(raw)
+        if not isinstance(sid, str) or not isinstance(since, (int, float)):
             raise ValueError
-        return int(text), PendingSession(sid, agent if isinstance(agent, str) else None,
-                                         None, updated_ms=float(updated))  # fmt: skip
+        return int(text), PendingSession(sid, None, None, pending_since=float(since))
     except (ValueError, TypeError, binascii.Error):
         raise UsageError("after is the next cursor of an earlier page") from None
 
@@ -201,6 +210,64 @@ def _factories(agents: Any) -> dict[str, Callable[[], Any]]:
     return out
 
 
+def _listing(store: SessionStore, limit: int, after: PendingSession | None) -> dict[str, Any]:
+    """One page of ``GET /interrupts``: the open interrupts of ``limit`` paused threads,
+    the threads whose rows cannot be read (reported, never a 503 that hides the rest) and,
+    on the first page, the threads stuck on an effect of unknown outcome."""
+    page = store.pending(limit=limit + 1, before=after)
+    found: dict[str, tuple[float, str, Any]] = {p.session_id: (p.pending_since, p.session_id, p)
+                                                for p in page}  # fmt: skip
+    for u in getattr(page, "unreadable", []):
+        found[u.session_id] = (u.pending_since or 0.0, u.session_id, u.why)
+    # in the store's own order (a store of another make lists its readable rows only)
+    rows = [found[sid] for sid in getattr(page, "ids", [p.session_id for p in page])]
+    out: list[dict[str, Any]] = []
+    unreadable: list[dict[str, str]] = []
+    for _, sid, item in rows[:limit]:
+        if isinstance(item, str):
+            unreadable.append({"threadId": sid, "why": item})
+            continue
+        try:
+            out += _interrupts_of(store.load(sid))
+        except SessionNotFoundError:
+            continue  # deleted meanwhile
+        except SnapshotError as exc:  # damaged where the listing's checks do not look
+            unreadable.append({"threadId": sid, "why": str(exc).splitlines()[0][:500]})
+    more = len(rows) > limit
+    data: dict[str, Any] = {
+        "interrupts": out,
+        "unreadable": unreadable,
+        "next": _cursor_of(rows[limit - 1][0], rows[limit - 1][1]) if more else None,
+    }
+    stuck = getattr(store, "stuck", None)
+    if after is None and stuck is not None:
+        data["stuck"] = [
+            {"threadId": s.session_id, "agent": s.agent, "status": s.status, "key": s.key,
+             "startedMs": s.started_ms, "why": s.why}
+            for s in stuck()
+        ]  # fmt: skip
+    return data
+
+
+async def _effect_body(request: Request) -> dict[str, Any]:
+    """The JSON body of ``POST /threads/{id}/effects`` (UsageError when it is not one)."""
+    try:
+        data = loads(await _body(request), "the body")
+    except ValueError as exc:
+        raise UsageError(
+            f"the body is JSON {{key, action: resolve|forget, result, reviewer}} ({exc})"
+        ) from None
+    if not isinstance(data, dict) or data.get("action") not in ("resolve", "forget"):
+        raise UsageError('action is "resolve" (it happened, with result) or "forget" (it did not)')
+    if not isinstance(data.get("key"), str) or not data["key"]:
+        raise UsageError("key is the effect's key (a listed stuck entry's key)")
+    if not isinstance(data.get("reviewer"), str) or not data["reviewer"].strip():
+        raise UsageError("reviewer names who checked the external system")
+    if data["action"] == "resolve" and "result" not in data:
+        raise UsageError("result is the effect's result as JSON (null when it has none)")
+    return data
+
+
 def agui_app(
     agents: Mapping[str, Any],
     store: SessionStore,
@@ -218,7 +285,11 @@ def agui_app(
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
     page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
-    ``GET /`` (reviewer console). With ``token``, every route needs
+    ``GET /`` (reviewer console), ``POST /threads/{thread_id}/effects`` (a person records
+    that an effect of unknown outcome happened, ``{"key", "action": "resolve", "result",
+    "reviewer"}``, or did not, ``"action": "forget"``). ``GET /interrupts`` also lists
+    ``unreadable`` threads (id and why: a bad row never hides the rest) and, on its first
+    page, ``stuck`` ones (an effect of unknown outcome). With ``token``, every route needs
     ``Authorization: Bearer <token>``.
 
     Without ``token``, a web page the reviewer's browser opens must not drive the server:
@@ -302,18 +373,39 @@ def agui_app(
         except UsageError as exc:
             return _error(400, str(exc))
 
-        def collect() -> dict[str, Any]:
-            out: list[dict[str, Any]] = []
-            page = store.pending(limit=limit + 1, before=after)
-            for item in page[:limit]:
-                try:
-                    out += _interrupts_of(store.load(item.session_id))
-                except SessionNotFoundError:
-                    continue  # deleted meanwhile
-            more = len(page) > limit
-            return {"interrupts": out, "next": _cursor_of(page[limit - 1]) if more else None}
+        return JSONResponse(await run_in_threadpool(_listing, store, limit, after))
 
-        return JSONResponse(await run_in_threadpool(collect))
+    async def effect(request: Request) -> Response:
+        tid = request.path_params["thread_id"]
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            return _error(415, "the body is JSON (Content-Type: application/json)")
+        try:
+            _check_thread(tid)
+            data = await _effect_body(request)
+        except _TooLarge:
+            return _error(413, f"a request body is at most {MAX_BODY} bytes")
+        except UsageError as exc:
+            return _error(422, str(exc))
+        forget = data["action"] == "forget"
+        options: dict[str, Any] = {"forget": True} if forget else {"result": data.get("result")}
+
+        def apply() -> Any:
+            return resolve_unknown_effect(
+                store, tid, data["key"], reviewer=data["reviewer"], via="console", **options
+            )
+
+        try:
+            s = await run_in_threadpool(apply)
+        except SessionNotFoundError:
+            return _error(404, "no such thread")
+        except (NothingToResolveError, SessionBusyError) as exc:
+            return _error(409, str(exc).splitlines()[0][:500])
+        except UsageError as exc:
+            return _error(422, str(exc).splitlines()[0][:500])
+        entry = s.ledger[data["key"]]
+        return JSONResponse({"threadId": tid, "key": data["key"], "status": entry.status,
+                             "threadStatus": s.status})  # fmt: skip
 
     async def thread(request: Request) -> Response:
         tid = request.path_params["thread_id"]
@@ -362,6 +454,7 @@ def agui_app(
         Route("/interrupts", interrupts, methods=["GET"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
         Route("/threads/{thread_id}/events", events, methods=["GET"]),
+        Route("/threads/{thread_id}/effects", effect, methods=["POST"]),
     ]
 
     async def refused(request: Request, exc: Exception) -> Response:

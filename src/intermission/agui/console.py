@@ -4,8 +4,13 @@ It asks once for a reviewer name (required, recorded with every decision) and, w
 server has one, the bearer token; polls ``GET /interrupts``; decides through the AG-UI run
 endpoint itself (a ``resume`` covering every open interrupt of the thread). An interrupt
 that disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
-server's ``RUN_ERROR``, which names who won. Everything shown is set as text, bidi controls
-as visible escapes (U+202E shows as the text \u202e).
+server's ``RUN_ERROR``, which names who won. Threads whose stored row cannot be read are
+listed apart (id and why), never hiding the others; threads stuck on an effect of unknown
+outcome are listed as needing a person, with buttons that record what the reviewer found
+(``POST /threads/{id}/effects``). Pages are followed by their ``next`` cursor, which a
+thread that stays open never moves past, so a card stays until its thread is decided.
+Everything shown is set as text, bidi controls as visible escapes (U+202E shows as the
+text \u202e).
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ button{margin-right:.4rem}
 <span id="login-msg" class="err"></span>
 </form>
 <p id="status" class="meta" data-testid="status"></p>
+<div id="stuck" data-testid="stuck-list"></div>
+<div id="unreadable" data-testid="unreadable-list"></div>
 <div id="list" data-testid="list"></div>
 <script>
 "use strict";
-const S = {reviewer: "", token: "", cards: new Map(), staged: new Map()};
+const S = {reviewer: "", token: "", cards: new Map(), staged: new Map(), stuck: new Map()};
 const $ = (id) => document.getElementById(id);
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
@@ -134,18 +141,76 @@ async function decide(item, payload, out) {
                + (fin && fin.outcome && fin.outcome.type === "interrupt" ? "; the run paused again" : "; the run went on"), "ok");
   }
 }
+function renderStuck(item) {
+  const k = item.threadId + "\u0000" + item.key;
+  const card = el("div", {"class": "card", "data-testid": "stuck", "data-thread": item.threadId, "data-key": item.key});
+  card.append(el("div", {"class": "meta"}, "needs a person · thread " + item.threadId + " · agent " + (item.agent || "?") + " · " + item.status));
+  card.append(el("div", {"data-testid": "why"}, item.why));
+  const result = el("textarea", {"rows": "2", "placeholder": "its result, as JSON (null when it has none)", "data-testid": "result"});
+  const out = el("div", {"data-testid": "outcome"});
+  const happened = el("button", {"type": "button", "data-testid": "resolve"}, "It happened");
+  const notHappened = el("button", {"type": "button", "data-testid": "forget"}, "It did not happen");
+  const controls = el("div", {"data-testid": "controls"}, happened, notHappened);
+  happened.onclick = () => {
+    let value;
+    try { value = JSON.parse(result.value.trim() || "null"); }
+    catch (e) { out.className = "err"; out.textContent = shown("the result must be JSON"); return; }
+    resolveEffect(item, {action: "resolve", result: value}, entry);
+  };
+  notHappened.onclick = () => resolveEffect(item, {action: "forget"}, entry);
+  card.append(result, controls, out);
+  const entry = {card, item, out, controls};
+  S.stuck.set(k, entry);
+  return card;
+}
+async function resolveEffect(item, payload, entry) {
+  entry.out.className = "meta"; entry.out.textContent = shown("sending…");
+  const body = Object.assign({key: item.key, reviewer: S.reviewer}, payload);
+  let r, data;
+  try {
+    r = await fetch("/threads/" + encodeURIComponent(item.threadId) + "/effects", {method: "POST",
+      headers: headers({"Content-Type": "application/json"}), body: JSON.stringify(body)});
+    data = await r.json();
+  } catch (e) { entry.out.className = "err"; entry.out.textContent = shown(String(e.message || e)); return; }
+  if (!r.ok) { entry.out.className = "err"; entry.out.textContent = shown("not recorded: " + (data.error || ("HTTP " + r.status))); return; }
+  entry.card.classList.add("taken"); entry.card.setAttribute("data-state", "resolved"); entry.controls.remove();
+  entry.out.className = "ok";
+  entry.out.textContent = shown((payload.action === "resolve" ? "recorded as done" : "recorded as not done: it runs again")
+    + " by you (" + S.reviewer + "); thread " + item.threadId + " is " + data.threadStatus + " and can be resumed");
+}
+function showUnreadable(list) {
+  const box = $("unreadable");
+  box.replaceChildren(...list.map(u => el("div", {"class": "card taken", "data-testid": "unreadable", "data-thread": u.threadId},
+    "thread " + u.threadId + " cannot be read: " + u.why)));
+}
 async function refresh() {
-  const data = {interrupts: []};
+  const data = {interrupts: [], unreadable: [], stuck: []};
   try {  // every page: the list is paged (next), never cut short
     let path = "/interrupts";
     for (let pages = 0; path && pages < 1000; pages++) {
       const page = await getJSON(path);
       data.interrupts.push(...page.interrupts);
+      data.unreadable.push(...(page.unreadable || []));
+      data.stuck.push(...(page.stuck || []));
       path = page.next ? "/interrupts?after=" + encodeURIComponent(page.next) : null;
     }
   }
   catch (e) { $("status").textContent = shown(String(e.message || e)); return; }
-  $("status").textContent = shown(data.interrupts.length + " open interrupt(s), updated " + when(Date.now()));
+  showUnreadable(data.unreadable);
+  const stuckNow = new Set();
+  for (const item of data.stuck) {
+    const k = item.threadId + "\u0000" + item.key; stuckNow.add(k);
+    if (!S.stuck.has(k)) $("stuck").append(renderStuck(item));
+  }
+  for (const [k, entry] of S.stuck) {
+    if (stuckNow.has(k) || entry.card.classList.contains("taken")) continue;
+    entry.card.classList.add("taken"); entry.card.setAttribute("data-state", "resolved"); entry.controls.remove();
+    entry.out.className = "meta"; entry.out.textContent = shown("resolved elsewhere");
+  }
+  $("status").textContent = shown(data.interrupts.length + " open interrupt(s)"
+    + (data.stuck.length ? ", " + data.stuck.length + " effect(s) of unknown outcome" : "")
+    + (data.unreadable.length ? ", " + data.unreadable.length + " unreadable thread(s)" : "")
+    + ", updated " + when(Date.now()));
   const seen = new Set();
   for (const item of data.interrupts) {
     const k = key(item); seen.add(k);

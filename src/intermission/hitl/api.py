@@ -5,8 +5,8 @@ it was (compare snapshots). Submitting does not resume; call ``agent.prompt().se
 Everything returned here is a copy (R42): editing a task's ``args`` changes nothing that
 runs; the one way to change what runs is ``HITLDecision.approve().modified_args(...)``,
 which is validated, recorded and fingerprinted. A decision after its task's deadline is
-refused with DeadlinePassedError, judged by ``session.clock`` (the wall clock unless the
-session was made with another; see :mod:`intermission.hitl.deadlines`).
+refused with DeadlinePassedError, judged by ``session.clock`` (the store's clock for a
+session loaded from a store; see :mod:`intermission.hitl.deadlines`).
 """
 
 from __future__ import annotations

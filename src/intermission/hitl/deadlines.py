@@ -9,9 +9,10 @@ rejected by the next resume. The agent's ``.clock(...)`` stamps events only. A g
 approval's deadline is whatever its node wrote to ``approval.deadline`` (the change graph
 uses ``session.clock`` too). ``session.clock`` is the wall clock
 (:class:`~intermission.SystemClock`) unless the session was made with another; a session
-loaded from a store always has the wall clock, the right one for a decision made in
-another process. Tests inject a :class:`~intermission.FakeClock` into the session, or
-pass ``now_ms``.
+loaded or claimed from a store has the store's clock (``store.clock``: PostgreSQL's own,
+the local clock for SQLite and memory), so every process sharing the store judges a
+deadline alike, whatever its own clock says. Tests inject a
+:class:`~intermission.FakeClock` into the session or the store, or pass ``now_ms``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import ipywidgets as w
 
 from .._clock import SYSTEM_CLOCK
 from .._concurrency import Ticker, every
-from ..errors import UsageError
+from ..errors import IntermissionError, UsageError
 from ._decided import decisions_of, outcome_of
 from ._html import CSS, esc, expired_html, id_html, plain
 from .resume import decision_widget
@@ -49,9 +49,7 @@ class Inbox(w.VBox):
         self.store = store
         self.agents = agents
         self.limit = limit
-        self.poll_s: float | None = (
-            settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
-        )
+        self.poll_s: float | None = settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
         self.table = w.HTML()
         self.table.add_class("inbox-table")
         self.picker = w.Dropdown(description="Session")
@@ -67,13 +65,15 @@ class Inbox(w.VBox):
         """The decision widget of the opened session."""
         self.hint = w.HTML()
         self.status = w.HTML()
+        self.problems = w.HTML()
+        self.problems.add_class("inbox-problems")
         self._opened_by_click = False
         self.listed: list[str] = []
         """Every session id this inbox has listed as pending, first seen first."""
         self._poller: Ticker | None = None
         super().__init__(
             [
-                w.HTML(CSS), self.table,
+                w.HTML(CSS), self.table, self.problems,
                 w.HBox([self.picker, self.open_button, self.refresh_button]),
                 self.hint, self.status, self.detail,
             ]
@@ -85,9 +85,30 @@ class Inbox(w.VBox):
 
     # -- the list --------------------------------------------------------------------
     def refresh(self) -> list[Any]:
-        """Re-read the pending list (keeping the selection when it is still pending)."""
-        items: list[Any] = self.store.pending(limit=self.limit)
-        now = SYSTEM_CLOCK.now_ms()  # a stored session is judged by the wall clock
+        """Re-read the pending list (keeping the selection when it is still pending).
+        Rows that cannot be read and sessions stuck on an effect of unknown outcome are
+        listed under the table (``self.problems``), never hiding the others."""
+        page = self.store.pending(limit=self.limit)
+        bad = [(u.session_id, u.why) for u in getattr(page, "unreadable", [])]
+        items: list[Any] = []
+        for p in page:
+            try:
+                p.tasks  # noqa: B018 (parsed now: a damaged column is reported, not raised)
+            except IntermissionError as exc:
+                bad.append((p.session_id, str(exc)))
+                continue
+            items.append(p)
+        stuck = getattr(self.store, "stuck", None)
+        self.problems.value = "".join(
+            [f"<div class='im-error'>unreadable: {esc(sid)}: {esc(why)}</div>" for sid, why in bad]
+            + [
+                f"<div class='im-error'>needs a person: {esc(x.session_id)}: {esc(x.why)} "
+                f"(<code>python -m intermission resolve|forget</code>, or the console)</div>"
+                for x in (stuck(limit=self.limit) if stuck is not None else [])
+            ]
+        )
+        # judged by the store's clock, like every decision on its sessions
+        now = getattr(self.store, "clock", SYSTEM_CLOCK).now_ms()
         rows = "".join(
             f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
             f"<td>{_to_decide(p)}</td><td>{esc(p.reason)}{expired_html(p.deadline_ms, now)}"
@@ -146,8 +167,7 @@ class Inbox(w.VBox):
             self._opened_by_click = True
         except Exception as exc:
             self.status.value = (
-                f"<span class='im-error'>error: "
-                f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
+                f"<span class='im-error'>error: {esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 
     def open_session(self, session_id: str) -> Any:

@@ -1,8 +1,9 @@
 """Session stores: one contract, three backends (PostgresStore needs the ``postgres`` extra,
 which it imports when it is made)."""
 
-from .base import PendingSession, SessionStore
+from .base import PendingPage, PendingSession, SessionStore, StuckSession, UnreadableSession
 from .decide import DecisionOutcome, decide_and_resume
+from .effects import resolve_unknown_effect
 from .memory import MemoryStore
 from .open import open_store
 from .postgres import PostgresStore
@@ -11,10 +12,14 @@ from .sqlite import SQLiteStore
 __all__ = [
     "DecisionOutcome",
     "MemoryStore",
+    "PendingPage",
     "PendingSession",
     "PostgresStore",
     "SQLiteStore",
     "SessionStore",
+    "StuckSession",
+    "UnreadableSession",
     "decide_and_resume",
     "open_store",
+    "resolve_unknown_effect",
 ]

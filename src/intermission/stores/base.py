@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from .._clock import SYSTEM_CLOCK, Clock
 from .._json import canonical_dumps
 from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
@@ -30,8 +31,10 @@ from ..errors import (
     LeaseLostError,
     NothingToResumeError,
     SessionBusyError,
+    SnapshotSchemaError,
     StoreError,
     UsageError,
+    _utc,
 )
 from ..hitl.graph import approval_deadline
 from .lease import Leases
@@ -39,10 +42,13 @@ from .lease import Leases
 __all__ = [
     "DEFAULT_LEASE_MS",
     "RESUMABLE",
-    "StoreMethods",
+    "PendingPage",
     "PendingSession",
     "SessionStore",
+    "StoreMethods",
     "StoredRow",
+    "StuckSession",
+    "UnreadableSession",
     "claim_token",
     "claimed",
     "row_of",
@@ -58,7 +64,7 @@ interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`
 never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str]
+_Row = tuple[str, str | None, str | None, str, float | None, float, str, float]
 
 
 class PendingSession(_Row):
@@ -75,14 +81,17 @@ class PendingSession(_Row):
         deadline_ms: float | None = None,
         updated_ms: float = 0.0,
         request_json: str = "null",
+        pending_since: float | None = None,
     ) -> PendingSession:
         """An entry from its columns (stores build them with :meth:`from_rows`)."""
-        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json)
+        since = updated_ms if pending_since is None else pending_since
+        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json, since)
         return tuple.__new__(cls, row)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
-        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request)``."""
+        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
+        pending_since)`` (further columns are ignored)."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
@@ -107,18 +116,28 @@ class PendingSession(_Row):
 
     @property
     def updated_ms(self) -> float:
-        """When it was last saved."""
+        """When it was last saved (by the store's clock)."""
         return self[5]
 
     @property
+    def pending_since(self) -> float:
+        """When it became pending (by the store's clock); saves while it stays pending
+        keep it, so pages keyed on it never skip or repeat a session that stays open."""
+        return self[7]
+
+    @property
     def tasks(self) -> list[HITLTask]:
-        """The undecided tool calls (empty for graph approvals)."""
+        """The undecided tool calls (empty for graph approvals). A stored column that
+        cannot be read raises SnapshotSchemaError (listings report the session as
+        unreadable)."""
         cache = self.__dict__
         tasks: list[HITLTask] | None = cache.get("tasks")
         if tasks is None:
-            tasks = cache["tasks"] = [
-                HITLTask.model_validate(t) for t in json.loads(self[3] or "[]")
-            ]
+            try:
+                parsed = [HITLTask.model_validate(t) for t in json.loads(self[3] or "[]")]
+            except (ValueError, TypeError) as exc:  # (pydantic's ValidationError is one)
+                raise _unreadable_column(self[0], "tasks", exc) from None
+            tasks = cache["tasks"] = parsed
         return tasks
 
     @property
@@ -126,7 +145,10 @@ class PendingSession(_Row):
         """What the human is asked to review (``approval.request`` of graph approvals)."""
         cache = self.__dict__
         if "request" not in cache:
-            cache["request"] = json.loads(self[6]) if self[6] else None
+            try:
+                cache["request"] = json.loads(self[6]) if self[6] else None
+            except ValueError as exc:
+                raise _unreadable_column(self[0], "request", exc) from None
         return cache["request"]
 
     def __eq__(self, other: object) -> bool:
@@ -140,6 +162,84 @@ class PendingSession(_Row):
 
     def __repr__(self) -> str:
         return f"PendingSession({self[0]!r}, agent={self[1]!r}, reason={self[2]!r})"
+
+
+def _unreadable_column(session_id: str, column: str, exc: BaseException) -> SnapshotSchemaError:
+    first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return SnapshotSchemaError(
+        f"the stored {column} of session {session_id!r} cannot be read ({first}); the row "
+        "was damaged or written by another program: look at it with `python -m "
+        "intermission show`, or delete it",
+        path=column,
+    )
+
+
+class UnreadableSession(NamedTuple):
+    """A stored session a listing left out because its row cannot be read: ``why`` says
+    what is wrong (cut short, written by a newer intermission, damaged)."""
+
+    session_id: str
+    why: str
+    pending_since: float | None = None
+    """Its place in ``pending()`` order (None when it is not known)."""
+
+
+class PendingPage(list[PendingSession]):
+    """A page of ``store.pending()``: the readable entries, newest first, and
+    :attr:`unreadable`, the rows of the same range that could not be read (reported, not
+    listed: one bad row never hides the others)."""
+
+    unreadable: list[UnreadableSession]
+    ids: list[str]
+    """Every row of the page's range in order, readable or not (their session ids)."""
+
+    def __init__(
+        self,
+        entries: Iterable[PendingSession] = (),
+        unreadable: Iterable[UnreadableSession] = (),
+        ids: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__(entries)
+        self.unreadable = list(unreadable)
+        self.ids = [p[0] for p in self] if ids is None else list(ids)
+
+    @property
+    def last(self) -> PendingSession | None:
+        """The oldest row this page covered, readable or not: ``before=page.last`` pages
+        on without meeting an unreadable row twice."""
+        last = self[-1] if self else None
+        for u in self.unreadable:
+            if u.pending_since is None:
+                continue
+            key = (u.pending_since, u.session_id)
+            if last is None or key < (last.pending_since, last.session_id):
+                last = PendingSession(u.session_id, None, None, pending_since=u.pending_since)
+        return last
+
+
+class StuckSession(NamedTuple):
+    """A session that needs a person: an effect it started (``session.once``) never
+    recorded its outcome (its process died, or the write was lost), and nobody holds the
+    session's claim now (a holder that died is listed once its lease lapsed). Check the
+    external system, then resolve or forget the effect
+    (:func:`~intermission.stores.resolve_unknown_effect`, ``python -m intermission
+    resolve|forget``, the console)."""
+
+    session_id: str
+    agent: str | None
+    status: str
+    key: str
+    """The effect's idempotency key."""
+    started_ms: float
+
+    @property
+    def why(self) -> str:
+        """One line for a listing."""
+        return (
+            f"effect {self.key!r} started at {_utc(self.started_ms)} and its outcome was "
+            "never recorded: check the external system, then resolve it (it happened) or "
+            "forget it (it did not)"
+        )
 
 
 _UNSET: Any = object()
@@ -219,9 +319,12 @@ def pending_of(
     deadline: float | None,
     updated: float,
     request_json: str,
+    pending_since: float | None = None,
 ) -> PendingSession:
     """Build a PendingSession from stored columns (nothing parsed yet)."""
-    return PendingSession(session_id, agent, reason, tasks_json, deadline, updated, request_json)
+    return PendingSession(
+        session_id, agent, reason, tasks_json, deadline, updated, request_json, pending_since
+    )
 
 
 def session_from(
@@ -229,14 +332,17 @@ def session_from(
     chunks: Sequence[tuple[int, str]],
     version: int,
     ledger: dict[str, LedgerEntry],
+    clock: Clock = SYSTEM_CLOCK,
 ) -> InMemoryAgentSession:
     """Rebuild a session from its row and its event chunks (see restore_stored); ledger
-    rows (written live) win over the snapshot's."""
+    rows (written live) win over the snapshot's. The session tells time by ``clock``, the
+    store's: every process judges its deadlines alike."""
     session = InMemoryAgentSession.__new__(InMemoryAgentSession)
     restore_stored(session, state, chunks)
     session.ledger.update(ledger)
     session.ledger_dirty = set()  # what the store holds is not for it to write again
     session.store_version = version
+    session.clock = clock
     return session
 
 
@@ -258,8 +364,9 @@ class _Claimable(Protocol):
         """Claim and load, or raise SessionNotFound / NothingToResume / SessionBusy."""
         ...
 
-    def _release(self, session_id: str, token: str) -> None:
-        """Clear the claim if ``token`` still holds it."""
+    def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
+        """Clear the claim if ``token`` still holds it; ``wait``: while the database is
+        away, try again for as long as a must-not-lose write would."""
         ...
 
     def _final_save(self, session: InMemoryAgentSession) -> None:
@@ -377,8 +484,10 @@ def claimed(
     session.claim_token = token
     first_seq = session.events.next_seq
     ledger_before = dict(session.ledger)
+    saving = False
     try:
         yield session
+        saving = True
         try:
             store._final_save(session)
         except (ConflictError, SessionBusyError) as exc:
@@ -387,9 +496,12 @@ def claimed(
     except BaseException:
         store.leases.release(lease)
         try:
-            store._release(session_id, token)
+            # a save that failed (a full disk, the database away) must not leave the
+            # thread busy for the whole lease once the database is back: the release
+            # waits for it as long as the save did
+            store._release(session_id, token, wait=saving)
         except StoreError:
-            pass  # the database is away: the claim lapses on its own when the lease ends
+            pass  # still away: the claim lapses on its own when the lease ends
         raise
     finally:
         session.claim_token = None
@@ -424,8 +536,16 @@ class SessionStore(Protocol):
       with :class:`~intermission.SessionBusyError` while someone else holds a claim.
     - ``load(session_id)``: the session, or :class:`~intermission.SessionNotFoundError`.
     - ``delete(session_id)``: remove the session and its ledger.
-    - ``pending(limit, agent, before)``: pending sessions, newest first, one indexed query;
-      page with ``before=<last item>``.
+    - ``pending(limit, agent, before)``: pending sessions, newest first by when they became
+      pending (saves while a session stays pending keep its place), one indexed query; page
+      with ``before=page.last``. Returns a :class:`PendingPage`: rows that cannot be read
+      are left out and reported in ``page.unreadable`` (id and why).
+    - ``clock``: the store's clock. It stamps and judges claims, leases and saves, and every
+      session loaded or claimed from the store carries it (``session.clock``), so decision
+      deadlines are judged alike in every process: PostgreSQL's own clock, the local one
+      for SQLite and memory, or the clock a test gives the store.
+    - ``stuck(limit)`` (the bundled stores): sessions with an effect of unknown outcome
+      that nobody holds, for a person to resolve (:class:`StuckSession`).
     - ``resume(session_id)``: claim, load, yield, save and release atomically on a clean
       exit; release without saving on any error (the save's own included). A second
       resumer is refused with ``SessionBusyError`` before anything runs; a session that

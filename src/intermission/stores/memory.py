@@ -21,9 +21,11 @@ from ..errors import (
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
+    PendingPage,
     PendingSession,
     StoredRow,
     StoreMethods,
+    StuckSession,
     check_id,
     check_options,
     check_page,
@@ -51,10 +53,12 @@ class _Entry:
     family: str | None = None
     """Its ledger family (None: a session from before families were minted, whose ledger
     is keyed by its id)."""
+    pending_since: float = 0.0
+    """When it became pending (kept by saves while it stays pending)."""
 
 
 class _PendingIndex:
-    """Pending sessions ordered by (updated_ms, id), overall and per agent: a page of
+    """Pending sessions ordered by (pending_since, id), overall and per agent: a page of
     ``pending()`` reads its rows from the end instead of scanning every session (as the
     SQL stores' partial indexes do)."""
 
@@ -63,12 +67,12 @@ class _PendingIndex:
         self.by_agent: dict[str | None, list[tuple[float, str]]] = {}
 
     def add(self, entry: _Entry) -> None:
-        key = (entry.updated_ms, entry.row.session_id)
+        key = (entry.pending_since, entry.row.session_id)
         insort(self.all, key)
         insort(self.by_agent.setdefault(entry.row.agent, []), key)
 
     def remove(self, entry: _Entry) -> None:
-        key = (entry.updated_ms, entry.row.session_id)
+        key = (entry.pending_since, entry.row.session_id)
         for keys in (self.all, self.by_agent.get(entry.row.agent, [])):
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
@@ -124,7 +128,9 @@ class MemoryStore(StoreMethods):
             if expected == 0:
                 if entry is not None:
                     raise ConflictError(sid, 0, entry.version)
-                entry = self._rows[sid] = _Entry(row, 1, now, events=events, family=session.family)
+                entry = self._rows[sid] = _Entry(
+                    row, 1, now, events=events, family=session.family, pending_since=now
+                )
             else:
                 if entry is None:
                     raise ConflictError(sid, expected, None)
@@ -140,6 +146,10 @@ class MemoryStore(StoreMethods):
                     raise SessionBusyError(sid)
                 if entry.row.status == "pending":
                     self._pending.remove(entry)
+                    if row.status != "pending":
+                        entry.pending_since = now
+                else:
+                    entry.pending_since = now
                 entry.row, entry.version, entry.updated_ms = row, expected + 1, now
                 entry.events, entry.family = events, session.family
                 if release:
@@ -188,7 +198,7 @@ class MemoryStore(StoreMethods):
                 raise SessionNotFoundError(session_id)
             row, version, chunks = entry.row, entry.version, entry.events
             ledger = dict(self._ledgers.get(entry.family or session_id, {}))
-        session = session_from(row.state_json, chunks, version, ledger)
+        session = session_from(row.state_json, chunks, version, ledger, self.clock)
         session.ledger_hook = self._write_ledger
         return session
 
@@ -209,20 +219,42 @@ class MemoryStore(StoreMethods):
 
     def pending(
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
-    ) -> list[PendingSession]:
-        """Pending sessions, newest first; page with ``before=<last item>``."""
+    ) -> PendingPage:
+        """Pending sessions, newest first by when they became pending; page with
+        ``before=page.last`` (rows here are always readable: ``unreadable`` stays empty)."""
         check_page(limit, agent, before)
-        start = (before.updated_ms, before.session_id) if before is not None else None
+        start = (before.pending_since, before.session_id) if before is not None else None
         with self._lock:
             filtered = agent is not None
             keys = self._pending.page(limit, column_text(agent), start, filtered)
-            rows = [(t, self._rows[sid].row) for t, sid in keys]
-        return [
+            entries = [self._rows[sid] for _, sid in keys]
+        return PendingPage(
             pending_of(
-                r.session_id, r.agent, r.reason, r.tasks_json, r.deadline_ms, t, r.request_json
+                e.row.session_id, e.row.agent, e.row.reason, e.row.tasks_json,
+                e.row.deadline_ms, e.updated_ms, e.row.request_json, e.pending_since,
             )
-            for t, r in rows
-        ]
+            for e in entries
+        )  # fmt: skip
+
+    def stuck(self, limit: int = 100) -> list[StuckSession]:
+        """Sessions with an effect of unknown outcome that nobody runs now (see
+        :class:`StuckSession`)."""
+        _check.count("limit", limit, 1, 10_000)
+        now = self.clock.now_ms()
+        out: list[StuckSession] = []
+        with self._lock:
+            for ledger_id, ledger in sorted(self._ledgers.items()):
+                for key, entry in sorted(ledger.items()):
+                    sid = entry.by or ledger_id
+                    row = self._rows.get(sid)
+                    if entry.status != "started" or row is None:
+                        continue
+                    held = row.claimed_by is not None and row.claim_until >= now
+                    if (row.family or sid) == ledger_id and not held:
+                        out.append(
+                            StuckSession(sid, row.row.agent, row.row.status, key, entry.started_ms)
+                        )
+        return sorted(out)[:limit]
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
@@ -238,7 +270,7 @@ class MemoryStore(StoreMethods):
             entry.claimed_by, entry.claim_until = token, now + self.lease_ms
             return self.load(session_id)
 
-    def _release(self, session_id: str, token: str) -> None:
+    def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
         with self._lock:
             entry = self._rows.get(session_id)
             if entry is not None and entry.claimed_by == token:

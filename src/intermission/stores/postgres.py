@@ -18,12 +18,23 @@ __all__ = ["PostgresStore"]
 
 class PostgresStore(SQLStore):
     """Sessions in PostgreSQL. Claims are single conditional UPDATEs, which take the row
-    lock, so two machines can never both resume one session."""
+    lock, so two machines can never both resume one session.
+
+    Time is the server's: claims, leases and saves are stamped and judged by PostgreSQL's
+    own clock inside the statements, and ``store.clock`` (the clock of every session loaded
+    or claimed here, which judges decision deadlines) reads the same time without a query
+    (:class:`~intermission.stores.clock.ServerClock`). Processes whose own clocks are off
+    by minutes agree on who holds a claim and whether a deadline passed. ``clock=``
+    (tests) replaces the server's clock with the one given, everywhere."""
 
     placeholder = "%s"
     int_type = "BIGINT"
     real_type = "DOUBLE PRECISION"
     for_update = " FOR UPDATE"
+    server_now = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS DOUBLE PRECISION)"
+    # the byte length of a stored text comes from its header: no read of the value itself
+    length_sql = "octet_length(snapshot)"
+    length_unit = "bytes"
 
     def __init__(
         self,
@@ -75,6 +86,12 @@ class PostgresStore(SQLStore):
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
             self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
+            self._read_server_clock(run)
+
+    @staticmethod
+    def text_length(text: str) -> int:
+        """The length of a snapshot in UTF-8 bytes, as ``octet_length`` counts it."""
+        return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
     def __repr__(self) -> str:
         return "PostgresStore(<dsn>)"

@@ -4,6 +4,7 @@ only moves forward (R29–R31, R39, R40)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,20 +12,25 @@ from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.ledger import LedgerEntry, advances
 from ..core.session import InMemoryAgentSession
+from ..core.snapshot import SCHEMA_VERSION as SNAPSHOT_SCHEMA
 from ..core.snapshot import check_size, parse_snapshot, state_json
 from ..errors import (
     ConflictError,
     LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
+    SnapshotSchemaError,
     StoreError,
 )
 from ._pool import Pool, until_back
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
+    PendingPage,
     PendingSession,
     StoreMethods,
+    StuckSession,
+    UnreadableSession,
     check_id,
     check_options,
     check_page,
@@ -36,11 +42,12 @@ from .base import (
     row_of,
     session_from,
 )
+from .clock import ServerClock
 from .lease import Leases
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -101,6 +108,28 @@ MIGRATIONS: list[list[str]] = [
         # (NULL: the session's own)
         "ALTER TABLE im_sessions ADD COLUMN family TEXT",
     ],
+    [
+        # Pages of pending() are keyed on when a session became pending, which saves
+        # while it stays pending keep (updated_ms moves with every save, so a session
+        # decided in part, still open, jumped past a reader's cursor and was skipped).
+        "ALTER TABLE im_sessions ADD COLUMN pending_since {real}",
+        "UPDATE im_sessions SET pending_since = updated_ms WHERE status = 'pending'",
+        # What a save wrote, to tell a row that cannot be read (cut short, written by a
+        # newer intermission) without parsing it: listings report it instead of failing.
+        # NULL: a row from before, taken as readable (a load still reports it).
+        "ALTER TABLE im_sessions ADD COLUMN snapshot_len {int}",
+        "ALTER TABLE im_sessions ADD COLUMN snapshot_schema {int}",
+        "DROP INDEX im_sessions_pending",
+        "DROP INDEX im_sessions_pending_agent",
+        # (a listing now reads each listed row for its length check, so covering columns
+        # would only make every pause write a bigger index entry)
+        "CREATE INDEX im_sessions_pending ON im_sessions (pending_since, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, pending_since, id) "
+        "WHERE status = 'pending'",
+        # effects of unknown outcome (started, never ended) are few: listed from here
+        "CREATE INDEX im_ledger_started ON im_ledger (session_id, key) WHERE status = 'started'",
+    ],
 ]
 
 _ROW = "snapshot, version, events, events_n, family"
@@ -111,8 +140,8 @@ _EVENTS_KEY = len(',"events":')
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 _PENDING = (
-    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
-    "WHERE status = 'pending'"
+    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request, pending_since, "
+    "snapshot_schema, snapshot_len - {length} FROM im_sessions WHERE status = 'pending'"
 )
 
 
@@ -141,6 +170,12 @@ class SQLStore(StoreMethods, Pool):
     """Extra key columns that make the pending indexes covering (see MIGRATIONS)."""
     for_update = ""
     """Row locking for read-then-write steps (PostgreSQL; SQLite's write lock covers it)."""
+    server_now: str | None = None
+    """SQL for the database server's own clock in epoch ms (PostgreSQL): statements stamp
+    and judge claims, leases and saves by it. None: the store's Python clock is the one."""
+    length_sql = "length(snapshot)"
+    """The stored snapshot's length, in the unit :meth:`text_length` counts."""
+    length_unit = "characters"
 
     integrity_errors: tuple[type[BaseException], ...] = ()
 
@@ -154,7 +189,15 @@ class SQLStore(StoreMethods, Pool):
     ) -> None:
         check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s)
         super().__init__()
-        self.clock = clock or SYSTEM_CLOCK
+        self._server: ServerClock | None = None
+        if clock is None and self.server_now is not None:
+            self._server = ServerClock()
+            self.clock: Clock = self._server
+            self._now_sql = self.server_now
+        else:  # SQLite (one machine), or a clock a test gives: stamped from Python
+            self.clock = clock or SYSTEM_CLOCK
+            self._now_sql = "?"
+        self._pending_sql = _PENDING.format(length=self.length_sql)
         self.lease_ms = lease_ms
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
@@ -165,6 +208,25 @@ class SQLStore(StoreMethods, Pool):
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
             self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
+            self._read_server_clock(run)
+
+    def _read_server_clock(self, run: Callable[..., Any]) -> None:
+        """Take the server clock's offset when the store opens (later claims and renewals
+        refresh it from what they return)."""
+        if self._server is not None:
+            sent = time.monotonic()
+            server_ms = run(f"SELECT {self._now_sql}").fetchone()[0]
+            self._server.observe(float(server_ms), sent, time.monotonic())
+
+    def _now(self) -> tuple[float, ...]:
+        """The parameter each ``{now}`` of a statement takes: none when the server reads
+        its own clock, else the store clock's time."""
+        return () if self._server is not None else (self.clock.now_ms(),)
+
+    @staticmethod
+    def text_length(text: str) -> int:
+        """The length of a snapshot as the database counts it (see ``length_sql``)."""
+        return len(text)
 
     def _apply_migrations(self, run: Callable[..., Any], current: int) -> None:
         """Apply every migration after ``current`` (inside the caller's transaction)."""
@@ -208,11 +270,11 @@ class SQLStore(StoreMethods, Pool):
 
     def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
         row = row_of(session)
-        now = self.clock.now_ms()
+        now = self._now()
         expected = session.store_version
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
-            row.request_json, row.state_json, now,
+            row.request_json, row.state_json, self.text_length(row.state_json),
         )  # fmt: skip
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
@@ -225,13 +287,17 @@ class SQLStore(StoreMethods, Pool):
         inline_chunk = (chunk, count) if inline else ("[]", 0)
         with self._tx() as run:
             if expected == 0:
+                pending = row.status == "pending"
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, updated_ms, events, events_n, id, family, "
-                        "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                        (*values, *inline_chunk, sid, session.family),
-                    )
+                        "request, snapshot, snapshot_len, events, events_n, id, family, "
+                        f"version, snapshot_schema, updated_ms, pending_since) VALUES (?, ?, "
+                        f"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {SNAPSHOT_SCHEMA}, {self._now_sql}, "
+                        f"{self._now_sql if pending else 'NULL'})",
+                        (*values, *inline_chunk, sid, session.family, *now,
+                         *(now if pending else ())),
+                    )  # fmt: skip
                 except self.integrity_errors:
                     raise _Duplicate from None
             else:
@@ -261,29 +327,38 @@ class SQLStore(StoreMethods, Pool):
         replace: bool,
         inline_chunk: tuple[str, int],
         release: bool,
-        now: float,
+        now: tuple[float, ...],
     ) -> None:
-        sid, expected = session.session_id, session.store_version
+        sid, expected, at = session.session_id, session.store_version, self._now_sql
         if release:  # the save ending a resume: only while this holder's claim stands
             claim_sql = "claimed_by = NULL, claim_until = NULL"
             fence = "claimed_by = ?"
             fence_values: tuple[Any, ...] = (session.claim_token,)
         else:
             claim_sql = "claimed_by = claimed_by, claim_until = claim_until"
-            fence = "(claimed_by IS NULL OR claim_until < ? OR claimed_by = ?)"
-            fence_values = (now, session.claim_token or "")
+            fence = f"(claimed_by IS NULL OR claim_until < {at} OR claimed_by = ?)"
+            fence_values = (*now, session.claim_token or "")
         inline_sql = "events = ?, events_n = ?, " if replace else ""
         inline_values = inline_chunk if replace else ()
+        if values[0] == "pending":  # (SET reads the old row: kept while it stays pending)
+            since = (
+                "CASE WHEN status = 'pending' AND pending_since IS NOT NULL "
+                f"THEN pending_since ELSE {at} END"
+            )
+            since_values = now
+        else:
+            since, since_values = "NULL", ()
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
-            f"{inline_sql}version = version + 1, {claim_sql} "
+            "deadline_ms = ?, request = ?, snapshot = ?, snapshot_len = ?, family = ?, "
+            f"{inline_sql}version = version + 1, {claim_sql}, snapshot_schema = "
+            f"{SNAPSHOT_SCHEMA}, updated_ms = {at}, pending_since = {since} "
             # the generation too: a copy of a deleted session must not overwrite the new
             # one saved under its id, at the same version number (a NULL family: a row
             # from before the column, whose generation is unknown, takes the save as ever)
             f"WHERE id = ? AND version = ? AND (family IS NULL OR family = ?) AND {fence}",
-            (*values, session.family, *inline_values, sid, expected, session.ledger_id,
-             *fence_values),
+            (*values, session.family, *inline_values, *now, *since_values, sid, expected,
+             session.ledger_id, *fence_values),
         )  # fmt: skip
         if cur.rowcount == 1:
             return
@@ -351,8 +426,9 @@ class SQLStore(StoreMethods, Pool):
     def _fence(self, run: Callable[..., Any], session_id: str, token: str) -> None:
         """Refuse to start an effect unless this holder's claim stands (and renew it)."""
         cur = run(
-            "UPDATE im_sessions SET claim_until = ? WHERE id = ? AND claimed_by = ?",
-            (self.clock.now_ms() + self.lease_ms, session_id, token),
+            f"UPDATE im_sessions SET claim_until = {self._now_sql} + ? "
+            "WHERE id = ? AND claimed_by = ?",
+            (*self._now(), self.lease_ms, session_id, token),
         )
         if cur.rowcount != 1:
             holder = run(
@@ -385,8 +461,15 @@ class SQLStore(StoreMethods, Pool):
         state, version, first, first_n, _family, chunks, ledger_rows = rows
         if first is not None:  # None: a version-1 row, its log still in the snapshot
             chunks = [(first_n, first), *chunks]
-        ledger = {k: ledger_of(e) for k, e in ledger_rows}
-        session = session_from(state, chunks, int(version), ledger)
+        try:
+            ledger = {k: ledger_of(e) for k, e in ledger_rows}
+        except ValueError as exc:  # (pydantic's ValidationError is one)
+            first = str(exc).splitlines()[0][:200]
+            raise SnapshotSchemaError(
+                f"a stored ledger entry of session {session_id!r} cannot be read ({first})",
+                path="ledger",
+            ) from None
+        session = session_from(state, chunks, int(version), ledger, self.clock)
         session.ledger_hook = self._write_ledger
         return session
 
@@ -421,43 +504,94 @@ class SQLStore(StoreMethods, Pool):
         self, limit: int, agent: str | None, before: PendingSession | None
     ) -> tuple[str, tuple[Any, ...]]:
         """The SQL of :meth:`pending` (exposed so tests can EXPLAIN it)."""
-        sql = _PENDING
+        sql = self._pending_sql
         params: tuple[Any, ...] = ()
         if agent is not None:
             sql += " AND agent = ?"
             params += (column_text(agent),)  # as the column keeps it (see row_of)
         if before is not None:
-            sql += " AND (updated_ms < ? OR (updated_ms = ? AND id < ?))"
-            params += (before.updated_ms, before.updated_ms, before.session_id)
-        sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?"
+            since = before.pending_since
+            sql += " AND (pending_since < ? OR (pending_since = ? AND id < ?))"
+            params += (since, since, before.session_id)
+        sql += " ORDER BY pending_since DESC, id DESC LIMIT ?"
         return sql, (*params, limit)
 
     def pending(
         self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
-    ) -> list[PendingSession]:
-        """Pending sessions, newest first; page with ``before=<last item>``."""
+    ) -> PendingPage:
+        """Pending sessions, newest first, by when they became pending (a key saves while
+        a session stays pending do not move); page with ``before=page.last``. A row that
+        cannot be read is left out and reported in ``page.unreadable``."""
         check_page(limit, agent, before)
         sql, params = self.pending_query(limit, agent, before)
         with self._tx("query") as run:
             rows = run(sql, params).fetchall()
-        return PendingSession.from_rows(rows)
+        # columns 8 and 9: the schema the row was written with, and how much of the
+        # snapshot a save wrote is missing (NULL in rows from before these stamps)
+        ok = [not r[9] and (r[8] is None or r[8] == SNAPSHOT_SCHEMA) for r in rows]
+        if all(ok):
+            return PendingPage(PendingSession.from_rows(rows))
+        bad = [
+            UnreadableSession(r[0], _why(r[8], r[9], self.length_unit), r[7])
+            for r, fine in zip(rows, ok, strict=True)
+            if not fine
+        ]
+        good = [r for r, fine in zip(rows, ok, strict=True) if fine]
+        return PendingPage(PendingSession.from_rows(good), bad, [r[0] for r in rows])
+
+    def stuck(self, limit: int = 100) -> list[StuckSession]:
+        """Sessions that need a person: an effect they started never recorded its outcome
+        and nobody holds their claim now (see :class:`StuckSession`)."""
+        _check.count("limit", limit, 1, 10_000)
+        with self._tx("read") as run:
+            started = run(
+                "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started' "
+                "ORDER BY session_id, key LIMIT ?",
+                (limit,),
+            ).fetchall()
+            by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
+            for family, key, text in started:
+                entry = ledger_of(text)
+                by.setdefault(entry.by or family, []).append((family, key, entry))
+            if not by:
+                return []
+            marks = ", ".join("?" for _ in by)
+            rows = run(
+                f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
+                f"{self._now_sql} FROM im_sessions WHERE id IN ({marks})",
+                (*self._now(), *by),
+            ).fetchall()
+        out: list[StuckSession] = []
+        for sid, agent, status, family, held in rows:
+            for ledger_id, key, entry in by.get(sid, []):
+                # (an effect of the family's other generation, or one running now, is not)
+                if (family or sid) == ledger_id and not held:
+                    out.append(StuckSession(sid, agent, status, key, entry.started_ms))
+        return sorted(out)
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
-        now = self.clock.now_ms()
+        now, at = self._now(), self._now_sql
         # A claim is a lease: it must be atomic and visible to every other process at once,
         # but it need not survive a power cut (nothing of the resume survives one either),
         # so it skips the fsync that a durable commit pays.
         claim = (
-            "UPDATE im_sessions SET claimed_by = ?, claim_until = ? "
-            "WHERE id = ? AND (claimed_by IS NULL OR claim_until < ?)"
+            f"UPDATE im_sessions SET claimed_by = ?, claim_until = {at} + ? "
+            f"WHERE id = ? AND (claimed_by IS NULL OR claim_until < {at})"
         )
         if resumable_only:
             claim += f" AND status IN {_RESUMABLE_SQL}"
-        params = (token, now + self.lease_ms, session_id, now)
+        params = (token, *now, self.lease_ms, session_id, *now)
         with self._tx("lease") as run:
             # claim and read in one transaction (one statement where RETURNING exists)
-            if self.returning:
+            if self._server is not None:  # and refresh the server clock's offset
+                sent = time.monotonic()
+                row = run(f"{claim} RETURNING {_ROW}, claim_until", params).fetchone()
+                if row is not None:
+                    self._server.observe(row[-1] - self.lease_ms, sent, time.monotonic())
+                    row = row[:-1]
+                rows = None if row is None else (*row, *self._side_rows(run, session_id, row[-1]))
+            elif self.returning:
                 row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
                 rows = None if row is None else (*row, *self._side_rows(run, session_id, row[-1]))
             else:
@@ -475,21 +609,34 @@ class SQLStore(StoreMethods, Pool):
             raise SessionBusyError(session_id)
         return self._session(session_id, rows)
 
-    def _release(self, session_id: str, token: str) -> None:
-        with self._tx("lease") as run:
-            run(
-                "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
-                "WHERE id = ? AND claimed_by = ?",
-                (session_id, token),
-            )
+    def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
+        def release() -> None:
+            with self._tx("lease") as run:
+                run(
+                    "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
+                    "WHERE id = ? AND claimed_by = ?",
+                    (session_id, token),
+                )
+
+        if wait:  # after a failed save: wait for the database as the save did
+            until_back(release, self.outage_s)
+        else:
+            release()
 
     def _renew(self, session_id: str, token: str) -> bool:
+        sql = (
+            f"UPDATE im_sessions SET claim_until = {self._now_sql} + ? "
+            "WHERE id = ? AND claimed_by = ?"
+        )
+        params = (*self._now(), self.lease_ms, session_id, token)
         with self._tx("lease") as run:
-            cur = run(
-                "UPDATE im_sessions SET claim_until = ? WHERE id = ? AND claimed_by = ?",
-                (self.clock.now_ms() + self.lease_ms, session_id, token),
-            )
-            return bool(cur.rowcount == 1)
+            if self._server is None:
+                return bool(run(sql, params).rowcount == 1)
+            sent = time.monotonic()
+            row = run(f"{sql} RETURNING claim_until", params).fetchone()
+            if row is not None:
+                self._server.observe(row[0] - self.lease_ms, sent, time.monotonic())
+            return row is not None
 
     def _holder(self, session_id: str) -> str | None:
         try:
@@ -560,3 +707,18 @@ class SQLStore(StoreMethods, Pool):
         """How many sessions are stored."""
         with self._tx("read") as run:
             return int(run("SELECT COUNT(*) FROM im_sessions").fetchone()[0])
+
+
+def _why(schema: int | None, missing: int | None, unit: str) -> str:
+    """Why a pending row cannot be read, from its stamps (see ``pending``)."""
+    if schema is not None and schema != SNAPSHOT_SCHEMA:
+        return (
+            f"written with snapshot schema {schema}, which this intermission cannot read (it "
+            f"reads {SNAPSHOT_SCHEMA}): upgrade intermission"
+        )
+    gap = missing or 0
+    return (
+        f"its stored snapshot is {abs(gap)} {unit} {'shorter' if gap > 0 else 'longer'} than "
+        "the one saved: the row was cut short or changed outside intermission; restore it "
+        "from a backup, or delete the session"
+    )

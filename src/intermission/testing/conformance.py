@@ -42,10 +42,13 @@ __all__ = [
     "test_store_compare_and_set",
     "test_store_ledger_is_durable_before_the_effect_runs",
     "test_store_load_missing_and_delete",
+    "test_store_pending_keeps_its_place_while_a_session_stays_pending",
     "test_store_pending_lists_newest_first_with_reason_tasks_and_paging",
     "test_store_put_snapshot_refuses_bad_data_and_changes_nothing",
     "test_store_resume_claims_saves_and_releases",
     "test_store_round_trip",
+    "test_store_sessions_tell_time_by_the_store_clock",
+    "test_store_stuck_lists_effects_of_unknown_outcome",
 ]
 
 
@@ -369,3 +372,54 @@ def test_store_generations_keep_old_sessions_and_forks_as_they_were(
         store.save(a)
     assert info.value.replaced and store.load("old").context.get("note") is None
     assert store.load("old-fork").context.get("note") == "fork"
+
+
+def test_store_pending_keeps_its_place_while_a_session_stays_pending(make_store: Any) -> None:
+    """Pages are keyed on when a session became pending: a save while it stays pending (a
+    decision recorded on one of its calls) does not move it past a reader's cursor."""
+    store = make_store(clock=FakeClock(start_ms=1000, step_ms=10))
+    for i in range(4):
+        store.save(paused_ops(f"p{i}"))
+    first = store.pending(limit=2)
+    assert [p.session_id for p in first] == ["p3", "p2"]
+    moved = store.load("p0")  # saved again, still pending
+    (task,) = HITL.pending_tasks(moved)
+    HITL.submit(moved, task, HITLDecision.approve().reviewer("ann"))
+    store.save(moved)
+    assert store.load("p0").is_pending
+    rest = store.pending(limit=2, before=first[-1])
+    assert [p.session_id for p in rest] == ["p1", "p0"]  # before: p0 had jumped ahead
+    again = store.pending()
+    assert [p.session_id for p in again] == ["p3", "p2", "p1", "p0"]
+    assert again[3].updated_ms > again[0].updated_ms and again[3].pending_since < 1100
+    assert again.unreadable == []
+
+
+def test_store_sessions_tell_time_by_the_store_clock(make_store: Any) -> None:
+    """Sessions loaded or claimed from a store carry ``store.clock``: deadlines are judged
+    by the store's time in every process."""
+    clock = FakeClock(start_ms=5_000, step_ms=0)
+    store = make_store(clock=clock)
+    store.save(paused_ops("clock"))
+    assert store.load("clock").clock is clock
+    with store.resume("clock") as s:
+        assert s.clock is clock
+
+
+def test_store_stuck_lists_effects_of_unknown_outcome(make_store: Any) -> None:
+    """``store.stuck()``: sessions with an effect started and never ended that nobody holds;
+    resolving it under the claim takes the session off the list."""
+    from ..stores.effects import resolve_unknown_effect
+
+    store = make_store()
+    store.save(paused_change("stuck"))
+    assert store.stuck() == []
+    _crashed_mid_effect(store, "stuck", "charge")
+    (entry,) = store.stuck()
+    assert (entry.session_id, entry.agent, entry.status, entry.key) == (
+        "stuck", "change", "pending", "charge",
+    )  # fmt: skip
+    with store.claim("stuck"):  # held: the effect may be running right now
+        assert store.stuck() == []
+    resolve_unknown_effect(store, "stuck", "charge", result={"ok": True}, reviewer="ann")
+    assert store.stuck() == [] and store.load("stuck").ledger["charge"].status == "completed"

@@ -1,0 +1,75 @@
+"""Sessions stuck on an effect of unknown outcome, resolved by a person.
+
+An effect of ``session.once`` that started and never recorded how it ended (its process
+was killed mid-effect, or the write of its end was lost) is never run again on a guess:
+every resume stops at it with EffectOutcomeUnknownError. ``store.stuck()`` lists such
+sessions; a person checks the external system and records what happened, under the
+session's claim, from Python (:func:`resolve_unknown_effect`), the CLI (``python -m
+intermission resolve|forget``) or the reviewer console. The session is then resumable: a
+resolved effect returns the recorded result, a forgotten one runs again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from .. import _check
+from .._json import check_json
+from ..audit import AuditEntry, Via, note
+from ..core.session import InMemoryAgentSession
+from ..errors import NothingToResolveError, UsageError
+from .base import SessionStore
+
+__all__ = ["RESOLVED_KEY", "resolve_unknown_effect"]
+
+RESOLVED_KEY = "effects.resolved"
+"""The context key keeping who resolved which effect, how and when (a list, oldest first)."""
+
+_UNSET: Any = object()
+
+
+def resolve_unknown_effect(
+    store: SessionStore,
+    session_id: str,
+    key: str,
+    *,
+    result: Any = _UNSET,
+    forget: bool = False,
+    reviewer: str | None = None,
+    via: Via = "api",
+) -> InMemoryAgentSession:
+    """Record, under the session's claim, what a person found out about effect ``key`` of
+    unknown outcome: it happened, with ``result`` (JSON), or (``forget=True``) it did not,
+    so the next resume runs it again. Refused with NothingToResolveError unless the store
+    holds the effect as started and never ended; with SessionBusyError while someone holds
+    the claim (the effect may be running right now). Returns the session as saved."""
+    if not hasattr(store, "claim"):
+        raise UsageError(f"resolve_unknown_effect takes a store, not {type(store).__name__}")
+    _check.text("key", key)
+    _check.text("reviewer", reviewer, optional=True)
+    if via not in get_args(Via):
+        raise UsageError(f"via is one of {', '.join(get_args(Via))}, not {via!r}")
+    _check.flag("forget", forget)
+    if forget == (result is not _UNSET):
+        raise UsageError("give either result= (the effect happened) or forget=True (it did not)")
+    if not forget:
+        check_json(f"result of effect {key!r}", result)
+    with store.claim(session_id) as s:
+        entry = s.ledger.get(key)
+        if entry is None or entry.status != "started":
+            raise NothingToResolveError(session_id, key, None if entry is None else entry.status)
+        if forget:
+            s.forget_effect(key)
+        else:
+            s.resolve_effect(key, result)
+        done = s.ledger[key]
+        note(s, AuditEntry(
+            action="effect.forgotten" if forget else "effect.resolved", actor=reviewer,
+            via=via, target=key, detail={} if forget else {"result": result},
+        ))  # fmt: skip
+        record = {
+            "key": key, "outcome": "forgotten" if forget else "completed",
+            "reviewer": reviewer, "via": via, "time_ms": done.ended_ms,
+        }  # fmt: skip
+        s.context.put(RESOLVED_KEY, [*(s.context.get(RESOLVED_KEY) or []), record])
+    return s
