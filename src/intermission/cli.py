@@ -1,7 +1,11 @@
 """``python -m intermission``: run the demo, list pending sessions, show one, decide and
-resume — against a SQLite file or a PostgreSQL URL. Errors are one line and exit code 2.
-Every field printed passes through ``visible``: a reason taken from model output cannot
-rewrite the approver's terminal (R42)."""
+resume, sweep deadlines — against a SQLite file or a PostgreSQL URL. Errors are one line
+and exit code 2. Every field printed passes through ``visible``: a reason taken from model
+output cannot rewrite the approver's terminal (R42).
+
+Who decides is the operating system's user running the command (by its effective uid, at
+this host; its groups are its roles): ``--reviewer`` adds a display name, never another
+identity."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ from ._clock import SYSTEM_CLOCK
 from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import IntermissionError, _utc
-from .hitl import HITL, approval_deadline, decide_graph
+from .hitl import HITL, decide_graph
+from .hitl.graph import binding_deadline
+from .principals import Actor, os_principal
 from .stores.base import SessionStore
 from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
 from .stores.open import open_store
@@ -47,6 +53,18 @@ def _agent_for(args: argparse.Namespace, name: str | None) -> Any:
     return factories[name]()
 
 
+def cli_actor(display: str | None = None) -> Actor:
+    """Who runs this command, as a decision records it: the OS user (``user@host``, its
+    groups as roles), via the CLI, authenticated by the operating system; ``display``: a
+    name the person typed (``--reviewer``), kept as a note only."""
+    me = os_principal()
+    shown = display.strip() if display else None
+    return Actor(
+        name=me.name, roles=sorted(me.roles), via="cli", authenticated=True,
+        display=shown if shown and shown != me.name else None,
+    )  # fmt: skip
+
+
 def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     from .core.session import InMemoryAgentSession
     from .examples import build_change_graph
@@ -54,7 +72,7 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     session = InMemoryAgentSession.of(args.session)
     build_change_graph().prompt("Upgrade the order service and migrate the database").session(
         session
-    ).call()
+    ).principal(cli_actor()).call()
     store.save(session)
     sid, target = _v(session.session_id), _v(args.store)
     print(f"session {sid} is pending: {_v(session.pending_reason)}")
@@ -78,6 +96,7 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         agent, reason = _v(item.agent or "-"), _v(item.reason or "")
         late = item.deadline_ms is not None and now >= item.deadline_ms
         reason += " [expired]" if late else ""
+        reason += f" [{_v(item.progress)}]" if item.progress else ""
         print(f"{_v(item.session_id):<24} {agent:<16} {len(item.tasks):>5}  {reason}")
 
 
@@ -89,15 +108,25 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"reason:   {_v(s.pending_reason)}")
     if s.context.get("approval.request") is not None:
         print(f"request:  {_v(s.context.get('approval.request'))}")
-    expired = {t.call_uuid for t in HITL.expired_tasks(s)}
+    if s.requester is not None:
+        print(f"asked by: {_v(s.requester.name)} ({s.requester.via or 'api'})")
+    now = s.clock.now_ms()
+    expired = {t.call_uuid for t in HITL.expired_tasks(s, now)}
     for task in HITL.pending_tasks(s):
         call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
         late = " [expired: the next resume rejects it]" if task.call_uuid in expired else ""
         print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}{late}")
-    deadline = approval_deadline(s)
-    if not s.hitl.tasks and s.is_pending and deadline is not None:
-        late = " [expired: the next resume rejects it]" if s.clock.now_ms() >= deadline else ""
-        print(f"deadline: {_utc(deadline)}{late}")
+        progress = HITL.progress(s, task.call_uuid, now)
+        if progress is not None:
+            print(f"needs:    {_v(progress.text)}")
+    deadline = binding_deadline(s)
+    if not s.hitl.tasks and s.is_pending:
+        progress = HITL.progress(s, now_ms=now)
+        if progress is not None and s.context.get(progress.target) is None:
+            print(f"needs:    {_v(progress.text)}")
+        if deadline is not None:
+            late = " [expired: the next resume rejects it]" if now >= deadline else ""
+            print(f"deadline: {_utc(deadline)}{late}")
     for key, entry in sorted(s.ledger.items()):
         print(f"effect:   {_v(key)} {entry.status}")
     for line in ("result", "content"):
@@ -119,6 +148,8 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             agents[name] = _agent_for(args, name)
         return agents[name]
 
+    me = cli_actor(args.reviewer)  # the OS user decides; --reviewer is a display name
+
     def decide(s: Any) -> None:
         nonlocal batch
         if batch is None:  # the calls as first read: a later, new batch is not ours
@@ -127,20 +158,17 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
                 decision = decision.comment(args.comment)
-            if args.reviewer:
-                decision = decision.reviewer(args.reviewer)
             HITL.submit_all(s, dict.fromkeys(batch, decision), agent=agent_for(s.agent))
         else:
             decide_graph(
                 s,
                 "APPROVE" if approve else "REJECT",
-                reviewer=args.reviewer,
                 reason=args.reason,
                 comment=args.comment,
             )
 
     _applied(decide_and_resume(
-        store, args.session_id, decide, agent_for, wait_s=args.wait
+        store, args.session_id, decide, agent_for, wait_s=args.wait, principal=me,
     ))  # fmt: skip
 
 
@@ -156,6 +184,9 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
 def _applied(outcome: DecisionOutcome) -> None:
     s = outcome.session
     state = "pending: " + (s.pending_reason or "") if s.is_pending else s.status
+    if outcome.waiting is not None:
+        print(f"session {_v(s.session_id)} {_v(state)}: {_v(outcome.describe())}")
+        return
     if outcome.applied_elsewhere:
         print(f"session {_v(s.session_id)} {_v(state)}: {_v(outcome.describe())}")
         return
@@ -164,14 +195,45 @@ def _applied(outcome: DecisionOutcome) -> None:
         print(_v(outcome.response.content, keep_newlines=True))
 
 
-def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
-    """The AG-UI server and reviewer console (extra ``agui``) on this store, until ^C."""
-    from .agui import agui_app, serve
+def cmd_sweep(args: argparse.Namespace, store: SessionStore) -> None:
+    """Record the warnings, escalations and expiries that fell due; with ``--every``, again
+    every that many seconds until ^C."""
+    import time
 
+    from .stores.sweep import sweep_deadlines
+
+    if args.every is not None and not 0 < args.every <= 86_400:
+        raise IntermissionError("--every is a number of seconds from 0 to 86400 (not 0)")
+    while True:
+        swept = sweep_deadlines(store, limit=args.limit)
+        if swept or args.every is None:
+            ids = ", ".join(_v(i) for i in swept)
+            print(f"swept {len(swept)} session(s)" + (f": {ids}" if swept else ""), flush=True)
+        if args.every is None:
+            return
+        time.sleep(args.every)
+
+
+def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
+    """The AG-UI server and reviewer console (extra ``agui``) on this store, until ^C; the
+    deadline sweeper runs beside it."""
+    from .agui import agui_app, serve
+    from .stores.sweep import DeadlineSweeper
+
+    auth = None
+    if args.auth:
+        from .agui.auth import load_auth
+
+        auth = load_auth(args.auth)
     print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
-    app = agui_app(_agents(args.agents), store, token=args.token,
+    app = agui_app(_agents(args.agents), store, token=args.token, auth=auth,
                    hosts=[args.host], origins=args.allow_origin or ())  # fmt: skip
-    serve(app, args.host, args.port)
+    sweeper = DeadlineSweeper(store, args.sweep_every).start() if args.sweep_every else None
+    try:
+        serve(app, args.host, args.port)
+    finally:
+        if sweeper is not None:
+            sweeper.stop()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,17 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
             help="seconds to wait while someone else resumes the session (default 30)",
         )  # fmt: skip
 
+    shown_as = "a display name recorded with the decision (who decides is your OS user)"
     approve = add("approve", "approve and resume")
     wait(approve)
     approve.add_argument("session_id")
-    approve.add_argument("--reviewer")
+    approve.add_argument("--reviewer", help=shown_as)
     approve.add_argument("--comment")
     approve.set_defaults(reason=None)
     reject = add("reject", "reject and resume")
     wait(reject)
     reject.add_argument("session_id")
     reject.add_argument("--reason", required=True)
-    reject.add_argument("--reviewer")
+    reject.add_argument("--reviewer", help=shown_as)
     reject.add_argument("--comment")
     resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
     wait(resume)
@@ -218,6 +281,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
+    serve.add_argument(
+        "--auth", metavar="FILE",
+        help="who may call, as principals: tokens (kept as sha256 hashes) or JWT settings "
+        "(a JSON or YAML file; see the README)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--sweep-every", type=float, default=5.0, metavar="S",
+        help="record approval deadlines that fell due every S seconds (0: never)",
+    )  # fmt: skip
+    sweep = add("sweep", "record the warnings, escalations and expiries of approval deadlines")
+    sweep.add_argument("--every", type=float, metavar="S", help="sweep again every S seconds")
+    sweep.add_argument("--limit", type=int, default=100, help="sessions per sweep")
     serve.add_argument(
         "--allow-origin",
         action="append",
@@ -238,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reject": lambda a, s: _decide(a, s, False),
         "resume": cmd_resume,
         "serve": cmd_serve,
+        "sweep": cmd_sweep,
     }
     try:
         store = open_store(args.store)

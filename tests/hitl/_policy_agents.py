@@ -13,7 +13,8 @@ from intermission.testing.workers import append_effect
 
 
 def only_alice(reviewer: str | None, task: HITLTask) -> bool:
-    return reviewer == "alice"
+    """Alice, or whoever ``$IM_ALLOWED`` names (a CLI test's own OS user)."""
+    return reviewer == os.environ.get("IM_ALLOWED", "alice")
 
 
 def ops_agent(who: Callable[[str | None, HITLTask], bool] = only_alice) -> Any:

@@ -21,6 +21,7 @@ from ..errors import (
 )
 from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
+from ..principals import Actor
 from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
@@ -141,6 +142,9 @@ class InMemoryAgentSession:
         self.agent: str | None = None
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._reason: str | None = None
+        self.requester: Actor | None = None
+        """Who sent the current request (``agent.prompt(p).principal(...)``; None when it
+        named nobody): recorded on the approvals it asks for."""
         self.ledger_hook: LedgerHook | None = None
         """Called on every ledger change; stores use it to make ``started`` durable."""
         self.ledger_dirty: set[str] = set()

@@ -10,10 +10,12 @@ import ipywidgets as w
 from .._text import visible
 from ..core.session import AgentSession
 from ..errors import InvalidDecisionError
-from ..hitl.graph import ApprovalKeys, approval_deadline, decide_graph
+from ..hitl import HITL
+from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph
+from ..principals import Actor, Principal
 from ._html import CSS, esc, expired_html, pre_json
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer, reviewer_or_default
+from .settings import default_reviewer, notebook_actor, reviewer_or_default
 
 __all__ = ["ApprovalWidget"]
 
@@ -24,6 +26,11 @@ class ApprovalWidget(CodeTwins, w.VBox):
     agent. A decision carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`) and an optional Comment;
     Reject also needs a Reason and stays disabled until one is typed.
+
+    An approval whose policy needs more than one decider shows what it has and still
+    needs (``1 of 2 approvals (alice, sre) — waiting for one more from sre``); a decision
+    here is then a vote, saved, and another view decides the rest. ``principal``: who
+    decides here, with roles (default: ``settings.principal``).
 
     ``approve()`` and ``reject(reason)`` do the same from code and return the response;
     ``code_twin(...)`` is the cell after the widget (see :class:`CodeTwins`).
@@ -38,17 +45,18 @@ class ApprovalWidget(CodeTwins, w.VBox):
         keys: ApprovalKeys | None = None,
         approvers: Any = None,
         reviewer: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self.approval_keys = keys or ApprovalKeys()
         self.approvers = approvers
+        self.principal = principal
         self.runner = ResumeRunner(agent, session, store)
         self.request = w.HTML()
         self.request.add_class("approval-request")
-        self.operator = w.Text(
-            value=default_reviewer() if reviewer is None else reviewer,
-            description="Reviewer",
-            placeholder="your name",
-        )
+        start = reviewer if reviewer is not None else (
+            principal.name if principal is not None else default_reviewer()
+        )  # fmt: skip
+        self.operator = w.Text(value=start, description="Reviewer", placeholder="your name")
         self.operator.add_class("approval-reviewer")
         self.comment = w.Textarea(description="Comment", placeholder="optional note", rows=2)
         self.comment.add_class("approval-comment")
@@ -79,11 +87,18 @@ class ApprovalWidget(CodeTwins, w.VBox):
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
-            deadline = approval_deadline(s, self.approval_keys)
+            deadline = binding_deadline(s, self.approval_keys)
             late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
+            progress = HITL.progress(s) if s.hitl.approval_keys is not None else None
+            needs = (
+                f"<div class='im-progress'>{esc(progress.text)}</div>"
+                if progress is not None and s.context.get(progress.target) is None
+                else ""
+            )
             self.request.value = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
                 + late
+                + needs
                 + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
                 + "</div>"
             )
@@ -103,11 +118,11 @@ class ApprovalWidget(CodeTwins, w.VBox):
             return
         self.runner.run_in_background(decide)
 
-    def _who(self, reviewer: str | None) -> str:
+    def _who(self, reviewer: str | None) -> Actor:
         who = reviewer_or_default(reviewer if reviewer is not None else self.operator.value)
         if reviewer is None and self.operator.value.strip() != who:
             self.operator.value = who  # the field shows who the decision records
-        return who
+        return notebook_actor(who, self.principal)
 
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
         who = self._who(reviewer)
@@ -115,10 +130,10 @@ class ApprovalWidget(CodeTwins, w.VBox):
         return lambda s: decide_graph(
             s,
             "APPROVE",
-            reviewer=who,
             comment=note,
             keys=self.approval_keys,
             approvers=self.approvers,
+            principal=who,
         )
 
     def _reject_action(
@@ -132,11 +147,11 @@ class ApprovalWidget(CodeTwins, w.VBox):
         return lambda s: decide_graph(
             s,
             "REJECT",
-            reviewer=who,
             reason=why,
             comment=note,
             keys=self.approval_keys,
             approvers=self.approvers,
+            principal=who,
         )
 
     def approve(self, reviewer: str | None = None, comment: str | None = None) -> Any:

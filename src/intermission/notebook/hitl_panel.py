@@ -14,17 +14,19 @@ from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
+from ..principals import Actor, Principal
+from ._decided import who_html
 from ._html import CSS, esc, expired_html, short_id
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer, reviewer_or_default
+from .settings import default_reviewer, notebook_actor, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
 
 def _decided_text(record: DecisionRecord) -> str:
-    who = f" by {esc(record.reviewer)}" if record.reviewer else ""
+    who = who_html(record.reviewer, record.display, record.timed_out, record.votes)
     note = f" — {esc(record.comment)}" if record.comment else ""
-    return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
+    return f"<b>{esc(record.verdict)}</b> by {who}{note} <i>(recorded)</i>"
 
 
 def tool_badges(task: HITLTask, agent: Any = None) -> str:
@@ -86,18 +88,32 @@ class HITLPanel(CodeTwins, w.VBox):
     call is decided the agent resumes. Calls someone already decided show that decision;
     a different one is refused (DecisionConflictError, shown here; nothing changes).
 
+    A call whose approval needs more than one decider (a policy's quorum) shows what it
+    has and still needs (``1 of 2 approvals (alice, sre) — waiting for one more from
+    sre``); a decision here is then a vote, saved, and another view decides the rest.
+    ``principal``: who decides here, with roles (default: ``settings.principal``); the
+    Reviewer field starts with its name.
+
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
     ``code_twin(...)`` for the cell after the panel (see :class:`CodeTwins`).
     """
 
     def __init__(
-        self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str | None = None
+        self,
+        agent: Any,
+        session: AgentSession,
+        *,
+        store: Any = None,
+        reviewer: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self.runner = ResumeRunner(agent, session, store)
-        self.reviewer = w.Text(
-            value=default_reviewer() if reviewer is None else reviewer, description="Reviewer"
-        )
+        self.principal = principal
+        start = reviewer if reviewer is not None else (
+            principal.name if principal is not None else default_reviewer()
+        )  # fmt: skip
+        self.reviewer = w.Text(value=start, description="Reviewer")
         self.reviewer.add_class("hitl-reviewer")
         self.comment = w.Text(description="Comment", placeholder="optional note")
         self.comment.add_class("hitl-comment")
@@ -114,6 +130,7 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.add_class("hitl-resume")
         self.resume_button.on_click(lambda _b: self._click_resume())
         self.rows_box = w.VBox()
+        self._actor: Actor | None = None
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
         r = self.runner
@@ -132,12 +149,18 @@ class HITLPanel(CodeTwins, w.VBox):
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
-        """After a run or a refusal: new rows when the batch changed, else new states."""
+        """After a run or a refusal: new rows when the batch changed, else new states
+        (choices made here are gone: recorded, or refused)."""
         s = self.runner.session
         batch = [t.call_uuid for t in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
+            if not self.runner.busy:
+                self._chosen = {}
+                for row in self.rows.values():  # (a vote since: the task as it is now)
+                    row.task = next((t for t in s.hitl.tasks if t.call_uuid == row.task.call_uuid),
+                                    row.task)  # fmt: skip
             self._enable()
 
     def _build_rows(self) -> None:
@@ -171,7 +194,11 @@ class HITLPanel(CodeTwins, w.VBox):
             elif chosen is not None:
                 row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                row.state.value = expired_html(row.task.decide_by_ms, now).strip()
+                progress = HITL.progress(self.runner.session, uuid) if row.task.policy else None
+                needs = (
+                    f"<span class='im-progress'>{esc(progress.text)}</span> " if progress else ""
+                )
+                row.state.value = (needs + expired_html(row.task.decide_by_ms, now)).strip()
             open_row = record is None and chosen is None and not busy
             row.args.disabled = not open_row
             row.buttons["approve"].disabled = not open_row
@@ -184,11 +211,11 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str:
+    def _who(self, reviewer: str | None) -> Actor:
         who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
         if reviewer is None and self.reviewer.value.strip() != who:
             self.reviewer.value = who  # the field shows who the decision records
-        return who
+        return notebook_actor(who, self.principal)
 
     def _decision(
         self,
@@ -228,10 +255,10 @@ class HITLPanel(CodeTwins, w.VBox):
         else:
             note = note if note is not None else (self.comment.value.strip() or None)
             decision = HITLDecision.skip(note)
-        decision = decision.reviewer(self._who(reviewer))
-        # checked against the session now (conflicts, approvers, edited arguments);
-        # nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
+        self._actor = self._who(reviewer)
+        # checked against the session now (conflicts, approvers, policy, edited
+        # arguments); nothing is written until every call has a decision
+        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, self._actor)
         return decision
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -242,7 +269,8 @@ class HITLPanel(CodeTwins, w.VBox):
             return None
         chosen = dict(self._chosen)
         agent = self.runner.agent
-        return lambda s: HITL.submit_all(s, chosen, agent=agent)
+        actor = self._actor
+        return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
         if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
@@ -316,9 +344,7 @@ class HITLPanel(CodeTwins, w.VBox):
                 "a graph approval is decided with ApprovalWidget or decide_graph"
             )
         chosen = {
-            uuid: self._decision(
-                uuid, decisions if isinstance(decisions, str) else decisions[uuid]
-            )
+            uuid: self._decision(uuid, decisions if isinstance(decisions, str) else decisions[uuid])
             for uuid in self._undecided()
         }
         return self._twin(chosen)

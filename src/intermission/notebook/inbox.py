@@ -18,11 +18,15 @@ __all__ = ["Inbox"]
 
 
 def _to_decide(item: Any) -> str:
-    """What a pending session waits for: its tool calls, a graph approval, or a resume."""
+    """What a pending session waits for: its tool calls, a graph approval, or a resume;
+    and for approvals with a policy, what they still need."""
     n = len(item.tasks)
     if n:
-        return f"{n} tool call{'s' if n > 1 else ''}"
-    return "1 approval" if getattr(item, "request", None) is not None else "a resume"
+        what = f"{n} tool call{'s' if n > 1 else ''}"
+    else:
+        what = "1 approval" if getattr(item, "request", None) is not None else "a resume"
+    progress = getattr(item, "progress", None)
+    return esc(what) + (f"<div class='im-progress'>{esc(progress)}</div>" if progress else "")
 
 
 class Inbox(w.VBox):
@@ -49,9 +53,7 @@ class Inbox(w.VBox):
         self.store = store
         self.agents = agents
         self.limit = limit
-        self.poll_s: float | None = (
-            settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
-        )
+        self.poll_s: float | None = settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
         self.table = w.HTML()
         self.table.add_class("inbox-table")
         self.picker = w.Dropdown(description="Session")
@@ -146,8 +148,7 @@ class Inbox(w.VBox):
             self._opened_by_click = True
         except Exception as exc:
             self.status.value = (
-                f"<span class='im-error'>error: "
-                f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
+                f"<span class='im-error'>error: {esc(type(exc).__name__)}: {esc(exc)}</span>"
             )
 
     def open_session(self, session_id: str) -> Any:

@@ -58,7 +58,7 @@ interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`
 never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str]
+_Row = tuple[str, str | None, str | None, str, float | None, float, str, str | None]
 
 
 class PendingSession(_Row):
@@ -75,14 +75,17 @@ class PendingSession(_Row):
         deadline_ms: float | None = None,
         updated_ms: float = 0.0,
         request_json: str = "null",
+        progress: str | None = None,
     ) -> PendingSession:
         """An entry from its columns (stores build them with :meth:`from_rows`)."""
-        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json)
+        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json,
+               progress)  # fmt: skip
         return tuple.__new__(cls, row)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
-        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request)``."""
+        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
+        progress)``."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
@@ -109,6 +112,13 @@ class PendingSession(_Row):
     def updated_ms(self) -> float:
         """When it was last saved."""
         return self[5]
+
+    @property
+    def progress(self) -> str | None:
+        """What its approvals with a policy have and still need, in words (None: it has
+        none), e.g. ``deploy: 1 of 2 approvals (alice, sre) — waiting for one more from
+        sre``."""
+        return self[7] if len(self) > 7 else None
 
     @property
     def tasks(self) -> list[HITLTask]:
@@ -158,6 +168,11 @@ class StoredRow:
     request_json: str
     state_json: str
     """The canonical snapshot without its event log (stores keep the log apart)."""
+    due_ms: float | None = None
+    """When the next deadline step of an approval with a policy falls due (the sweeper's
+    index; None: nothing scheduled)."""
+    progress: str | None = None
+    """Where its approvals with a policy stand (see PendingSession.progress)."""
 
 
 def column_text(text: str | None) -> str | None:
@@ -180,6 +195,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         graph_deadline = approval_deadline(session)
         deadlines += [graph_deadline] if graph_deadline is not None else []
     request = session.context.get("approval.request")
+    due, progress = _policy_columns(session)
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
@@ -189,7 +205,31 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=canonical_dumps(request) if request is not None else "null",
         state_json=state_json(session),
+        due_ms=due,
+        progress=progress,
     )
+
+
+def _policy_columns(session: InMemoryAgentSession) -> tuple[float | None, str | None]:
+    """``due_ms`` and ``progress`` of a session's approvals with a policy (None, None for
+    one without: a scan of its tasks)."""
+    hitl = session.hitl
+    if hitl.approval_keys is None and all(t.policy is None for t in hitl.tasks):
+        return None, None
+    from ..hitl.timeouts import due_ms, progress_of
+
+    parts = []
+    if session.is_pending:
+        for task in hitl.tasks:
+            if task.policy is not None and task.call_uuid not in hitl.decisions:
+                found = progress_of(session, task.call_uuid)
+                if found is not None:
+                    parts.append(f"{task.tool_name}: {found.text}")
+        if not hitl.tasks:
+            found = progress_of(session)
+            if found is not None and session.context.get(found.target) is None:
+                parts.append(found.text)
+    return due_ms(session), column_text("; ".join(parts)) if parts else None
 
 
 _CLAIMANT: tuple[int, str] | None = None
@@ -212,9 +252,12 @@ def pending_of(
     deadline: float | None,
     updated: float,
     request_json: str,
+    progress: str | None = None,
 ) -> PendingSession:
     """Build a PendingSession from stored columns (nothing parsed yet)."""
-    return PendingSession(session_id, agent, reason, tasks_json, deadline, updated, request_json)
+    return PendingSession(
+        session_id, agent, reason, tasks_json, deadline, updated, request_json, progress
+    )
 
 
 def session_from(

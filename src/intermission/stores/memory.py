@@ -98,6 +98,8 @@ class MemoryStore(StoreMethods):
         self._rows: dict[str, _Entry] = {}
         self._ledgers: dict[str, dict[str, LedgerEntry]] = {}
         self._pending = _PendingIndex()
+        self._due: dict[str, float] = {}
+        """Sessions with a deadline step scheduled: when it falls due."""
         self._lock = threading.RLock()
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
 
@@ -146,6 +148,10 @@ class MemoryStore(StoreMethods):
                     entry.claimed_by, entry.claim_until = None, 0.0
             if row.status == "pending":
                 self._pending.add(entry)
+            if row.due_ms is not None:
+                self._due[sid] = row.due_ms
+            else:
+                self._due.pop(sid, None)
             ledger = self._ledgers.setdefault(session.ledger_id, {})
             for key in session.ledger_dirty:
                 new = session.ledger.get(key)
@@ -197,6 +203,7 @@ class MemoryStore(StoreMethods):
         check_id(session_id)
         with self._lock:
             entry = self._rows.pop(session_id, None)
+            self._due.pop(session_id, None)
             if entry is None:
                 return
             if entry.row.status == "pending":
@@ -219,10 +226,28 @@ class MemoryStore(StoreMethods):
             rows = [(t, self._rows[sid].row) for t, sid in keys]
         return [
             pending_of(
-                r.session_id, r.agent, r.reason, r.tasks_json, r.deadline_ms, t, r.request_json
+                r.session_id,
+                r.agent,
+                r.reason,
+                r.tasks_json,
+                r.deadline_ms,
+                t,
+                r.request_json,
+                r.progress,
             )
             for t, r in rows
         ]
+
+    def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
+        """Sessions whose next deadline step (a warning, an escalation, an expiry of an
+        approval with a policy) has fallen due by ``now_ms`` (default: the store's clock),
+        the longest due first."""
+        _check.count("limit", limit, 1, 100_000)
+        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            found = sorted((t, sid) for sid, t in self._due.items() if t <= now)
+        return [sid for _, sid in found[:limit]]
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:

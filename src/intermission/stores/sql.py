@@ -40,7 +40,7 @@ from .lease import Leases
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -101,6 +101,14 @@ MIGRATIONS: list[list[str]] = [
         # (NULL: the session's own)
         "ALTER TABLE im_sessions ADD COLUMN family TEXT",
     ],
+    [
+        # approvals with a policy: when the session's next deadline step (a warning, an
+        # escalation, an expiry) falls due — the sweeper's index, partial so that sessions
+        # without one cost nothing — and where its approvals stand, for listings
+        "ALTER TABLE im_sessions ADD COLUMN due_ms {real}",
+        "ALTER TABLE im_sessions ADD COLUMN progress TEXT",
+        "CREATE INDEX im_sessions_due ON im_sessions (due_ms) WHERE due_ms IS NOT NULL",
+    ],
 ]
 
 _ROW = "snapshot, version, events, events_n, family"
@@ -111,8 +119,8 @@ _EVENTS_KEY = len(',"events":')
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 _PENDING = (
-    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
-    "WHERE status = 'pending'"
+    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request, progress "
+    "FROM im_sessions WHERE status = 'pending'"
 )
 
 
@@ -212,7 +220,7 @@ class SQLStore(StoreMethods, Pool):
         expected = session.store_version
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
-            row.request_json, row.state_json, now,
+            row.request_json, row.state_json, now, row.due_ms, row.progress,
         )  # fmt: skip
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
@@ -228,8 +236,9 @@ class SQLStore(StoreMethods, Pool):
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, updated_ms, events, events_n, id, family, "
-                        "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                        "request, snapshot, updated_ms, due_ms, progress, events, events_n, "
+                        "id, family, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                        "?, 1)",
                         (*values, *inline_chunk, sid, session.family),
                     )
                 except self.integrity_errors:
@@ -276,7 +285,8 @@ class SQLStore(StoreMethods, Pool):
         inline_values = inline_chunk if replace else ()
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
+            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, due_ms = ?, "
+            "progress = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql} "
             # the generation too: a copy of a deleted session must not overwrite the new
             # one saved under its id, at the same version number (a NULL family: a row
@@ -410,8 +420,7 @@ class SQLStore(StoreMethods, Pool):
             # (a row under the family's id counts only when it has no family of its own:
             # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
-                "LIMIT 1",
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? LIMIT 1",
                 (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
@@ -442,6 +451,21 @@ class SQLStore(StoreMethods, Pool):
             rows = run(sql, params).fetchall()
         return PendingSession.from_rows(rows)
 
+    def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
+        """Sessions whose next deadline step (a warning, an escalation, an expiry of an
+        approval with a policy) has fallen due by ``now_ms`` (default: the store's clock),
+        the longest due first: one query on a partial index."""
+        _check.count("limit", limit, 1, 100_000)
+        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._tx("query") as run:
+            rows = run(
+                "SELECT id FROM im_sessions WHERE due_ms IS NOT NULL AND due_ms <= ? "
+                "ORDER BY due_ms, id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
@@ -464,9 +488,7 @@ class SQLStore(StoreMethods, Pool):
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                found = run(
-                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
-                ).fetchone()
+                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if rows is None:
             if found is None:
                 raise SessionNotFoundError(session_id)
