@@ -36,7 +36,7 @@ from .._check import shown
 from ..errors import MissingDependencyError, UsageError
 from ..principals import Principal
 
-__all__ = ["Auth", "JWTAuth", "TokenAuth", "hash_token", "load_auth"]
+__all__ = ["AnyAuth", "Auth", "JWTAuth", "TokenAuth", "hash_token", "load_auth"]
 
 _PREFIX = "sha256:"
 

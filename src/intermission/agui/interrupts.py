@@ -374,9 +374,12 @@ def plan(
     prompt: str | None,
     now_ms: float,
     principal: Principal | None = None,
+    run_id: str | None = None,
 ) -> Plan:
     """What a run on this stored session does, or :class:`Refusal`. ``principal``: the
-    authenticated caller (a resume that repeats its own recorded vote is a replay)."""
+    authenticated caller; ``run_id``: the run's id (a retried delivery of a run that
+    recorded the caller's vote replays that run; another run of the same vote is refused:
+    a principal counts once)."""
     entries = resume or []
     every = {i.id: i for i in open_interrupts(session)}
     late = expired_ids(session, now_ms)
@@ -429,7 +432,7 @@ def plan(
                 f"a resume covers every open interrupt; missing {', '.join(missing)}; "
                 "nothing was changed",
             )
-        again = _votes_again(session, verdicts, principal)
+        again = _votes_again(session, verdicts, principal, run_id)
         if again is not None:  # a retried delivery of this caller's vote: its run again
             return Plan("replay", replay_seq=again)
         return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
@@ -437,10 +440,14 @@ def plan(
 
 
 def _votes_again(
-    session: Any, verdicts: dict[str, Verdict], principal: Principal | None
+    session: Any, verdicts: dict[str, Verdict], principal: Principal | None, run_id: str | None
 ) -> int | None:
-    """The seq of the vote a resume repeats (the same caller, the same verdicts, on every
-    interrupt it names), or None."""
+    """The seq of the vote a retried run repeats (the same run id, caller and verdicts, on
+    every interrupt it names), or None."""
+    from .replay import notes_of, runs_of
+
+    if run_id is None:
+        return None
     seqs = []
     for iid, v in verdicts.items():
         who = actor_of_resume(principal, v)
@@ -453,7 +460,13 @@ def _votes_again(
         ):
             return None
         seqs.append(seq)
-    return max(seqs) if seqs else None
+    if not seqs:
+        return None
+    named = notes_of(session).get("runs") or {}
+    after = [events for events in runs_of(session) if events[0].seq > max(seqs)]
+    if not after or named.get(after[0][0].run_id) != run_id:
+        return None  # not a retry of the run that recorded it: a second vote
+    return max(seqs)
 
 
 def decision_of(v: Verdict) -> HITLDecision:

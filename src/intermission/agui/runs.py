@@ -194,7 +194,7 @@ class Runs:
                 for cursor, out in replay(session, None, data.run_id, done):
                     send(cursor, out)
                 return
-            p = plan(session, data.resume, prompt, session.clock.now_ms(), principal)
+            p = plan(session, data.resume, prompt, session.clock.now_ms(), principal, data.run_id)
             if p.kind == "replay":
                 self._replay(session, p, data, send)
                 return
@@ -230,7 +230,7 @@ class Runs:
                 principal: Principal | None = None) -> None:  # fmt: skip
         agent = self.agents[name]()  # its tools validate edited arguments (R49)
         with self.store.resume(tid) as s:
-            fresh = plan(s, data.resume, None, s.clock.now_ms(), principal)  # the claim's truth
+            fresh = plan(s, data.resume, None, s.clock.now_ms(), principal, data.run_id)
             if fresh.kind != "resume" or not fresh.record:
                 return
             who: Actor | None = actor_of_resume(principal, next(iter(fresh.record.values())))

@@ -112,6 +112,17 @@ class ResumeRunner:
         self._redraw()
         return True
 
+    def refused(self, error: BaseException, actor: Any, target: str | None, verdict: str) -> None:
+        """A decision refused before it reached the store: noted in the session's audit
+        trail, and written to the store's at once when there is one (who tried what, why
+        it was refused)."""
+        from ..hitl.refusals import refusal, write_refusal
+
+        if getattr(error, "audit", None) is None:
+            refusal(self.session, error, actor, target, verdict)
+        if self.store is not None:
+            write_refusal(self.store, self.session.session_id, error)
+
     def show_error(self, error: BaseException) -> None:
         """Show an error in the widget (a refused decision: nothing changed). When the
         session was decided meanwhile (elsewhere), say who decided what and when instead."""

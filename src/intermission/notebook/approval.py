@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from .._text import visible
 from ..core.session import AgentSession
-from ..errors import InvalidDecisionError
+from ..errors import DecisionRefusedError
 from ..hitl import HITL
 from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph
 from ..principals import Actor, Principal
@@ -141,9 +141,15 @@ class ApprovalWidget(CodeTwins, w.VBox):
     ) -> Any:
         why = reason if reason is not None else self.reason.value.strip()
         note = comment if comment is not None else (self.comment.value.strip() or None)
-        if not why:
-            raise InvalidDecisionError("a rejection needs a reason: type it in the Reason field")
         who = self._who(reviewer)
+        if not why:
+            error = DecisionRefusedError(
+                "a rejection needs a reason: type it in the Reason field",
+                rule="reason_to_reject", reviewer=who.name, verdict="reject",
+                session_id=self.runner.session.session_id,
+            )  # fmt: skip
+            self.runner.refused(error, who, self.approval_keys.decision, "reject")
+            raise error
         return lambda s: decide_graph(
             s,
             "REJECT",

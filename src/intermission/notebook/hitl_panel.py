@@ -12,7 +12,7 @@ import ipywidgets as w
 from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
-from ..errors import InvalidDecisionError
+from ..errors import DecisionRefusedError, InvalidDecisionError
 from ..hitl import HITL
 from ..principals import Actor, Principal
 from ._decided import who_html
@@ -230,6 +230,27 @@ class HITLPanel(CodeTwins, w.VBox):
             raise InvalidDecisionError(
                 f"no tool call {call_uuid!r} waits in this panel", call_uuid=call_uuid
             )
+        actor = self._who(reviewer)
+        try:
+            decision = self._built(row, call_uuid, verdict, args, note, actor)
+            # checked against the session now (conflicts, approvers, policy, edited
+            # arguments); nothing is written until every call has a decision
+            HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, actor)
+        except InvalidDecisionError as exc:
+            self.runner.refused(exc, actor, call_uuid, verdict)
+            raise
+        self._actor = actor
+        return decision
+
+    def _built(
+        self,
+        row: _Row,
+        call_uuid: str,
+        verdict: str,
+        args: dict[str, Any] | None,
+        note: str | None,
+        actor: Actor,
+    ) -> HITLDecision:
         if verdict == "approve":
             if args is None:
                 try:
@@ -244,22 +265,18 @@ class HITLPanel(CodeTwins, w.VBox):
             note = note if note is not None else (self.comment.value.strip() or None)
             if note:
                 decision = decision.comment(note)
-        elif verdict == "reject":
+            return decision
+        if verdict == "reject":
             why = note if note is not None else self.reason.value.strip()
             if not why:
-                raise InvalidDecisionError(
+                raise DecisionRefusedError(
                     "a rejection needs a reason: type it in the Reason field",
-                    call_uuid=call_uuid,
-                )
-            decision = HITLDecision.reject(why)
-        else:
-            note = note if note is not None else (self.comment.value.strip() or None)
-            decision = HITLDecision.skip(note)
-        self._actor = self._who(reviewer)
-        # checked against the session now (conflicts, approvers, policy, edited
-        # arguments); nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, self._actor)
-        return decision
+                    rule="reason_to_reject", reviewer=actor.name, verdict="reject",
+                    session_id=self.runner.session.session_id, call_uuid=call_uuid,
+                )  # fmt: skip
+            return HITLDecision.reject(why)
+        note = note if note is not None else (self.comment.value.strip() or None)
+        return HITLDecision.skip(note)
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
         """Keep the choices; once every call is decided, submit them and resume."""
