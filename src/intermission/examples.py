@@ -12,8 +12,8 @@ from typing import Any
 from .agents import ReActAgent, ScriptedModel, TeamAgent, tool
 from .core import END, FlowContext, GraphSpec, Node
 from .core.session import AgentSession
-from .hitl import HITLInterceptor, expire_approval, open_approval
 from .errors import UsageError
+from .hitl import HITLInterceptor, expire_approval, open_approval
 from .messages import ChatMessage, ToolCall
 from .policies import ApprovalPolicy
 from .traces import TeamTrace
