@@ -29,7 +29,7 @@ from ._model import Model
 from .audit import Via
 from .errors import UsageError
 
-__all__ = ["Actor", "Principal", "Via", "actor_of", "os_principal"]
+__all__ = ["Actor", "Principal", "Via", "actor_of", "label", "os_principal"]
 
 MAX_NAME = 200
 
@@ -92,9 +92,15 @@ class Actor(Model):
     @property
     def label(self) -> str:
         """How views name it: ``name``, or ``display (name)`` when a display note differs."""
-        if self.display and self.display != self.name:
-            return f"{self.display} ({self.name})"
-        return self.name
+        return label(self.name, self.display) or self.name
+
+
+def label(name: str | None, display: str | None = None) -> str | None:
+    """How a decider is named to people: ``name``, or ``display (name)`` when the display
+    name the person typed differs from who they are."""
+    if name and display and display != name:
+        return f"{display} ({name})"
+    return name
 
 
 def actor_of(

@@ -256,7 +256,8 @@ def agui_app(
             return _error(404, "no such thread")
         decisions = [
             {"interruptId": k, "approved": d.approve, "reviewer": d.reviewer,
-             "timeMs": d.time_ms, "applied": d.applied, "timedOut": d.timed_out}
+             "display": d.display, "timeMs": d.time_ms, "applied": d.applied,
+             "timedOut": d.timed_out}
             for k, d in decided(session).items()
         ]  # fmt: skip
         return JSONResponse(

@@ -22,7 +22,7 @@ from ..decisions import HITLDecision
 from ..hitl import HITL
 from ..hitl.graph import ApprovalKeys, binding_deadline, keys_of
 from ..hitl.timeouts import progress_of
-from ..principals import Actor, Principal
+from ..principals import Actor, Principal, label
 
 __all__ = [
     "RESPONSE_SCHEMA",
@@ -95,6 +95,8 @@ class Decided:
     """The log event that recorded or applied it (0: not in the log yet)."""
     timed_out: bool = False
     """Its deadline decided it, nobody did."""
+    display: str | None = None
+    """A display name the decider typed (not who decided)."""
 
 
 @dataclass
@@ -281,6 +283,7 @@ def decided(session: Any) -> dict[str, Decided]:
             False,
             old.seq if old else 0,
             isinstance(by, dict) and bool(by.get("timed_out")),
+            by.get("display") if isinstance(by, dict) else None,
         )
     return out
 
@@ -342,7 +345,9 @@ def _verdict(entry: ag.ResumeEntry) -> Verdict:
 
 
 def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
-    who = old.reviewer or "an unnamed reviewer"
+    who = "the deadline" if old.timed_out else (
+        label(old.reviewer, old.display) or "an unnamed reviewer"
+    )  # fmt: skip
     when = f" at {_iso(old.time_ms)}" if old.time_ms is not None else ""
     what = (
         "approved" + (" with edited arguments" if old.edited else "")

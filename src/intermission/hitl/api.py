@@ -39,7 +39,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalVotedEvent
-from ..principals import Actor, Principal, actor_of
+from ..principals import Actor, Principal, actor_of, label
 from .deadlines import check_task_deadline
 from .interceptor import ApproverPolicy, HITLInterceptor
 from .policy import Progress, allowed_roles, judge, progress_text, tally, vote_of
@@ -338,7 +338,8 @@ class HITL:
                 session.session_id,
                 f"tool call {current.tool_name} ({uuid})",
                 existing.verdict + (" with edited arguments" if existing.modified_args else ""),
-                existing.reviewer if not existing.timed_out else "the deadline",
+                label(existing.reviewer, existing.display) if not existing.timed_out
+                else "the deadline",
                 existing.time_ms,
                 call_uuid=uuid,
             )
@@ -429,6 +430,10 @@ class HITL:
         agent instance (R49): ``agent``, else the one decide_and_resume resumes, else the
         agent that last ran the session in this process. A task whose approvers are such a
         policy is refused (ReviewerNotAllowedError) when none of them is at hand."""
+        if not isinstance(task, (str, HITLTask)):
+            raise InvalidDecisionError(
+                f"a task is an HITLTask or its call UUID, not {type(task).__name__}"
+            )
         return HITL.submit_all(session, {_uuid_of(task): decision}, agent=agent,
                                principal=principal, _task=task)[0]  # fmt: skip
 

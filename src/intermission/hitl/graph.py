@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ..events import ApprovalDecidedEvent, ApprovalVotedEvent
 from ..policies import ApprovalPolicy
-from ..principals import Actor, Principal, actor_of
+from ..principals import Actor, Principal, actor_of, label
 from ..traces import TeamTrace
 from .policy import DEFAULT_POLICY, Ask, allowed_roles, judge, progress_text, tally, vote_of
 
@@ -464,8 +464,12 @@ def _decide(
         if existing == verdict:
             return
         time = ctx.get(keys.time)
+        by = ctx.get(keys.by)
+        timed_out = isinstance(by, dict) and by.get("timed_out")
+        shown = by.get("display") if isinstance(by, dict) else None
         raise DecisionConflictError(
-            session.session_id, "the approval", str(existing), ctx.get(keys.operator),
+            session.session_id, "the approval", str(existing),
+            "the deadline" if timed_out else label(ctx.get(keys.operator), shown),
             float(time) if isinstance(time, (int, float)) else None,
         )  # fmt: skip
     ours: Verdict = "approve" if verdict == "APPROVE" else "reject"

@@ -8,17 +8,10 @@ import datetime as _dt
 from typing import Any
 
 from ..agents.request import AgentResponse
+from ..principals import label
 from ._html import esc
 
 __all__ = ["decided_html", "decisions_of", "label", "outcome_of", "when", "who_html"]
-
-
-def label(name: str | None, display: str | None = None) -> str | None:
-    """How a decider is named: ``name``, or ``display (name)`` when a display name the
-    person typed differs from who they are."""
-    if name and display and display != name:
-        return f"{display} ({name})"
-    return name
 
 
 def who_html(

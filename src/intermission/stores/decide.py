@@ -43,7 +43,7 @@ from ..errors import (
 from ..hitl.api import deciding_as, deciding_for
 from ..hitl.refusals import write_refusal
 from ..hitl.timeouts import progress_of
-from ..principals import Actor, Principal
+from ..principals import Actor, Principal, label
 from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
@@ -232,9 +232,11 @@ def _seen_since(
     for e in session.events:
         if e.kind == "hitl_decided" and e.seq >= seq:
             r = e.decision
-            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
+            who = "the deadline" if r.timed_out else label(r.reviewer, r.display)
+            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, who, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            graph.append((e.seq, None, _Seen("", e.verdict, None, e.reviewer, e.ts, None)))
+            who = "the deadline" if e.timed_out else label(e.reviewer, e.display)
+            graph.append((e.seq, None, _Seen("", e.verdict, None, who, e.ts, None)))
         elif e.kind in _RUNS:
             graph = [
                 (at, e.seq, g._replace(applied_ms=e.ts)) if ran is None else (at, ran, g)
@@ -252,7 +254,7 @@ def _ours(read: InMemoryAgentSession, mark: int) -> list[_Seen]:
     recorded included), or the graph decision it wrote. A graph decision found recorded
     already (decide_graph's no-op) is not listed: whoever applies it applies ours."""
     ours = [
-        _Seen(u, r.verdict, r.modified_args, r.reviewer, r.time_ms, None)
+        _Seen(u, r.verdict, r.modified_args, label(r.reviewer, r.display), r.time_ms, None)
         for u, r in read.hitl.decisions.items()
     ]
     return ours + [s for s in _seen_since(read, mark) if not s.key]
