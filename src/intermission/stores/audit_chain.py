@@ -135,24 +135,24 @@ def verify(
     expected, prev, closed = 1, GENESIS, True
     for i, (seq, text, stored) in enumerate(rows):
         if seq != expected:
-            gone = expected if seq == expected + 1 else f"{expected}..{seq - 1}"
-            return broken(expected, "missing", f"record {gone} is missing (deleted)")
+            more = "" if seq == expected + 1 else f", and so are records up to {seq - 1}"
+            return broken(expected, "missing", f"missing: it was deleted{more}")
         try:
             data = json.loads(text)
             record = AuditRecord.model_validate({**data, "hash": stored})
         except (ValueError, TypeError, ValidationError):
-            return broken(seq, "unreadable", "not an audit record (unreadable)")
+            return broken(seq, "unreadable", "unreadable: not an audit record")
         if record.seq != seq or record.session_id != session_id:
             return broken(
                 seq,
                 "chain",
-                f"its content says it is record {record.seq} of session "
-                f"{record.session_id!r}: records were renumbered, inserted or moved",
+                f"out of place: its content says it is record {record.seq} of session "
+                f"{record.session_id!r} (records were renumbered, inserted or moved)",
             )
         if _digest(record.prev, text) != stored:
             following = rows[i + 1][1] if i + 1 < len(rows) else None
             if following is not None and _prev_of(following) == _digest(record.prev, text):
-                return broken(seq, "hash", "its hash was changed (its content is intact)")
+                return broken(seq, "hash", "hash changed: its content is intact, its hash is not")
             return broken(seq, "edited", "content edited: it no longer matches its hash")
         link = _link_problem(record, prev, closed, parent_record)
         if link:
@@ -180,20 +180,21 @@ def _link_problem(
         if record.prev == prev:
             return ""
         return (
-            f"it does not follow record {record.seq - 1}: a record before it was "
-            "inserted, replaced or rewritten"
+            f"chain broken: it does not follow record {record.seq - 1} (a record was "
+            "inserted, replaced or rewritten before it)"
         )
     parent, at = record.detail.get("parent"), record.detail.get("parent_seq")
     if record.action == FORKED and isinstance(parent, str) and isinstance(at, int) and at > 0:
         found = parent_record(parent, at)
+        point = f"record {at} of session {parent!r}"
         if found is None:
-            return f"it starts from record {at} of session {parent!r}, which is missing"
+            return f"chain broken: it starts from {point}, which is missing"
         if found[2] != record.prev or _digest(_prev_of(found[1]) or "", found[1]) != found[2]:
-            return f"it does not follow record {at} of session {parent!r}, its fork point"
+            return f"chain broken: it does not follow {point}, its fork point"
         return ""
     if record.prev == GENESIS:
         return ""
-    return "it starts a chain but links to a record that is not there: records were deleted"
+    return "chain broken: it starts a chain in the middle (the records before it were deleted)"
 
 
 def deleted_entry() -> AuditEntry:
