@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         mcp_tools,
         tool,
     )
+    from .audit import AuditEntry, AuditRecord, AuditVerification
     from .core import (
         END,
         START,
@@ -126,6 +127,9 @@ _WHERE: dict[str, str] = {
     "AmbiguousTaskError": ".errors",
     "ApprovalDecidedEvent": ".events",
     "ApprovalKeys": ".hitl",
+    "AuditEntry": ".audit",
+    "AuditRecord": ".audit",
+    "AuditVerification": ".audit",
     "ChatMessage": ".messages",
     "ChatModel": ".agents",
     "Checkpoint": ".core",
@@ -252,6 +256,9 @@ __all__ = [
     "AmbiguousTaskError",
     "ApprovalDecidedEvent",
     "ApprovalKeys",
+    "AuditEntry",
+    "AuditRecord",
+    "AuditVerification",
     "ChatMessage",
     "ChatModel",
     "Checkpoint",

@@ -451,3 +451,30 @@ def test_any_interleaving_keeps_every_chain_verifiable(kind: str, ops: list[Any]
 
 def _exists(store: Any, session_id: str) -> bool:
     return store.raw_row(session_id) is not None
+
+
+def test_a_session_with_nothing_noted_pays_no_audit_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from intermission.stores._pool import Tx
+
+    seen: list[str] = []
+    original = Tx.run
+
+    def run(self: Tx, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        seen.append(sql)
+        return original(self, sql, params)
+
+    store = SQLiteStore(tmp_path / "lean.sqlite")
+    monkeypatch.setattr(Tx, "run", run)
+    s = InMemoryAgentSession.of("lean")
+    s.pending(True, "wait")
+    store.save(s)
+    with store.resume("lean") as s:
+        s.pending(False)
+    store.load("lean")
+    assert seen and not [sql for sql in seen if "im_audit" in sql]
+    note(s, AuditEntry(action="decision.recorded", actor="alice"))
+    store.save(s)  # (the same path, now with something to write)
+    assert [sql for sql in seen if "im_audit" in sql]
+    store.close()
