@@ -478,3 +478,59 @@ def test_a_session_with_nothing_noted_pays_no_audit_query(
     store.save(s)  # (the same path, now with something to write)
     assert [sql for sql in seen if "im_audit" in sql]
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "sid", "expected"),
+    [
+        (  # the record a fork starts from, edited: the fork's link no longer holds
+            "UPDATE im_audit SET record = REPLACE(record, 'bob', 'eve') "
+            "WHERE session_id = 'par' AND seq = 2",
+            "kid",
+            "record 1: chain broken: it does not follow record 2 of session 'par', its fork point",
+        ),
+        (
+            "DELETE FROM im_audit WHERE session_id = 'par' AND seq = 2",
+            "kid",
+            "record 1: chain broken: it starts from record 2 of session 'par', which is missing",
+        ),
+        (
+            "UPDATE im_audit SET record = 'not json' WHERE session_id = 'kid' AND seq = 2",
+            "kid",
+            "record 2: unreadable: not an audit record",
+        ),
+        (  # the first records gone and the rest renumbered: a chain starting mid-way
+            "DELETE FROM im_audit WHERE session_id = 'par' AND seq = 1; "
+            "UPDATE im_audit SET seq = 1 WHERE session_id = 'par' AND seq = 2",
+            "par",
+            "record 1: out of place: its content says it is record 2",
+        ),
+        (
+            "DELETE FROM im_audit WHERE session_id = 'par' AND seq IN (1, 2)",
+            "par",
+            "record 1: missing: it was deleted, and so are records up to 2",
+        ),
+    ],
+)
+def test_verify_names_broken_fork_links_and_unreadable_records(
+    tmp_path: Path, sql: str, sid: str, expected: str
+) -> None:
+    path = tmp_path / "f.sqlite"
+    store = SQLiteStore(path)
+    parent = InMemoryAgentSession.of("par")
+    parent.record_checkpoint()
+    for actor in ("alice", "bob"):
+        note(parent, AuditEntry(action="decision.recorded", actor=actor))
+        store.save(parent)
+    kid = store.load("par").fork("kid")
+    store.save(kid)  # forked from record 2
+    note(kid, AuditEntry(action="decision.recorded", actor="carol"))
+    store.save(kid)
+    note(parent, AuditEntry(action="decision.recorded", actor="dave"))
+    store.save(parent)
+    assert store.verify_audit("kid") and store.verify_audit("par")
+    with sqlite3.connect(path) as conn:
+        conn.executescript(sql)
+    result = store.verify_audit(sid)
+    assert not result and str(result).startswith(expected), str(result)
+    store.close()
