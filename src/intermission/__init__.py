@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         mcp_tools,
         tool,
     )
+    from .audit import AuditEntry, AuditRecord, AuditVerification
     from .core import (
         END,
         START,
@@ -146,6 +147,9 @@ _WHERE: dict[str, str] = {
     "ApprovalPolicy": ".policies",
     "ApprovalVotedEvent": ".events",
     "ApprovalWarnedEvent": ".events",
+    "AuditEntry": ".audit",
+    "AuditRecord": ".audit",
+    "AuditVerification": ".audit",
     "ChatMessage": ".messages",
     "ChatModel": ".agents",
     "Checkpoint": ".core",
@@ -283,6 +287,9 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalVotedEvent",
     "ApprovalWarnedEvent",
+    "AuditEntry",
+    "AuditRecord",
+    "AuditVerification",
     "ChatMessage",
     "ChatModel",
     "Checkpoint",

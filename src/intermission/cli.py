@@ -1,7 +1,7 @@
 """``python -m intermission``: run the demo, list pending sessions, show one, decide and
-resume, sweep deadlines — against a SQLite file or a PostgreSQL URL. Errors are one line
-and exit code 2. Every field printed passes through ``visible``: a reason taken from model
-output cannot rewrite the approver's terminal (R42).
+resume, sweep deadlines, print or check a session's audit trail — against a SQLite file or
+a PostgreSQL URL. Errors are one line and exit code 2. Every field printed passes through
+``visible``: a reason taken from model output cannot rewrite the approver's terminal (R42).
 
 Who decides is the operating system's user running the command (by its effective uid, at
 this host; its groups are its roles): ``--reviewer`` adds a display name, never another
@@ -10,8 +10,11 @@ identity."""
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime as _dt
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -236,6 +239,60 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
             sweeper.stop()
 
 
+_CSV_FIELDS = (
+    "seq", "at", "action", "actor", "roles", "via", "authenticated", "target", "reason",
+    "detail", "prev", "hash",
+)  # fmt: skip
+
+
+def cmd_audit(args: argparse.Namespace, store: SessionStore) -> int:
+    """Print a session's audit records (JSON lines or CSV), or check their chain."""
+    sid = args.session_id
+    if args.verify:
+        result = store.verify_audit(sid)
+        print(str(result) if result else f"session {_v(sid)}: {_v(result)}")
+        return 0 if result else 1
+    records = store.audit(sid)
+    if not records:
+        print(f"no audit records for session {_v(sid)}", file=sys.stderr)
+    if args.format == "csv":
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(_CSV_FIELDS)
+        for r in records:
+            at = _dt.datetime.fromtimestamp(r.at_ms / 1000, _dt.timezone.utc)
+            row: list[Any] = [
+                r.seq, at.isoformat(timespec="milliseconds"), r.action, r.actor,
+                ";".join(r.roles), r.via, r.authenticated, r.target, r.reason,
+                json.dumps(r.detail, sort_keys=True, ensure_ascii=False), r.prev, r.hash,
+            ]  # fmt: skip
+            out.writerow([_cell(v) for v in row])
+        return 0
+    for r in records:
+        # every record as stored (with its hash): anyone can re-check the chain from this
+        line = json.dumps(r.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+        print(line.replace("\x7f", "\\u007f"))
+    return 0
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell that neither a terminal nor a spreadsheet interprets: control
+    characters escaped, and text a spreadsheet would run as a formula quoted."""
+    text = "" if value is None else _v(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def _existing(target: str) -> None:
+    """Refuse a SQLite path with no file behind it (a reading command creates none)."""
+    if target.startswith(("postgresql://", "postgres://")) or target == "memory:":
+        return
+    path = target.removeprefix("sqlite:///")
+    if not os.path.exists(path):
+        raise IntermissionError(
+            f"no store at {path!r}: audit reads an existing store and creates none; "
+            "pass the file or postgresql:// URL the sessions are stored in (--store)"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
@@ -276,6 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
     wait(resume)
     resume.add_argument("session_id")
+    audit = add("audit", "print a session's audit trail, or check it (--verify)")
+    audit.add_argument("session_id")
+    audit.add_argument(
+        "--verify", action="store_true",
+        help="check the hash chain: exit 1 naming the first broken record, else print "
+        "the number of records and the head hash (keep it elsewhere to catch a rewrite)",
+    )  # fmt: skip
+    audit.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
     serve.add_argument("--agents", default=argparse.SUPPRESS, help="module:DICT of factories")
     serve.add_argument("--host", default="127.0.0.1")
@@ -305,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
-    commands: dict[str, Callable[[argparse.Namespace, SessionStore], None]] = {
+    commands: dict[str, Callable[[argparse.Namespace, SessionStore], int | None]] = {
         "demo": cmd_demo,
         "pending": cmd_pending,
         "show": cmd_show,
@@ -314,17 +379,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "resume": cmd_resume,
         "serve": cmd_serve,
         "sweep": cmd_sweep,
+        "audit": cmd_audit,
     }
     try:
+        if args.command == "audit":
+            _existing(args.store)
         store = open_store(args.store)
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
     try:
-        commands[args.command](args, store)
+        code = commands[args.command](args, store)
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
     finally:
         store.close()
-    return 0
+    return code or 0

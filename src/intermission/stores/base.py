@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import canonical_dumps
+from ..audit import AuditEntry, AuditRecord, AuditVerification
 from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
@@ -474,6 +475,18 @@ class SessionStore(Protocol):
     move forward (R39): no save, from any copy, turns ``completed`` or ``started`` back.
     A stale copy that passes compare-and-set (nobody saved the row since it was loaded)
     saves its other changes; its old ledger entries are not written.
+
+    The audit trail (see :mod:`intermission.audit`): entries noted on a session are written
+    in the transaction of its save (none when the save fails or is refused; they stay
+    noted), ledger writes with their ``effect.*`` record, a fork's first record links to
+    its parent's head; every record is numbered per session id, stamped with the store's
+    clock and hash-chained. ``delete`` keeps the records and ends their chain.
+
+    - ``append_audit(session_id, entries)``: entries that change no session (a refused
+      decision), in a transaction of their own.
+    - ``audit(session_id)``: the records, oldest first.
+    - ``verify_audit(session_id)``: an :class:`~intermission.AuditVerification` naming the
+      first broken record, if any.
     """
 
     def save(self, session: InMemoryAgentSession) -> int:
@@ -519,6 +532,18 @@ class SessionStore(Protocol):
 
     def put_snapshot(self, snapshot: Any) -> int:
         """Store a snapshot given as JSON text, dict or model (validated first)."""
+        ...
+
+    def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append audit entries on their own (see the class docstring)."""
+        ...
+
+    def audit(self, session_id: str) -> list[AuditRecord]:
+        """A session id's audit records, oldest first."""
+        ...
+
+    def verify_audit(self, session_id: str) -> AuditVerification:
+        """Check a session id's audit chain."""
         ...
 
     def close(self) -> None:
