@@ -230,6 +230,13 @@ def _record_policy(session: AgentSession, keys: ApprovalKeys, policy: ApprovalPo
         if policy.expires_after_ms is not None and ctx.get(keys.deadline) is None:
             ctx.put(keys.deadline, int(now + policy.expires_after_ms))
         session.hitl.approval_keys = asdict(keys)
+        who = requester if isinstance(requester, Actor) else None
+        note(session, AuditEntry(
+            action="approval.opened", actor=who.name if who else None,
+            roles=list(who.roles) if who else [], via=who.via if who else None,
+            authenticated=bool(who and who.authenticated), target=keys.decision,
+            reason=session.pending_reason, detail={"policy": policy.model_dump(mode="json")},
+        ))  # fmt: skip
         return
     if recorded is not None and recorded != policy.model_dump(mode="json"):
         # the graph's own policy is the authority: a decision it does not allow is void
