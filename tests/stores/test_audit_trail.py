@@ -352,14 +352,17 @@ def test_an_approved_tool_call_leaves_its_effect_records(make_store: Any) -> Non
     store.save(s)
     with store.resume("ops-1") as s:
         (task,) = HITL.pending_tasks(s)
-        HITL.submit(s, task, HITLDecision.approve().reviewer("lead"), agent=agent)
-        note(s, AuditEntry(action="decision.recorded", actor="lead", target=task.call_uuid))
+        HITL.submit(s, task, HITLDecision.approve().reviewer("lead"), agent=agent)  # (noted)
         store.save(s)
         agent.prompt().session(s).call()
     records = store.audit("ops-1")
     assert [r.action for r in records] == [
         "decision.recorded", "effect.started", "effect.finished",
     ]  # fmt: skip
+    decided = records[0]
+    assert (decided.actor, decided.via, decided.authenticated, decided.target) == (
+        "lead", "api", False, task.call_uuid
+    )  # a name asserted with .reviewer(), not authenticated
     key = records[1].target
     assert key is not None and key.startswith("tool/delete_user/") and records[2].target == key
     assert records[2].detail["status"] == "completed"
