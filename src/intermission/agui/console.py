@@ -32,14 +32,14 @@ button{margin-right:.4rem}
 <label>Reviewer name (a server without sign-in) <input id="reviewer" data-testid="reviewer" maxlength="200"></label>
 <label>Token <input id="token" data-testid="token" type="password" autocomplete="off"></label>
 <button type="submit" data-testid="start">Start reviewing</button>
-<span id="login-msg" class="err"></span>
+<span id="login-msg" data-testid="login-msg" class="err"></span>
 </form>
 <p id="whoami" data-testid="whoami"></p>
 <p id="status" class="meta" data-testid="status"></p>
 <div id="list" data-testid="list"></div>
 <script>
 "use strict";
-const S = {reviewer: "", token: "", me: null, cards: new Map(), staged: new Map()};
+const S = {reviewer: "", typed: "", token: "", me: null, cards: new Map(), staged: new Map()};
 const $ = (id) => document.getElementById(id);
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
@@ -117,7 +117,8 @@ async function decide(item, payload, out) {
   const waiting = open.filter(c => !staged.has(c.item.interrupt.id));
   if (waiting.length) { out.className = "meta"; out.textContent = shown("staged: decide the other " + waiting.length + " interrupt(s) of this thread to send"); return; }
   S.staged.delete(tid);
-  const md = S.me && S.me.authenticated ? {via: "console"} : {via: "console", reviewer: S.reviewer};
+  // who decides is the signed-in principal; a name typed here is only a display note
+  const md = S.typed ? {via: "console", reviewer: S.typed} : {via: "console"};
   const resume = open.map(c => ({interruptId: c.item.interrupt.id, status: "resolved",
                                  payload: staged.get(c.item.interrupt.id), metadata: md}));
   const body = {threadId: tid, runId: "console-" + crypto.randomUUID(), messages: [], state: {},
@@ -182,7 +183,7 @@ async function refresh() {
 }
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  S.reviewer = $("reviewer").value.trim(); S.token = $("token").value;
+  S.reviewer = S.typed = $("reviewer").value.trim(); S.token = $("token").value;
   try { await getJSON("/interrupts"); S.me = await getJSON("/whoami"); }
   catch (e) { $("login-msg").textContent = shown(String(e.message || e)); return; }
   if (S.me.authenticated) S.reviewer = S.me.name;  // who decides is who the server signed in

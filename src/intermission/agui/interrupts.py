@@ -254,6 +254,7 @@ def decided(session: Any) -> dict[str, Decided]:
                 True,
                 event.seq,
                 d.timed_out,
+                d.display,
             )
         elif kind == "approval_decided":
             out[graph_ids[event.seq]] = Decided(
@@ -263,11 +264,12 @@ def decided(session: Any) -> dict[str, Decided]:
                 event.ts,
                 True,
                 event.seq,
-                bool(getattr(event, "timed_out", False)),
+                event.timed_out,
+                event.display,
             )
     for uuid, d in session.hitl.decisions.items():
         out[uuid] = Decided(d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms,
-                            False, timed_out=d.timed_out)  # fmt: skip
+                            False, timed_out=d.timed_out, display=d.display)  # fmt: skip
     ctx = session.context
     keys = _keys(session)
     if _graph_paused(session) and ctx.get(keys.decision) is not None:
