@@ -279,7 +279,7 @@ class DecisionRefusedError(InvalidDecisionError):
 
 class ReviewerNotAllowedError(DecisionRefusedError, PermissionError):
     """The decider may not decide this: not in the policy's roles or the named approvers,
-    or the one who asked for it (R23c)."""
+    or the one who asked for it."""
 
 
 class DecisionConflictError(InvalidDecisionError):

@@ -295,3 +295,25 @@ def test_the_sweep_command(tmp_path: Path) -> None:
                           "--store", str(db)], capture_output=True, text=True, env=env,
                          timeout=60)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.startswith("error: --every")
+
+
+def test_the_sweeper_thread_serve_runs_sweeps_until_stopped(tmp_path: Path) -> None:
+    import threading
+
+    from intermission.stores import DeadlineSweeper
+
+    clock = Clock()
+    store = SQLiteStore(tmp_path / "t.db", clock=clock)
+    paused(store, clock, WARN)
+    clock.t = T0 + 5000
+    seen: list[list[str]] = []
+    done = threading.Event()
+    sweeper = DeadlineSweeper(store, every_s=0.05, on_sweep=lambda ids: (seen.append(ids),
+                                                                          done.set()))  # fmt: skip
+    sweeper.start()
+    try:
+        assert done.wait(60)
+    finally:
+        sweeper.stop()
+    assert seen == [["s"]] and kinds(store.load("s")) == ["approval_expired"]
+    store.close()
