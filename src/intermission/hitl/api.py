@@ -129,6 +129,14 @@ class _Judged:
     timed: bool = False
 
 
+def _expires(task: HITLTask) -> float | None:
+    """When a task counts as expired: its deadline, or for a policy's its last one (an
+    escalation keeps it open past the first)."""
+    if task.policy is not None and task.policy.expires_after_ms is not None:
+        return task.decide_by_ms
+    return task.deadline_ms
+
+
 def _uuid_of(task: Any) -> Any:
     return task.call_uuid if isinstance(task, HITLTask) else task
 
@@ -220,9 +228,7 @@ class HITL:
         _check.number("now_ms", now_ms, 0, 1e15, optional=True)
         now = session.clock.now_ms() if now_ms is None else now_ms
         return [
-            t
-            for t in HITL.pending_tasks(session)
-            if t.deadline_ms is not None and now >= t.deadline_ms
+            t for t in HITL.pending_tasks(session) if (d := _expires(t)) is not None and now >= d
         ]
 
     @staticmethod
@@ -338,7 +344,8 @@ class HITL:
                 session.session_id,
                 f"tool call {current.tool_name} ({uuid})",
                 existing.verdict + (" with edited arguments" if existing.modified_args else ""),
-                label(existing.reviewer, existing.display) if not existing.timed_out
+                label(existing.reviewer, existing.display)
+                if not existing.timed_out
                 else "the deadline",
                 existing.time_ms,
                 call_uuid=uuid,

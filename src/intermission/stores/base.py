@@ -34,7 +34,7 @@ from ..errors import (
     StoreError,
     UsageError,
 )
-from ..hitl.graph import approval_deadline
+from ..hitl.graph import ApprovalKeys, approval_deadline
 from .lease import Leases
 
 __all__ = [
@@ -191,9 +191,11 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
-    deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    deadlines = [d for t in tasks if (d := _deadline_of(t)) is not None]
     if not hitl.tasks and session.is_pending:  # a graph approval's own deadline (R23b)
-        graph_deadline = approval_deadline(session)
+        graph_deadline = (
+            approval_deadline(session) if hitl.approval_keys is None else _graph_deadline(session)
+        )
         deadlines += [graph_deadline] if graph_deadline is not None else []
     request = session.context.get("approval.request")
     due, progress = _policy_columns(session)
@@ -209,6 +211,23 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         due_ms=due,
         progress=progress,
     )
+
+
+def _deadline_of(task: HITLTask) -> float | None:
+    """A task's deadline as listings show it: for a policy's, its last (an escalation
+    keeps it open past the first)."""
+    if task.policy is not None and task.policy.expires_after_ms is not None:
+        return task.decide_by_ms
+    return task.deadline_ms
+
+
+def _graph_deadline(session: InMemoryAgentSession) -> float | None:
+    from ..hitl.graph import binding_deadline, keys_of
+
+    try:
+        return binding_deadline(session, keys_of(session.hitl.approval_keys) or ApprovalKeys())
+    except UsageError:  # (a hand-edited policy key): listed without a deadline
+        return None
 
 
 def _policy_columns(session: InMemoryAgentSession) -> tuple[float | None, str | None]:
