@@ -93,3 +93,36 @@ def test_settings_principal_names_who_decides_in_the_notebook(store: Any) -> Non
         view.close()
     finally:
         settings.principal = before
+
+
+def _deploy(policy: ApprovalPolicy | None) -> Any:
+    from intermission import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
+
+    @tool
+    def deploy(env: str) -> str:
+        """Deploy."""
+        return f"deployed {env}"
+
+    script = ScriptedModel([[ToolCall("deploy", {"env": "prod"})], "done"] * 2)
+    hitl = HITLInterceptor().on_tool("deploy", policy=policy)
+    return ReActAgent.of(script).name("deploy").tools(deploy).interceptor(hitl).build()
+
+
+@pytest.mark.parametrize("needs", [True, False])
+def test_a_widget_asks_for_a_reason_to_reject_as_the_policy_says(needs: bool) -> None:
+    from intermission.notebook import HITLPanel
+
+    policy = None if needs else ApprovalPolicy(reason_to_reject=False)
+    agent = _deploy(policy)
+    session = InMemoryAgentSession.of("r")
+    agent.prompt("deploy").session(session).call()
+    panel = HITLPanel(agent, session, reviewer="alice")
+    (uuid,) = panel.rows
+    assert panel.rows[uuid].buttons["reject"].disabled is needs
+    if needs:
+        with pytest.raises(Exception, match="needs a reason"):
+            panel.reject(uuid, "")
+        assert session.is_pending
+    else:
+        assert panel.reject(uuid, "").is_abnormal and session.status == "done"
+    panel.close()

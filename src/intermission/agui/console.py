@@ -91,9 +91,10 @@ function render(item) {
     }
     decide(item, payload, out);
   };
-  reject.onclick = () => {
-    if (!reason.value.trim()) { out.className = "err"; out.textContent = shown("a rejection needs a reason"); return; }
-    decide(item, {approved: false, reason: reason.value.trim()}, out);
+  reject.onclick = () => {  // a reason, unless the approval's policy says none is needed
+    const needs = !(meta.policy && meta.policy.reason_to_reject === false);
+    if (needs && !reason.value.trim()) { out.className = "err"; out.textContent = shown("a rejection needs a reason"); return; }
+    decide(item, reason.value.trim() ? {approved: false, reason: reason.value.trim()} : {approved: false}, out);
   };
   const controls = el("div", {"data-testid": "controls"}, approve, reject);
   if (i.reason === "tool_call") card.append(edit);

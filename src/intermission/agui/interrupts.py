@@ -336,11 +336,7 @@ def _verdict(entry: ag.ResumeEntry) -> Verdict:
             f"resume payload of interrupt {entry.interrupt_id!r} does not match its "
             f"responseSchema ({where}: {first['msg']}); nothing was changed",
         ) from None
-    if not payload.approved and not (payload.reason or "").strip():
-        raise Refusal(
-            "INVALID_PAYLOAD",
-            f"rejecting interrupt {entry.interrupt_id!r} needs a reason; nothing was changed",
-        )
+    # (a rejection without a reason is the approval's policy to judge, as on every surface)
     if not payload.approved and payload.edited_args is not None:
         raise Refusal("INVALID_PAYLOAD", "only an approval can carry editedArgs")
     return Verdict(payload.approved, payload.edited_args, payload.reason, reviewer, via)

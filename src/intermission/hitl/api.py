@@ -127,6 +127,8 @@ class _Judged:
     vote: Vote | None = None
     same: bool = False
     timed: bool = False
+    now: float = 0.0
+    """The session's time it was judged at."""
 
 
 def _expires(task: HITLTask) -> float | None:
@@ -339,7 +341,7 @@ class HITL:
             # first outcome wins (R39): the same decision again is a no-op (a retry, a
             # second reviewer agreeing); a different one is refused, naming the first
             if existing.verdict == decision.verdict and existing.modified_args == modified:
-                return _Judged(uuid, record=existing, same=True)
+                return _Judged(uuid, record=existing, same=True, now=existing.time_ms)
             raise DecisionConflictError(
                 session.session_id,
                 f"tool call {current.tool_name} ({uuid})",
@@ -385,13 +387,13 @@ class HITL:
             display=actor.display if actor is not None else None,
         )
         if ask is None or (ask.policy.approvals == 1 and ask.policy.rejections == 1):
-            return _Judged(uuid, record=record, timed=ask is not None)
+            return _Judged(uuid, record=record, timed=ask is not None, now=now)
         vote = vote_of(actor, decision.verdict, now, decision.comment_text, modified)
         votes = [*current.votes, vote]
         if tally(ask.policy, votes) is None:
-            return _Judged(uuid, vote=vote, timed=True)
+            return _Judged(uuid, vote=vote, timed=True, now=now)
         return _Judged(uuid, record=record.model_copy(update={"votes": votes}), vote=vote,
-                       timed=True)  # fmt: skip
+                       timed=True, now=now)  # fmt: skip
 
     @staticmethod
     def _record(session: AgentSession, judged: list[_Judged], now: float) -> None:
@@ -460,22 +462,19 @@ class HITL:
                 f"submit_all takes a mapping of call UUIDs to decisions, not "
                 f"{type(decisions).__name__}"
             )
-        now = None
         judged = []
         for uuid, d in decisions.items():
             actor = _actor(d, principal) if isinstance(d, HITLDecision) else None
-            try:
-                if now is None:
-                    _state(session)
-                    now = session.clock.now_ms()
-                j = HITL._judge(session, _task if _task is not None else uuid, d, agent, actor, now)
+            try:  # (each judged at the session's time when it is judged, as ever)
+                target = _task if _task is not None else uuid
+                j = HITL._judge(session, target, d, agent, actor, None)
             except InvalidDecisionError as exc:
                 verdict = d.verdict if isinstance(d, HITLDecision) else "?"
                 refusal(session, exc, actor, uuid if isinstance(uuid, str) else None, verdict)
                 raise
             judged.append(j)
-        if now is not None:
-            HITL._record(session, judged, now)
+        if judged:
+            HITL._record(session, judged, max(j.now for j in judged))
         return [(j.record or j.vote).model_copy(deep=True) for j in judged]  # type: ignore[union-attr]
 
     @staticmethod

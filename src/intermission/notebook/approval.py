@@ -11,13 +11,23 @@ from .._text import visible
 from ..core.session import AgentSession
 from ..errors import DecisionRefusedError
 from ..hitl import HITL
-from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph
+from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph, graph_ask
 from ..principals import Actor, Principal
 from ._html import CSS, esc, expired_html, pre_json
 from ._runner import CodeTwins, ResumeRunner
 from .settings import default_reviewer, notebook_actor, reviewer_or_default
 
 __all__ = ["ApprovalWidget"]
+
+
+def _needs_reason(session: AgentSession, keys: ApprovalKeys) -> bool:
+    """Whether rejecting the approval takes a reason (its policy says; without one, it
+    does)."""
+    try:
+        ask = graph_ask(session, keys)
+    except Exception:  # (an unreadable policy key): ask for one
+        return True
+    return ask is None or ask.policy.reason_to_reject
 
 
 class ApprovalWidget(CodeTwins, w.VBox):
@@ -106,7 +116,8 @@ class ApprovalWidget(CodeTwins, w.VBox):
             self.request.value = f"<b>Nothing to decide</b> (session {esc(s.status)})"
         waiting = s.is_pending and not self.runner.busy
         self.approve_button.disabled = not waiting
-        self.reject_button.disabled = not (waiting and bool(self.reason.value.strip()))
+        why = bool(self.reason.value.strip()) or not _needs_reason(s, self.approval_keys)
+        self.reject_button.disabled = not (waiting and why)
 
     def _click(self, action: Any) -> None:
         if self.runner.sync():  # it moved on elsewhere: the widget shows that now instead
@@ -142,7 +153,7 @@ class ApprovalWidget(CodeTwins, w.VBox):
         why = reason if reason is not None else self.reason.value.strip()
         note = comment if comment is not None else (self.comment.value.strip() or None)
         who = self._who(reviewer)
-        if not why:
+        if not why and _needs_reason(self.runner.session, self.approval_keys):
             error = DecisionRefusedError(
                 "a rejection needs a reason: type it in the Reason field",
                 rule="reason_to_reject", reviewer=who.name, verdict="reject",
@@ -153,7 +164,7 @@ class ApprovalWidget(CodeTwins, w.VBox):
         return lambda s: decide_graph(
             s,
             "REJECT",
-            reason=why,
+            reason=why or None,
             comment=note,
             keys=self.approval_keys,
             approvers=self.approvers,

@@ -56,6 +56,11 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
     return shown + (f" <i>{esc(title)}</i>" if title else "")
 
 
+def _needs_reason(task: HITLTask) -> bool:
+    """Whether rejecting ``task`` takes a reason (its policy says; without one it does)."""
+    return task.policy is None or task.policy.reason_to_reject
+
+
 class _Row:
     """One tool call: what it would do, why it waits, and its three buttons."""
 
@@ -203,7 +208,9 @@ class HITLPanel(CodeTwins, w.VBox):
             row.args.disabled = not open_row
             row.buttons["approve"].disabled = not open_row
             row.buttons["skip"].disabled = not open_row
-            row.buttons["reject"].disabled = not (open_row and has_reason)
+            row.buttons["reject"].disabled = not (
+                open_row and (has_reason or not _needs_reason(row.task))
+            )
         batch = bool(self.rows) and not busy
         self.approve_all_button.disabled = not batch
         self.reject_all_button.disabled = not (batch and has_reason)
@@ -268,13 +275,13 @@ class HITLPanel(CodeTwins, w.VBox):
             return decision
         if verdict == "reject":
             why = note if note is not None else self.reason.value.strip()
-            if not why:
+            if not why and _needs_reason(row.task):
                 raise DecisionRefusedError(
                     "a rejection needs a reason: type it in the Reason field",
                     rule="reason_to_reject", reviewer=actor.name, verdict="reject",
                     session_id=self.runner.session.session_id, call_uuid=call_uuid,
                 )  # fmt: skip
-            return HITLDecision.reject(why)
+            return HITLDecision.reject(why or None)
         note = note if note is not None else (self.comment.value.strip() or None)
         return HITLDecision.skip(note)
 
