@@ -37,15 +37,16 @@ class Server:
         store: str,
         effects: Path,
         token: str | None = None,
+        auth: Path | None = None,
         *,
         agents: str = "tests.agui.agents:AGENTS",
         extra: tuple[str, ...] = (),
         script: str | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        """``extra``: more ``serve`` options; ``script``: a test server module run as
-        ``python -m SCRIPT STORE PORT`` instead of ``serve``; ``env``: more environment
-        variables (say libfaketime's)."""
+        """``auth``: a ``serve --auth`` file; ``extra``: more ``serve`` options; ``script``:
+        a test server module run as ``python -m SCRIPT STORE PORT`` instead of ``serve``;
+        ``env``: more environment variables (say libfaketime's)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -57,6 +58,8 @@ class Server:
                    "--agents", agents, "--port", str(self.port), *extra]  # fmt: skip
         if token:
             cmd += ["--token", token]
+        if auth is not None:
+            cmd += ["--auth", str(auth)]
         env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT), **(env or {})}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")

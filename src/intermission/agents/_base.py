@@ -24,6 +24,7 @@ __all__ = ["AgentBase", "check_owner"]
 
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
+_KEEP: Any = object()
 
 
 def check_owner(session: Any, agent: Any, *, adopt: bool = False) -> None:
@@ -110,19 +111,29 @@ class AgentBase:
         pacer: Callable[[], Coroutine[Any, Any, None]] | None,
         *,
         adopt: bool = False,
+        requester: Any = None,
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink, pacer)
         run = self.run(session, prompt, scope, top_level=True)
-        return await self._exclusive(session, run, adopt=adopt)
+        # a new prompt names who sent it (None: nobody said); a resume keeps its request's
+        return await self._exclusive(
+            session, run, adopt=adopt, requester=requester if prompt else _KEEP
+        )
 
     async def _exclusive(
-        self, session: AgentSession, run: Coroutine[Any, Any, AgentResponse], *, adopt: bool
+        self,
+        session: AgentSession,
+        run: Coroutine[Any, Any, AgentResponse],
+        *,
+        adopt: bool,
+        requester: Any = _KEEP,
     ) -> AgentResponse:
         """Await ``run``, a top-level request, as the only one on ``session`` (see enter),
         once this agent is the session's own (check_owner: refused before anything
-        changes, unless ``adopt``)."""
+        changes, unless ``adopt``); ``requester``: who sent it, recorded once the request
+        is the session's own (``_KEEP``: a resume keeps the recorded one)."""
         try:
             me = await enter(session)
         except BaseException:
@@ -134,6 +145,8 @@ class AgentBase:
             run.close()
             leave(session, me)
             raise
+        if requester is not _KEEP:
+            session.requester = requester  # type: ignore[attr-defined]
         since = session.events.next_seq
         try:
             response = await run

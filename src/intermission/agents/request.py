@@ -42,6 +42,20 @@ class AgentRequest:
         self._session: AgentSession | None = None
         self._adopt = False
 
+    def principal(self, who: Any) -> AgentRequest:
+        """Who sends this request (a :class:`~intermission.Principal`, vouched for by the
+        calling code): recorded on the session as its requester and on every approval the
+        request asks for, so a policy can keep them from deciding it
+        (``not_requester``). Only a new prompt names a requester; a resume keeps the one
+        of the request it continues."""
+        from ..principals import actor_of
+
+        actor = actor_of(who)
+        if actor is None:
+            raise UsageError("principal() takes a Principal, not None")
+        self._runner = partial(self._runner, requester=actor)  # type: ignore[call-arg]
+        return self
+
     def session(self, session: AgentSession) -> AgentRequest:
         """Run on ``session`` (default: a fresh in-memory session)."""
         if not isinstance(getattr(session, "session_id", None), str) or not hasattr(

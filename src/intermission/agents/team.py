@@ -106,7 +106,11 @@ class TeamAgent(AgentBase):
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
         run = self.run(session, prompt, scope, top_level=True, steps=steps)
-        return run_sync(self._exclusive(session, run, adopt=False))
+        from ._base import _KEEP
+
+        return run_sync(
+            self._exclusive(session, run, adopt=False, requester=None if prompt else _KEEP)
+        )
 
     async def run(
         self,

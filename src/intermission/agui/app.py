@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hmac
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -33,15 +32,22 @@ from ..errors import (
     SnapshotError,
     UsageError,
 )
+from ..principals import Principal, actor_of
 from ..stores.base import PendingSession, SessionStore
 from ..stores.effects import resolve_unknown_effect
+from .auth import Auth, TokenAuth
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
 from .runs import DEFAULT_DRAIN_S, Runs
 from .sse import encode, parse_cursor
 
-__all__ = ["DEFAULT_DRAIN_S", "LOCAL_HOSTS", "MAX_BODY", "AGUIApp", "agui_app"]
+__all__ = ["DEFAULT_DRAIN_S", "LOCAL_HOSTS", "MAX_BODY", "TOKEN_HOLDER", "AGUIApp", "agui_app"]
+
+TOKEN_HOLDER = "token-holder"
+"""The one principal of a server started with ``token=`` (everyone who holds it)."""
+PRINCIPAL = "intermission.principal"
+"""Where a request's authenticated principal sits in its ASGI scope state."""
 
 MAX_BODY = 1_000_000
 """Largest ``RunAgentInput`` accepted, in bytes."""
@@ -249,8 +255,10 @@ def _listing(store: SessionStore, limit: int, after: PendingSession | None) -> d
     return data
 
 
-async def _effect_body(request: Request) -> dict[str, Any]:
-    """The JSON body of ``POST /threads/{id}/effects`` (UsageError when it is not one)."""
+async def _effect_body(request: Request, signed_in: bool) -> dict[str, Any]:
+    """The JSON body of ``POST /threads/{id}/effects`` (UsageError when it is not one);
+    ``signed_in``: the caller is an authenticated principal (a reviewer name is then
+    optional, a display note only)."""
     try:
         data = loads(await _body(request), "the body")
     except ValueError as exc:
@@ -261,7 +269,10 @@ async def _effect_body(request: Request) -> dict[str, Any]:
         raise UsageError('action is "resolve" (it happened, with result) or "forget" (it did not)')
     if not isinstance(data.get("key"), str) or not data["key"]:
         raise UsageError("key is the effect's key (a listed stuck entry's key)")
-    if not isinstance(data.get("reviewer"), str) or not data["reviewer"].strip():
+    reviewer = data.get("reviewer")
+    if not (signed_in and reviewer is None) and (
+        not isinstance(reviewer, str) or not reviewer.strip()
+    ):
         raise UsageError("reviewer names who checked the external system")
     if data["action"] == "resolve" and "result" not in data:
         raise UsageError("result is the effect's result as JSON (null when it has none)")
@@ -273,6 +284,7 @@ def agui_app(
     store: SessionStore,
     *,
     token: str | None = None,
+    auth: Auth | None = None,
     hosts: Iterable[str] = (),
     origins: Iterable[str] = (),
     drain_s: float = DEFAULT_DRAIN_S,
@@ -285,15 +297,22 @@ def agui_app(
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
     page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
-    ``GET /`` (reviewer console), ``POST /threads/{thread_id}/effects`` (a person records
-    that an effect of unknown outcome happened, ``{"key", "action": "resolve", "result",
-    "reviewer"}``, or did not, ``"action": "forget"``). ``GET /interrupts`` also lists
-    ``unreadable`` threads (id and why: a bad row never hides the rest) and, on its first
-    page, ``stuck`` ones (an effect of unknown outcome). With ``token``, every route needs
-    ``Authorization: Bearer <token>``.
+    ``GET /whoami`` (the caller's principal), ``GET /`` (reviewer console),
+    ``POST /threads/{thread_id}/effects`` (a person records that an effect of unknown
+    outcome happened, ``{"key", "action": "resolve", "result", "reviewer"}``, or did not,
+    ``"action": "forget"``). ``GET /interrupts`` also lists ``unreadable`` threads (id and
+    why: a bad row never hides the rest) and, on its first page, ``stuck`` ones (an effect
+    of unknown outcome).
 
-    Without ``token``, a web page the reviewer's browser opens must not drive the server:
-    a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
+    ``auth`` (:class:`~intermission.agui.auth.TokenAuth`,
+    :class:`~intermission.agui.auth.JWTAuth`): every route but the console page needs
+    ``Authorization: Bearer <token or JWT>`` naming a principal; it decides the
+    interrupts it resumes and resolves the effects it records (a client-sent
+    ``metadata.reviewer`` or ``reviewer`` is only a display note) and is the requester of
+    the prompts it sends. ``token``: one token, one principal (``token-holder``).
+
+    Without ``token`` or ``auth``, a web page the reviewer's browser opens must not drive
+    the server: a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
     ``no-cors`` fetch can only send ``text/plain``; else 415), the ``Host`` header must be
     one of :data:`LOCAL_HOSTS` or ``hosts`` (DNS rebinding; else 403), and an ``Origin``,
     when sent, must be the server's own or one of ``origins`` (else 403).
@@ -314,20 +333,25 @@ def agui_app(
             )
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
+    if token is not None and auth is not None:
+        raise UsageError("give token or auth, not both")
+    if auth is not None and not callable(getattr(auth, "authenticate", None)):
+        raise UsageError(f"auth is a TokenAuth or a JWTAuth, not {type(auth).__name__}")
+    if token is not None:
+        auth = TokenAuth({token: Principal(TOKEN_HOLDER)})
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
     allowed_origins = {o.rstrip("/").lower() for o in origins}
     runs = Runs(agents, store, float(drain_s))
-    expected = f"Bearer {token}".encode() if token else None
 
-    def allowed(request: Request) -> bool:
-        if expected is None:
-            return True
-        given = request.headers.get("authorization", "").encode()
-        return hmac.compare_digest(given, expected)
+    def principal_of(request: Request) -> Principal | None:
+        """The caller's principal; None: refused (with auth) or nobody (without)."""
+        if auth is None:
+            return None
+        return auth.authenticate(request.headers.get("authorization"))
 
     def foreign(request: Request) -> Response | None:
         """Why a request may come from a page it should not (a 403/415), or None."""
-        if expected is None:
+        if auth is None:
             host = request.headers.get("host", "")
             if _host_name(host) not in allowed_hosts:
                 return _error(403, "Host not allowed (start the server with --host NAME)")
@@ -359,7 +383,8 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
-        frames = runs.start(name, data)
+        who = request.scope.get("state", {}).get(PRINCIPAL)
+        frames = runs.start(name, data, who)
         if frames is None:
             response = _error(503, "SERVER_STOPPING: this server is stopping; send the run "
                               "to another server or again once it is back")  # fmt: skip
@@ -380,9 +405,10 @@ def agui_app(
         kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind != "application/json":
             return _error(415, "the body is JSON (Content-Type: application/json)")
+        who = request.scope.get("state", {}).get(PRINCIPAL)
         try:
             _check_thread(tid)
-            data = await _effect_body(request)
+            data = await _effect_body(request, who is not None)
         except _TooLarge:
             return _error(413, f"a request body is at most {MAX_BODY} bytes")
         except UsageError as exc:
@@ -390,10 +416,11 @@ def agui_app(
         forget = data["action"] == "forget"
         options: dict[str, Any] = {"forget": True} if forget else {"result": data.get("result")}
 
-        def apply() -> Any:
+        def apply() -> Any:  # (signed in: the principal resolves, not the typed name)
             return resolve_unknown_effect(
-                store, tid, data["key"], reviewer=data["reviewer"], via="console", **options
-            )
+                store, tid, data["key"], reviewer=data.get("reviewer"), via="console",
+                principal=actor_of(who, via="console"), **options,
+            )  # fmt: skip
 
         try:
             s = await run_in_threadpool(apply)
@@ -415,7 +442,8 @@ def agui_app(
             return _error(404, "no such thread")
         decisions = [
             {"interruptId": k, "approved": d.approve, "reviewer": d.reviewer,
-             "timeMs": d.time_ms, "applied": d.applied}
+             "display": d.display, "timeMs": d.time_ms, "applied": d.applied,
+             "timedOut": d.timed_out}
             for k, d in decided(session).items()
         ]  # fmt: skip
         return JSONResponse(
@@ -449,7 +477,16 @@ def agui_app(
             "Cache-Control": "no-store",
         })  # fmt: skip
 
+    async def whoami(request: Request) -> Response:
+        who = request.scope.get("state", {}).get(PRINCIPAL)
+        return JSONResponse({
+            "name": who.name if who is not None else None,
+            "roles": sorted(who.roles) if who is not None else [],
+            "authenticated": who is not None,
+        })  # fmt: skip
+
     routes = [
+        Route("/whoami", whoami, methods=["GET"]),
         Route("/agents/{name}", run, methods=["POST"]),
         Route("/interrupts", interrupts, methods=["GET"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
@@ -477,11 +514,14 @@ def agui_app(
         if refused_here is not None:
             await refused_here(scope, receive, send)
             return
-        if not allowed(request):
-            response: Response = _error(401, "missing or wrong bearer token")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            await response(scope, receive, send)
-            return
+        if auth is not None:
+            who = principal_of(request)
+            if who is None:
+                response: Response = _error(401, "missing or wrong bearer token")
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})[PRINCIPAL] = who
         await app(scope, receive, send)
 
     return AGUIApp(asgi, runs)

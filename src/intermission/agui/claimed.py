@@ -6,7 +6,11 @@ the insert, so the request that first commits a thread decides whose it is; wait
 bounded time while another holder has it — and only then reads what to do: refuse
 (``WRONG_AGENT``, the interrupt rules), replay a run that already happened, or run: a new
 prompt, or a resume whose decisions are recorded and saved first (a crash after that loses
-nothing), all under that one claim. A refusal or a replay leaves the claim without a save.
+nothing), all under that one claim. A refusal or a replay leaves the claim without a save;
+a refused decision's audit entry (who tried what, why) is written to the store's trail.
+
+With authentication on, the run's principal decides its resume (a client-sent
+``metadata.reviewer`` is a display note only) and is the requester of a new prompt.
 
 Events stream as the agent makes them, but the ones that end the run (a pause's snapshots,
 ``RUN_FINISHED``, ``RUN_ERROR``) wait for the claim's final save: when it fails (the lease
@@ -28,13 +32,25 @@ from ..errors import (
     ConflictError,
     DeadlinePassedError,
     DecisionConflictError,
+    DecisionRefusedError,
     InvalidDecisionError,
+    ReviewerNotAllowedError,
     SessionBusyError,
     SessionNotFoundError,
 )
 from ..hitl import HITL, decide_graph
+from ..hitl.refusals import write_refusal
+from ..principals import Actor, Principal
 from .events import STARTS, Translator
-from .interrupts import Plan, Refusal, _iso, decision_of, open_interrupts, plan
+from .interrupts import (
+    Plan,
+    Refusal,
+    _iso,
+    actor_of_resume,
+    decision_of,
+    open_interrupts,
+    plan,
+)
 from .replay import (
     finished,
     message_ids,
@@ -105,16 +121,19 @@ class Claimed:
 
     ``send`` gets each AG-UI event with its cursor; ``holding(thread, token)`` is told
     when the run holds its thread's claim (and ``None`` when it no longer does), so a
-    server that stops can release the claims of runs that outlive its drain."""
+    server that stops can release the claims of runs that outlive its drain.
+    ``principal``: the authenticated caller (None without auth)."""
 
     def __init__(self, store: Any, agent: Any, name: str, data: ag.RunAgentInput,
-                 send: Send, holding: Callable[[str, str | None], None]) -> None:  # fmt: skip
+                 send: Send, holding: Callable[[str, str | None], None],
+                 principal: Principal | None = None) -> None:  # fmt: skip
         self.store = store
         self.agent = agent
         self.name = name
         self.data = data
         self.send = send
         self.holding = holding
+        self.principal = principal
         self.base = 0
         """The thread's last event when it was claimed (refusals are numbered after it)."""
 
@@ -179,7 +198,7 @@ class Claimed:
         done = None if data.resume or prompt else run_named(s, data.run_id)
         if done is not None:  # a retried POST, nothing new in it: that run again
             raise _Unsaved(list(replay(s, None, data.run_id, done)))
-        p = plan(s, data.resume, prompt, s.clock.now_ms())
+        p = plan(s, data.resume, prompt, s.clock.now_ms(), self.principal, data.run_id)
         if p.kind == "replay":
             raise _Unsaved(self._replayed(s, p))
         if p.record:
@@ -188,24 +207,43 @@ class Claimed:
         return self._execute(s, p)
 
     def _record(self, s: InMemoryAgentSession, p: Plan) -> None:
+        """Record the plan's decisions as the run's principal (or, without auth, the
+        reviewer the client named, as asserted); a refusal's audit entry is written."""
+        who: Actor | None = actor_of_resume(self.principal, next(iter(p.record.values())))
         try:
             if s.hitl.tasks:
                 HITL.submit_all(
-                    s, {i: decision_of(v) for i, v in p.record.items()}, agent=self.agent
-                )
+                    s, {i: decision_of(v) for i, v in p.record.items()}, agent=self.agent,
+                    principal=who,
+                )  # fmt: skip
                 return
             (v,) = p.record.values()
             if v.edited is not None:
                 raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
-            decide_graph(
-                s, "APPROVE" if v.approve else "REJECT", reviewer=v.reviewer, reason=v.reason
-            )
-        except DecisionConflictError:
-            raise
-        except DeadlinePassedError as exc:  # the deadline passed while it was read
-            raise Refusal("INTERRUPT_EXPIRED", f"{exc}; nothing was changed") from None
+            decide_graph(s, "APPROVE" if v.approve else "REJECT", reason=v.reason, principal=who)
         except InvalidDecisionError as exc:
+            write_refusal(self.store, s.session_id, exc)  # who tried what, why refused
+            if isinstance(exc, DecisionConflictError):
+                raise
+            if isinstance(exc, DeadlinePassedError):  # it passed while it was read
+                raise Refusal("INTERRUPT_EXPIRED", f"{exc}") from None
+            if isinstance(exc, ReviewerNotAllowedError):
+                raise Refusal("REVIEWER_NOT_ALLOWED", f"{exc}") from None
+            if isinstance(exc, DecisionRefusedError):
+                raise Refusal("DECISION_REFUSED", f"{exc}") from None
             raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
+
+    def _request(self, s: InMemoryAgentSession, text: str | None) -> Any:
+        """The agent's request on ``s``: a new prompt names the authenticated caller as
+        who asks (recorded on what it asks for); a resume keeps its request's."""
+        request = self.agent.prompt(text).session(s)
+        principal = self.principal
+        if text and principal is not None:
+            request = request.principal(Actor(
+                name=principal.name, roles=sorted(principal.roles), via="agui",
+                authenticated=True,
+            ))  # fmt: skip
+        return request
 
     def _execute(self, s: InMemoryAgentSession, p: Plan) -> Held:
         """Run the plan on the claimed session: events go out as they come, the ones that
@@ -239,7 +277,7 @@ class Claimed:
         for n, text in enumerate(requests):
             if n and (tr.done or tr.outer is not None or not tr.started):
                 break  # the first did not end its pause (or did not end): no second
-            for event in self.agent.prompt(text).session(s).stream():
+            for event in self._request(s, text).stream():
                 last = event.seq
                 out = tr.feed(event)
                 if event.kind in STARTS and tr.outer == event.run_id:

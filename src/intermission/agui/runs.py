@@ -25,6 +25,7 @@ from typing import Any
 from ag_ui import core as ag
 
 from ..errors import DecisionConflictError, IntermissionError
+from ..principals import Principal
 from .claimed import Claimed
 from .interrupts import Refusal
 from .sse import Cursor, encode
@@ -77,9 +78,12 @@ class Runs:
         if self.stopping is None:
             self.stopping = time.monotonic() + self.drain_s
 
-    def start(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame] | None:
+    def start(
+        self, name: str, data: ag.RunAgentInput, principal: Principal | None = None
+    ) -> AsyncIterator[Frame] | None:
         """Start a run and return its SSE frames (the run goes on if the reader stops);
-        None once a stop began. Call from the server's event loop."""
+        None once a stop began. Call from the server's event loop. ``principal``: the
+        authenticated caller (it decides the resume, it asks the prompt)."""
         loop = asyncio.get_running_loop()
         frames: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -95,7 +99,10 @@ class Runs:
                 return None
             self._live.add(live)
         worker = threading.Thread(
-            target=self._work, args=(name, data, put, live), name="agui-run", daemon=True
+            target=self._work,
+            args=(name, data, put, live, principal),
+            name="agui-run",
+            daemon=True,
         )
         worker.start()
         return self._frames(frames)
@@ -142,7 +149,7 @@ class Runs:
         return holding
 
     def _work(self, name: str, data: ag.RunAgentInput, put: Callable[[Any], None],
-              live: _Live) -> None:  # fmt: skip
+              live: _Live, principal: Principal | None = None) -> None:  # fmt: skip
         state = {"started": False, "last": 0}
 
         def send(cursor: Cursor, event: Any) -> None:
@@ -154,7 +161,7 @@ class Runs:
         run: Claimed | None = None
         try:
             agent = self.agents[name]()
-            run = Claimed(self.store, agent, name, data, send, self._holding(live))
+            run = Claimed(self.store, agent, name, data, send, self._holding(live), principal)
             run.run()
         except Refusal as exc:
             self._refuse(data, send, state, run, exc.code, exc.message)

@@ -47,7 +47,7 @@ __all__ = [
 _UNSET: Any = object()
 _DEFAULTS: dict[str, Any] = {
     "status": "new", "agent": None, "agent_fingerprint": None, "pending": False,
-    "pending_reason": None, "context": {}, "traces": {},
+    "pending_reason": None, "context": {}, "requester": None, "traces": {},
     "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
     "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
@@ -70,6 +70,9 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "agent_fingerprint": session.agent_fingerprint,
         "pending": ctx.is_stopped,
         "pending_reason": session.pending_reason,
+        "requester": None
+        if session.requester is None
+        else session.requester.model_dump(mode="json"),
         "context": ctx.data,
         "flow": {
             "root": ctx.trace.root,
@@ -533,6 +536,7 @@ def _fill(
     session.agent_fingerprint = snap.agent_fingerprint
     session.clock = SYSTEM_CLOCK
     session._reason = snap.pending_reason
+    session.requester = snap.requester
     session.ledger_hook = None
     session.ledger_dirty = set(snap.ledger)  # not in any store yet: a save writes them
     session.store_version = 0

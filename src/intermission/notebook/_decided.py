@@ -8,9 +8,24 @@ import datetime as _dt
 from typing import Any
 
 from ..agents.request import AgentResponse
+from ..principals import label
 from ._html import esc
 
-__all__ = ["decided_html", "decisions_of", "outcome_of", "when"]
+__all__ = ["decided_html", "decisions_of", "label", "outcome_of", "when", "who_html"]
+
+
+def who_html(
+    name: str | None, display: str | None = None, timed_out: bool = False, votes: Any = ()
+) -> str:
+    """Who decided, as HTML: the decider (escaped), the deadline for a timeout, and the
+    principals of a quorum."""
+    if timed_out:
+        return "<i>nobody: timed out</i>"
+    who = f"<b>{esc(label(name, display))}</b>" if name else "<i>no reviewer named</i>"
+    names = [v.name for v in votes or ()]
+    if len(names) > 1:
+        who += f" <i>({esc(' and '.join(names))})</i>"
+    return who
 
 
 def when(ms: float) -> str:
@@ -26,13 +41,17 @@ def decisions_of(session: Any) -> list[dict[str, Any]]:
     for e in reversed(list(getattr(session, "events", []))):
         if e.kind == "approval_decided":
             found.append({"verdict": e.verdict, "reviewer": e.reviewer, "at": e.ts,
-                          "reason": e.reason, "comment": e.comment, "tool": None})  # fmt: skip
+                          "reason": e.reason, "comment": e.comment, "tool": None,
+                          "display": getattr(e, "display", None),
+                          "timed_out": getattr(e, "timed_out", False),
+                          "votes": getattr(e, "votes", [])})  # fmt: skip
         elif e.kind == "hitl_decided":
             d = e.decision
             found.append({"verdict": d.verdict, "reviewer": d.reviewer, "at": d.time_ms,
                           "reason": d.comment if d.verdict == "reject" else None,
                           "comment": None if d.verdict == "reject" else d.comment,
-                          "tool": e.tool_name})  # fmt: skip
+                          "tool": e.tool_name, "display": d.display, "timed_out": d.timed_out,
+                          "votes": d.votes})  # fmt: skip
         elif found and e.kind in ("run_start", "team_start"):
             break  # the decisions of one resume sit together
     return found[::-1]
@@ -43,10 +62,10 @@ def decided_html(session: Any) -> str:
     lines = []
     for d in decisions_of(session):
         tool = f"{esc(d['tool'])}: " if d["tool"] else ""
-        who = esc(d["reviewer"]) if d["reviewer"] else "<i>no reviewer named</i>"
+        who = who_html(d["reviewer"], d.get("display"), d.get("timed_out", False), d.get("votes"))
         note = d["reason"] or d["comment"]
         lines.append(
-            f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by <b>{who}</b> at {esc(when(d['at']))}"
+            f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by {who} at {esc(when(d['at']))}"
             + (f" — {esc(note)}" if note else "")
         )
     return "<br>".join(lines)

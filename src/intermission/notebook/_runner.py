@@ -26,6 +26,21 @@ Action = Callable[[AgentSession], None]
 W = TypeVar("W", bound="CodeTwins")
 
 
+def _votes(session: AgentSession) -> int:
+    """How many approval votes the session's log holds."""
+    return sum(1 for e in session.events if e.kind == "approval_voted")
+
+
+def _decided_now(session: AgentSession) -> bool:
+    """True when the session has what a resume applies: every tool task decided, or a
+    graph decision written."""
+    tasks = session.hitl.tasks
+    if tasks:
+        return all(t.call_uuid in session.hitl.decisions for t in tasks)
+    last = session.events[-1] if len(session.events) else None
+    return last is not None and last.kind == "approval_decided"
+
+
 class ResumeRunner:
     """Runs ``action(session)`` (write a decision) then resumes ``agent``; with a ``store``
     both steps happen under the store's claim, the decision saved before the run."""
@@ -65,9 +80,14 @@ class ResumeRunner:
             # losing reviewer never blocks the winner; see stores.decide
             outcome = decide_and_resume(self.store, self.session.session_id, action, self.agent)
             self.session = outcome.session
-            self.note = "" if not outcome.applied_elsewhere else outcome.describe()
+            waits = outcome.applied_elsewhere or outcome.waiting is not None
+            self.note = outcome.describe() if waits else ""
             return outcome.response
+        waiting = _votes(self.session)
         action(self.session)
+        if _votes(self.session) > waiting and not _decided_now(self.session):
+            self.note = "recorded; the approval waits for more decisions"
+            return None  # a quorum's vote: nothing to resume yet
         return self.agent.prompt().session(self.session).call()
 
     @property
@@ -92,6 +112,17 @@ class ResumeRunner:
         self._redraw()
         return True
 
+    def refused(self, error: BaseException, actor: Any, target: str | None, verdict: str) -> None:
+        """A decision refused before it reached the store: noted in the session's audit
+        trail, and written to the store's at once when there is one (who tried what, why
+        it was refused)."""
+        from ..hitl.refusals import refusal, write_refusal
+
+        if getattr(error, "audit", None) is None:
+            refusal(self.session, error, actor, target, verdict)
+        if self.store is not None:
+            write_refusal(self.store, self.session.session_id, error)
+
     def show_error(self, error: BaseException) -> None:
         """Show an error in the widget (a refused decision: nothing changed). When the
         session was decided meanwhile (elsewhere), say who decided what and when instead."""
@@ -100,8 +131,7 @@ class ResumeRunner:
             self._show_state()
             return
         self.status.value = (
-            f"<span class='im-error'>error: "
-            f"{esc(type(error).__name__)}: {esc(error)}</span>"
+            f"<span class='im-error'>error: {esc(type(error).__name__)}: {esc(error)}</span>"
         )
 
     def _finish(self, response: Any = None, error: BaseException | None = None) -> None:

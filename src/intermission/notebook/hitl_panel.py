@@ -12,19 +12,21 @@ import ipywidgets as w
 from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
-from ..errors import InvalidDecisionError
+from ..errors import DecisionRefusedError, InvalidDecisionError
 from ..hitl import HITL
+from ..principals import Actor, Principal
+from ._decided import who_html
 from ._html import CSS, esc, expired_html, short_id
 from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer, reviewer_or_default
+from .settings import default_reviewer, notebook_actor, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
 
 def _decided_text(record: DecisionRecord) -> str:
-    who = f" by {esc(record.reviewer)}" if record.reviewer else ""
+    who = who_html(record.reviewer, record.display, record.timed_out, record.votes)
     note = f" — {esc(record.comment)}" if record.comment else ""
-    return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
+    return f"<b>{esc(record.verdict)}</b> by {who}{note} <i>(recorded)</i>"
 
 
 def tool_badges(task: HITLTask, agent: Any = None) -> str:
@@ -52,6 +54,11 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
     title = notes.get("title")
     shown = "".join(f" <span class='im-badge {css}'>{esc(text)}</span>" for css, text in badges)
     return shown + (f" <i>{esc(title)}</i>" if title else "")
+
+
+def _needs_reason(task: HITLTask) -> bool:
+    """Whether rejecting ``task`` takes a reason (its policy says; without one it does)."""
+    return task.policy is None or task.policy.reason_to_reject
 
 
 class _Row:
@@ -86,18 +93,32 @@ class HITLPanel(CodeTwins, w.VBox):
     call is decided the agent resumes. Calls someone already decided show that decision;
     a different one is refused (DecisionConflictError, shown here; nothing changes).
 
+    A call whose approval needs more than one decider (a policy's quorum) shows what it
+    has and still needs (``1 of 2 approvals (alice, sre) — waiting for one more from
+    sre``); a decision here is then a vote, saved, and another view decides the rest.
+    ``principal``: who decides here, with roles (default: ``settings.principal``); the
+    Reviewer field starts with its name.
+
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
     ``code_twin(...)`` for the cell after the panel (see :class:`CodeTwins`).
     """
 
     def __init__(
-        self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str | None = None
+        self,
+        agent: Any,
+        session: AgentSession,
+        *,
+        store: Any = None,
+        reviewer: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self.runner = ResumeRunner(agent, session, store)
-        self.reviewer = w.Text(
-            value=default_reviewer() if reviewer is None else reviewer, description="Reviewer"
-        )
+        self.principal = principal
+        start = reviewer if reviewer is not None else (
+            principal.name if principal is not None else default_reviewer()
+        )  # fmt: skip
+        self.reviewer = w.Text(value=start, description="Reviewer")
         self.reviewer.add_class("hitl-reviewer")
         self.comment = w.Text(description="Comment", placeholder="optional note")
         self.comment.add_class("hitl-comment")
@@ -114,6 +135,7 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.add_class("hitl-resume")
         self.resume_button.on_click(lambda _b: self._click_resume())
         self.rows_box = w.VBox()
+        self._actor: Actor | None = None
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
         r = self.runner
@@ -132,12 +154,18 @@ class HITLPanel(CodeTwins, w.VBox):
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
-        """After a run or a refusal: new rows when the batch changed, else new states."""
+        """After a run or a refusal: new rows when the batch changed, else new states
+        (choices made here are gone: recorded, or refused)."""
         s = self.runner.session
         batch = [t.call_uuid for t in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
+            if not self.runner.busy:
+                self._chosen = {}
+                for row in self.rows.values():  # (a vote since: the task as it is now)
+                    row.task = next((t for t in s.hitl.tasks if t.call_uuid == row.task.call_uuid),
+                                    row.task)  # fmt: skip
             self._enable()
 
     def _build_rows(self) -> None:
@@ -171,12 +199,18 @@ class HITLPanel(CodeTwins, w.VBox):
             elif chosen is not None:
                 row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                row.state.value = expired_html(row.task.decide_by_ms, now).strip()
+                progress = HITL.progress(self.runner.session, uuid) if row.task.policy else None
+                needs = (
+                    f"<span class='im-progress'>{esc(progress.text)}</span> " if progress else ""
+                )
+                row.state.value = (needs + expired_html(row.task.decide_by_ms, now)).strip()
             open_row = record is None and chosen is None and not busy
             row.args.disabled = not open_row
             row.buttons["approve"].disabled = not open_row
             row.buttons["skip"].disabled = not open_row
-            row.buttons["reject"].disabled = not (open_row and has_reason)
+            row.buttons["reject"].disabled = not (
+                open_row and (has_reason or not _needs_reason(row.task))
+            )
         batch = bool(self.rows) and not busy
         self.approve_all_button.disabled = not batch
         self.reject_all_button.disabled = not (batch and has_reason)
@@ -184,11 +218,11 @@ class HITLPanel(CodeTwins, w.VBox):
         self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str:
+    def _who(self, reviewer: str | None) -> Actor:
         who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
         if reviewer is None and self.reviewer.value.strip() != who:
             self.reviewer.value = who  # the field shows who the decision records
-        return who
+        return notebook_actor(who, self.principal)
 
     def _decision(
         self,
@@ -203,6 +237,27 @@ class HITLPanel(CodeTwins, w.VBox):
             raise InvalidDecisionError(
                 f"no tool call {call_uuid!r} waits in this panel", call_uuid=call_uuid
             )
+        actor = self._who(reviewer)
+        try:
+            decision = self._built(row, call_uuid, verdict, args, note, actor)
+            # checked against the session now (conflicts, approvers, policy, edited
+            # arguments); nothing is written until every call has a decision
+            HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, actor)
+        except InvalidDecisionError as exc:
+            self.runner.refused(exc, actor, call_uuid, verdict)
+            raise
+        self._actor = actor
+        return decision
+
+    def _built(
+        self,
+        row: _Row,
+        call_uuid: str,
+        verdict: str,
+        args: dict[str, Any] | None,
+        note: str | None,
+        actor: Actor,
+    ) -> HITLDecision:
         if verdict == "approve":
             if args is None:
                 try:
@@ -217,22 +272,18 @@ class HITLPanel(CodeTwins, w.VBox):
             note = note if note is not None else (self.comment.value.strip() or None)
             if note:
                 decision = decision.comment(note)
-        elif verdict == "reject":
+            return decision
+        if verdict == "reject":
             why = note if note is not None else self.reason.value.strip()
-            if not why:
-                raise InvalidDecisionError(
+            if not why and _needs_reason(row.task):
+                raise DecisionRefusedError(
                     "a rejection needs a reason: type it in the Reason field",
-                    call_uuid=call_uuid,
-                )
-            decision = HITLDecision.reject(why)
-        else:
-            note = note if note is not None else (self.comment.value.strip() or None)
-            decision = HITLDecision.skip(note)
-        decision = decision.reviewer(self._who(reviewer))
-        # checked against the session now (conflicts, approvers, edited arguments);
-        # nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
-        return decision
+                    rule="reason_to_reject", reviewer=actor.name, verdict="reject",
+                    session_id=self.runner.session.session_id, call_uuid=call_uuid,
+                )  # fmt: skip
+            return HITLDecision.reject(why or None)
+        note = note if note is not None else (self.comment.value.strip() or None)
+        return HITLDecision.skip(note)
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
         """Keep the choices; once every call is decided, submit them and resume."""
@@ -242,7 +293,8 @@ class HITLPanel(CodeTwins, w.VBox):
             return None
         chosen = dict(self._chosen)
         agent = self.runner.agent
-        return lambda s: HITL.submit_all(s, chosen, agent=agent)
+        actor = self._actor
+        return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
 
     def _click(self, call_uuid: str, verdict: str) -> None:
         if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
@@ -316,9 +368,7 @@ class HITLPanel(CodeTwins, w.VBox):
                 "a graph approval is decided with ApprovalWidget or decide_graph"
             )
         chosen = {
-            uuid: self._decision(
-                uuid, decisions if isinstance(decisions, str) else decisions[uuid]
-            )
+            uuid: self._decision(uuid, decisions if isinstance(decisions, str) else decisions[uuid])
             for uuid in self._undecided()
         }
         return self._twin(chosen)

@@ -8,8 +8,10 @@ from .memory import MemoryStore
 from .open import open_store
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
+from .sweep import DeadlineSweeper, sweep_deadlines
 
 __all__ = [
+    "DeadlineSweeper",
     "DecisionOutcome",
     "MemoryStore",
     "PendingPage",
@@ -22,4 +24,5 @@ __all__ = [
     "decide_and_resume",
     "open_store",
     "resolve_unknown_effect",
+    "sweep_deadlines",
 ]

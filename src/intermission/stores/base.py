@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import canonical_dumps
+from ..audit import AuditEntry, AuditRecord, AuditVerification
 from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
@@ -36,7 +37,7 @@ from ..errors import (
     UsageError,
     _utc,
 )
-from ..hitl.graph import approval_deadline
+from ..hitl.graph import ApprovalKeys, approval_deadline
 from .lease import Leases
 
 __all__ = [
@@ -64,7 +65,7 @@ interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`
 never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str, float]
+_Row = tuple[str, str | None, str | None, str, float | None, float, str, float, str | None]
 
 
 class PendingSession(_Row):
@@ -82,16 +83,18 @@ class PendingSession(_Row):
         updated_ms: float = 0.0,
         request_json: str = "null",
         pending_since: float | None = None,
+        progress: str | None = None,
     ) -> PendingSession:
         """An entry from its columns (stores build them with :meth:`from_rows`)."""
         since = updated_ms if pending_since is None else pending_since
-        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json, since)
+        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json, since,
+               progress)  # fmt: skip
         return tuple.__new__(cls, row)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
         """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
-        pending_since)`` (further columns are ignored)."""
+        pending_since, progress)`` (further columns are ignored)."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
@@ -124,6 +127,13 @@ class PendingSession(_Row):
         """When it became pending (by the store's clock); saves while it stays pending
         keep it, so pages keyed on it never skip or repeat a session that stays open."""
         return self[7]
+
+    @property
+    def progress(self) -> str | None:
+        """What its approvals with a policy have and still need, in words (None: it has
+        none), e.g. ``deploy: 1 of 2 approvals (alice, sre) — waiting for one more from
+        sre``."""
+        return self[8] if len(self) > 8 else None
 
     @property
     def tasks(self) -> list[HITLTask]:
@@ -258,6 +268,11 @@ class StoredRow:
     request_json: str
     state_json: str
     """The canonical snapshot without its event log (stores keep the log apart)."""
+    due_ms: float | None = None
+    """When the next deadline step of an approval with a policy falls due (the sweeper's
+    index; None: nothing scheduled)."""
+    progress: str | None = None
+    """Where its approvals with a policy stand (see PendingSession.progress)."""
 
 
 def column_text(text: str | None) -> str | None:
@@ -282,11 +297,14 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
-    deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    deadlines = [d for t in tasks if (d := _deadline_of(t)) is not None]
     if not hitl.tasks and session.is_pending:  # a graph approval's own deadline (R23b)
-        graph_deadline = approval_deadline(session)
+        graph_deadline = (
+            approval_deadline(session) if hitl.approval_keys is None else _graph_deadline(session)
+        )
         deadlines += [graph_deadline] if graph_deadline is not None else []
     request = session.context.get("approval.request")
+    due, progress = _policy_columns(session)
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
@@ -296,7 +314,48 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=canonical_dumps(request) if request is not None else "null",
         state_json=state_json(session),
+        due_ms=due,
+        progress=progress,
     )
+
+
+def _deadline_of(task: HITLTask) -> float | None:
+    """A task's deadline as listings show it: for a policy's, its last (an escalation
+    keeps it open past the first)."""
+    if task.policy is not None and task.policy.expires_after_ms is not None:
+        return task.decide_by_ms
+    return task.deadline_ms
+
+
+def _graph_deadline(session: InMemoryAgentSession) -> float | None:
+    from ..hitl.graph import binding_deadline, keys_of
+
+    try:
+        return binding_deadline(session, keys_of(session.hitl.approval_keys) or ApprovalKeys())
+    except UsageError:  # (a hand-edited policy key): listed without a deadline
+        return None
+
+
+def _policy_columns(session: InMemoryAgentSession) -> tuple[float | None, str | None]:
+    """``due_ms`` and ``progress`` of a session's approvals with a policy (None, None for
+    one without: a scan of its tasks)."""
+    hitl = session.hitl
+    if hitl.approval_keys is None and all(t.policy is None for t in hitl.tasks):
+        return None, None
+    from ..hitl.timeouts import due_ms, progress_of
+
+    parts = []
+    if session.is_pending:
+        for task in hitl.tasks:
+            if task.policy is not None and task.call_uuid not in hitl.decisions:
+                found = progress_of(session, task.call_uuid)
+                if found is not None:
+                    parts.append(f"{task.tool_name}: {found.text}")
+        if not hitl.tasks:
+            found = progress_of(session)
+            if found is not None and session.context.get(found.target) is None:
+                parts.append(found.text)
+    return due_ms(session), column_text("; ".join(parts)) if parts else None
 
 
 _CLAIMANT: tuple[int, str] | None = None
@@ -320,11 +379,13 @@ def pending_of(
     updated: float,
     request_json: str,
     pending_since: float | None = None,
+    progress: str | None = None,
 ) -> PendingSession:
     """Build a PendingSession from stored columns (nothing parsed yet)."""
     return PendingSession(
-        session_id, agent, reason, tasks_json, deadline, updated, request_json, pending_since
-    )
+        session_id, agent, reason, tasks_json, deadline, updated, request_json, pending_since,
+        progress,
+    )  # fmt: skip
 
 
 def session_from(
@@ -558,6 +619,18 @@ class SessionStore(Protocol):
     move forward (R39): no save, from any copy, turns ``completed`` or ``started`` back.
     A stale copy that passes compare-and-set (nobody saved the row since it was loaded)
     saves its other changes; its old ledger entries are not written.
+
+    The audit trail (see :mod:`intermission.audit`): entries noted on a session are written
+    in the transaction of its save (none when the save fails or is refused; they stay
+    noted), ledger writes with their ``effect.*`` record, a fork's first record links to
+    its parent's head; every record is numbered per session id, stamped with the store's
+    clock and hash-chained. ``delete`` keeps the records and ends their chain.
+
+    - ``append_audit(session_id, entries)``: entries that change no session (a refused
+      decision), in a transaction of their own.
+    - ``audit(session_id)``: the records, oldest first.
+    - ``verify_audit(session_id)``: an :class:`~intermission.AuditVerification` naming the
+      first broken record, if any.
     """
 
     def save(self, session: InMemoryAgentSession) -> int:
@@ -603,6 +676,18 @@ class SessionStore(Protocol):
 
     def put_snapshot(self, snapshot: Any) -> int:
         """Store a snapshot given as JSON text, dict or model (validated first)."""
+        ...
+
+    def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append audit entries on their own (see the class docstring)."""
+        ...
+
+    def audit(self, session_id: str) -> list[AuditRecord]:
+        """A session id's audit records, oldest first."""
+        ...
+
+    def verify_audit(self, session_id: str) -> AuditVerification:
+        """Check a session id's audit chain."""
         ...
 
     def close(self) -> None:

@@ -11,6 +11,15 @@
 3. If someone else decided and applied meanwhile, nothing is decided again: the same
    decision ends as applied by them (:attr:`DecisionOutcome.applied_by`), a different one
    raises DecisionConflictError naming them.
+4. A decision that is a vote of a quorum, deciding nothing yet, is saved under the claim
+   and nothing is resumed: the approval waits for the others
+   (:attr:`DecisionOutcome.waiting` says for what).
+
+A refused decision changes nothing; its audit entry (who tried what, why it was refused)
+is written to the store's audit trail where it keeps one. An accepted decision's entry is
+written by the save that records the decision, in its transaction: if that write fails,
+the save fails and the error is raised — the decision was not recorded, and nothing
+reports it as accepted.
 """
 
 from __future__ import annotations
@@ -26,12 +35,16 @@ from ..agents._base import check_owner
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     DecisionConflictError,
+    InvalidDecisionError,
     NothingToResumeError,
     SessionBusyError,
     UsageError,
     _utc,
 )
-from ..hitl.api import deciding_for
+from ..hitl.api import deciding_as, deciding_for
+from ..hitl.refusals import write_refusal
+from ..hitl.timeouts import progress_of
+from ..principals import Actor, Principal, label
 from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
@@ -64,14 +77,19 @@ class DecisionOutcome:
     applied_by: str | None = None
     applied_ms: float | None = None
     verdict: str | None = None
+    waiting: str | None = None
+    """Set when the decision was a vote that decided nothing yet: what the approval still
+    needs (nothing was resumed)."""
 
     @property
     def applied_elsewhere(self) -> bool:
         """True when another resumer applied this decision (this call ran nothing)."""
-        return self.response is None
+        return self.response is None and self.waiting is None
 
     def describe(self) -> str:
         """One line for a terminal or a widget."""
+        if self.waiting is not None:
+            return f"recorded; {self.waiting}"
         if not self.applied_elsewhere:
             return f"applied here; session {self.session.session_id} is {self.session.status}"
         who = self.applied_by or "an unnamed reviewer"
@@ -90,12 +108,14 @@ def decide_and_resume(
     *,
     wait_s: float = DEFAULT_WAIT_S,
     adopt: bool = False,
+    principal: Principal | Actor | None = None,
 ) -> DecisionOutcome:
     """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
     ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
     module docstring). Refused decisions raise their typed error and change nothing.
-    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent.
+    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent, and
+    HITL.submit or decide_graph without ``principal=`` decide as ``principal``.
 
     ``agent`` must be the session's own (its name and fingerprint): another one raises
     AgentMismatchError before anything is decided or claimed, unless ``adopt`` hands the
@@ -113,8 +133,13 @@ def decide_and_resume(
         raise _finished(read)
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
     check_owner(read, runner, adopt=adopt)  # the session's own agent, or adopted on purpose
-    with deciding_for(runner, adopt=adopt):  # its approver policy judges the decision (R49)
-        decide(read)  # the check on a read: a refused decision never claims
+    try:
+        # its approver policy and tools judge the decision (R49), made as ``principal``
+        with deciding_for(runner, adopt=adopt), deciding_as(principal):
+            decide(read)  # the check on a read: a refused decision never claims
+    except InvalidDecisionError as exc:
+        write_refusal(store, session_id, exc)  # who tried what, why refused
+        raise
     ours = _ours(read, mark)
     try:
         with ExitStack() as stack:
@@ -130,8 +155,16 @@ def decide_and_resume(
             if applied:  # applied while we waited (and pending again): leave it unchanged
                 raise _AppliedMeanwhile(applied)
             check_owner(s, runner, adopt=adopt)  # (the claim's truth: adopted meanwhile?)
-            with deciding_for(runner, adopt=adopt):
-                decide(s)  # again, under the claim: what another reviewer recorded meanwhile
+            decisions, since = len(s.hitl.decisions), s.events.next_seq
+            try:
+                with deciding_for(runner, adopt=adopt), deciding_as(principal):
+                    decide(s)  # again, under the claim: what others recorded meanwhile
+            except InvalidDecisionError as exc:
+                write_refusal(store, session_id, exc)
+                raise
+            waiting = _only_votes(s, decisions, since)
+            if waiting is not None:  # a vote of a quorum: saved as the claim ends
+                return DecisionOutcome(s, None, waiting=waiting)
             if ours:
                 store.save(s)  # durable before anything runs (the claim stays ours)
             request = runner.prompt().session(s)
@@ -139,6 +172,26 @@ def decide_and_resume(
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
+
+
+def _only_votes(s: InMemoryAgentSession, decisions: int, since: int) -> str | None:
+    """What the approvals still need, when ``decide`` recorded votes of a quorum and no
+    decision (None otherwise: resume)."""
+    new = [e.kind for e in s.events if e.seq >= since]
+    if "approval_voted" not in new or "approval_decided" in new:
+        return None
+    if len(s.hitl.decisions) > decisions:
+        return None
+    texts = []
+    for task in s.hitl.tasks:
+        found = progress_of(s, task.call_uuid) if task.call_uuid not in s.hitl.decisions else None
+        if found is not None:
+            texts.append(f"{task.tool_name}: {found.text}" if len(s.hitl.tasks) > 1 else found.text)
+    if not s.hitl.tasks:
+        found = progress_of(s)
+        if found is not None:
+            texts.append(found.text)
+    return "; ".join(texts) or "waiting for more decisions"
 
 
 class _AppliedMeanwhile(Exception):
@@ -189,9 +242,11 @@ def _seen_since(
     for e in session.events:
         if e.kind == "hitl_decided" and e.seq >= seq:
             r = e.decision
-            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
+            who = "the deadline" if r.timed_out else label(r.reviewer, r.display)
+            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, who, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            graph.append((e.seq, None, _Seen("", e.verdict, None, e.reviewer, e.ts, None)))
+            who = "the deadline" if e.timed_out else label(e.reviewer, e.display)
+            graph.append((e.seq, None, _Seen("", e.verdict, None, who, e.ts, None)))
         elif e.kind in _RUNS:
             graph = [
                 (at, e.seq, g._replace(applied_ms=e.ts)) if ran is None else (at, ran, g)
@@ -209,15 +264,13 @@ def _ours(read: InMemoryAgentSession, mark: int) -> list[_Seen]:
     recorded included), or the graph decision it wrote. A graph decision found recorded
     already (decide_graph's no-op) is not listed: whoever applies it applies ours."""
     ours = [
-        _Seen(u, r.verdict, r.modified_args, r.reviewer, r.time_ms, None)
+        _Seen(u, r.verdict, r.modified_args, label(r.reviewer, r.display), r.time_ms, None)
         for u, r in read.hitl.decisions.items()
     ]
     return ours + [s for s in _seen_since(read, mark) if not s.key]
 
 
-def _settle(
-    session: InMemoryAgentSession, ours: list[_Seen], seen: list[_Seen]
-) -> DecisionOutcome:
+def _settle(session: InMemoryAgentSession, ours: list[_Seen], seen: list[_Seen]) -> DecisionOutcome:
     """Someone else's resume applied ``seen``: ours agrees (an outcome) or conflicts."""
     theirs = {s.key: s for s in seen}
     for mine in ours:

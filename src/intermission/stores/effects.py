@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from .. import _check
 from .._json import check_json
-from ..audit import AuditEntry, Via, note
+from ..audit import Via
 from ..core.session import InMemoryAgentSession
 from ..errors import NothingToResolveError, UsageError
 from .base import SessionStore
@@ -37,12 +37,17 @@ def resolve_unknown_effect(
     forget: bool = False,
     reviewer: str | None = None,
     via: Via = "api",
+    principal: Any = None,
 ) -> InMemoryAgentSession:
     """Record, under the session's claim, what a person found out about effect ``key`` of
     unknown outcome: it happened, with ``result`` (JSON), or (``forget=True``) it did not,
     so the next resume runs it again. Refused with NothingToResolveError unless the store
     holds the effect as started and never ended; with SessionBusyError while someone holds
-    the claim (the effect may be running right now). Returns the session as saved."""
+    the claim (the effect may be running right now). Returns the session as saved.
+
+    Who: ``principal`` (an authenticated :class:`~intermission.Principal`), else
+    ``reviewer`` as asserted; audited as ``effect.resolved`` / ``effect.forgotten``
+    through ``via``."""
     if not hasattr(store, "claim"):
         raise UsageError(f"resolve_unknown_effect takes a store, not {type(store).__name__}")
     _check.text("key", key)
@@ -58,18 +63,21 @@ def resolve_unknown_effect(
         entry = s.ledger.get(key)
         if entry is None or entry.status != "started":
             raise NothingToResolveError(session_id, key, None if entry is None else entry.status)
+        # audited with the ledger write itself (effect.resolved / effect.forgotten: who,
+        # through which surface)
+        who = reviewer if principal is None else principal
         if forget:
-            s.forget_effect(key)
+            s.forget_effect(key, principal=who, via=via)
         else:
-            s.resolve_effect(key, result)
+            s.resolve_effect(key, result, principal=who, via=via)
         done = s.ledger[key]
-        note(s, AuditEntry(
-            action="effect.forgotten" if forget else "effect.resolved", actor=reviewer,
-            via=via, target=key, detail={} if forget else {"result": result},
-        ))  # fmt: skip
+        name = reviewer if principal is None else principal.name
+        display = getattr(principal, "display", None) or reviewer
         record = {
             "key": key, "outcome": "forgotten" if forget else "completed",
-            "reviewer": reviewer, "via": via, "time_ms": done.ended_ms,
+            "reviewer": name, "via": via, "time_ms": done.ended_ms,
         }  # fmt: skip
+        if display and display != name:  # a name the person typed beside who they are
+            record["display"] = display
         s.context.put(RESOLVED_KEY, [*(s.context.get(RESOLVED_KEY) or []), record])
     return s

@@ -35,6 +35,9 @@ class PostgresStore(SQLStore):
     # the byte length of a stored text comes from its header: no read of the value itself
     length_sql = "octet_length(snapshot)"
     length_unit = "bytes"
+    # appends to one session's audit chain take turns (two-key advisory locks are a key
+    # space of their own: the migration's one-key lock never meets them)
+    chain_lock = "SELECT pg_advisory_xact_lock(724872, hashtext(?))"
 
     def __init__(
         self,
