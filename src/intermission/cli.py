@@ -340,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
+        return 130
     finally:
         store.close()
     return 0
