@@ -219,3 +219,49 @@ def test_the_cli_lists_a_stuck_session_and_resolves_or_forgets_its_effect(
         assert store.load("stuck-a").context.get("change.result") == "applied by hand"
     finally:
         store.close()
+
+
+# -- found by the adversarial pass -------------------------------------------------------
+def damage_ledger(store: Any, sid: str, key: str = KEY) -> None:
+    """Cut the stored ledger entry of ``key`` short, as a hand edit would."""
+    family = store.load(sid).ledger_id
+    with store._tx() as run:
+        sql = "UPDATE im_ledger SET entry = substr(entry, 1, 12) WHERE session_id = ? AND key = ?"
+        assert run(sql, (family, key)).rowcount == 1
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_damaged_ledger_entry_is_listed_and_never_blanks_the_stuck_listing(
+    kind: str, tmp_path: Path
+) -> None:
+    """Before: one stuck effect's ledger row cut short made ``store.stuck()`` raise a bare
+    JSONDecodeError, so ``pending`` ended in a traceback (exit 1) and ``GET /interrupts``
+    answered 500: the console showed nothing, the good stuck session included."""
+    from starlette.testclient import TestClient
+
+    from intermission.agui import agui_app
+
+    store, target = _store(kind, tmp_path)
+    try:
+        for sid in ("bad", "good"):
+            store.save(paused_change(sid))
+            crashed_mid_effect(store, sid)
+        damage_ledger(store, "bad")
+        stuck = {s.session_id: s for s in store.stuck()}
+        assert sorted(stuck) == ["bad", "good"]
+        assert stuck["good"].damage is None and stuck["bad"].key == KEY
+        assert stuck["bad"].damage and "cannot be read" in stuck["bad"].why
+        out = cli("pending", "--store", target, effects=tmp_path / "effects")
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert f"needs a person: bad (change, pending): the ledger entry of effect '{KEY}'" in (
+            out.stdout
+        )
+        assert f"python -m intermission resolve good {KEY}" in out.stdout
+        assert "resolve bad" not in out.stdout  # nothing to resolve until it is fixed
+        with TestClient(agui_app({}, store), base_url="http://127.0.0.1") as client:
+            answer = client.get("/interrupts")
+        assert answer.status_code == 200, answer.text
+        listed = {s["threadId"]: s for s in answer.json()["stuck"]}
+        assert sorted(listed) == ["bad", "good"] and "cannot be read" in listed["bad"]["why"]
+    finally:
+        store.close()

@@ -550,23 +550,38 @@ class SQLStore(StoreMethods, Pool):
                 (limit,),
             ).fetchall()
             by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
+            # an entry that cannot be read is listed as such, never blanks the listing; who
+            # started it is unknown, so it goes to the sessions of its family
+            damaged: dict[str, list[tuple[str, str]]] = {}
             for family, key, text in started:
-                entry = ledger_of(text)
+                try:
+                    entry = ledger_of(text)
+                except ValueError as exc:  # (pydantic's ValidationError is one)
+                    damaged.setdefault(family, []).append((key, str(exc).splitlines()[0][:200]))
+                    continue
                 by.setdefault(entry.by or family, []).append((family, key, entry))
-            if not by:
+            if not by and not damaged:
                 return []
-            marks = ", ".join("?" for _ in by)
+            marks = ", ".join("?" for _ in by) or "NULL"
+            where = f"id IN ({marks})"
+            if damaged:
+                fams = ", ".join("?" for _ in damaged)
+                where += f" OR family IN ({fams}) OR (family IS NULL AND id IN ({fams}))"
             rows = run(
                 f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
-                f"{self._now_sql} FROM im_sessions WHERE id IN ({marks})",
-                (*self._now(), *by),
+                f"{self._now_sql} FROM im_sessions WHERE {where}",
+                (*self._now(), *by, *damaged, *damaged),
             ).fetchall()
         out: list[StuckSession] = []
         for sid, agent, status, family, held in rows:
+            if held:  # (one running now is not stuck)
+                continue
             for ledger_id, key, entry in by.get(sid, []):
-                # (an effect of the family's other generation, or one running now, is not)
-                if (family or sid) == ledger_id and not held:
+                # (an effect of the family's other generation is not)
+                if (family or sid) == ledger_id:
                     out.append(StuckSession(sid, agent, status, key, entry.started_ms))
+            for key, why in damaged.get(family or sid, []):
+                out.append(StuckSession(sid, agent, status, key, 0.0, why))
         return sorted(out)
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
@@ -598,9 +613,7 @@ class SQLStore(StoreMethods, Pool):
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                found = run(
-                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
-                ).fetchone()
+                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if rows is None:
             if found is None:
                 raise SessionNotFoundError(session_id)
