@@ -265,3 +265,35 @@ def test_a_damaged_ledger_entry_is_listed_and_never_blanks_the_stuck_listing(
         assert sorted(listed) == ["bad", "good"] and "cannot be read" in listed["bad"]["why"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_claim_on_a_row_that_cannot_be_read_is_not_kept(kind: str, tmp_path: Path) -> None:
+    """Before: the claim's UPDATE committed, then the row failed to parse, and nobody knew
+    the claim's token: once the row was repaired the session answered SessionBusyError
+    (THREAD_BUSY, resolve, approve) for the whole lease (5 minutes)."""
+    from intermission import SnapshotError
+
+    store, _ = _store(kind, tmp_path)
+    try:
+        store.save(paused_change("s"))
+        store.save(paused_change("t"))
+        crashed_mid_effect(store, "t")
+        with store._tx() as run:
+            (text,) = run("SELECT snapshot FROM im_sessions WHERE id = 's'").fetchone()
+        damage(store, "s", "edited")
+        damage_ledger(store, "t")
+        for sid in ("s", "t"):
+            for _ in range(2):  # (the second time too: not SessionBusyError)
+                with pytest.raises(SnapshotError):
+                    with store.claim(sid):
+                        pass
+            assert store._holder(sid) is None
+        with store._tx() as run:  # repaired by hand
+            run("UPDATE im_sessions SET snapshot = ? WHERE id = 's'", (text,))
+            run("DELETE FROM im_ledger WHERE key = ?", (KEY,))
+        for sid in ("s", "t"):
+            with store.claim(sid) as s:
+                assert s.session_id == sid
+    finally:
+        store.close()

@@ -620,7 +620,11 @@ class SQLStore(StoreMethods, Pool):
             if resumable_only and found[0] not in RESUMABLE:
                 raise not_resumable(session_id, found[0])
             raise SessionBusyError(session_id)
-        return self._session(session_id, rows)
+        try:
+            return self._session(session_id, rows)
+        except BaseException:  # a row that cannot be read: nobody may hold it for a lease
+            self._release(session_id, token)
+            raise
 
     def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
         def release() -> None:
