@@ -297,3 +297,51 @@ def test_a_claim_on_a_row_that_cannot_be_read_is_not_kept(kind: str, tmp_path: P
                 assert s.session_id == sid
     finally:
         store.close()
+
+
+def test_an_effect_a_fork_is_running_cannot_be_resolved_through_its_sibling(
+    make_store: Any,
+) -> None:
+    """A fork shares its family's ledger, so ``show`` on the original lists the effect the
+    fork is running as started ("resolve or forget it"). Before: ``forget`` through the
+    original claimed only the original, so it went through while the fork's holder ran the
+    effect — and the original's next resume ran it a second time."""
+    import threading
+
+    store = make_store()
+    store.save(paused_change("orig"))
+    store.fork("orig", "fork")
+    runs: list[str] = []
+    entered, gate = threading.Event(), threading.Event()
+
+    def effect(who: str) -> str:
+        runs.append(who)
+        entered.set()
+        gate.wait(60)
+        return f"done by {who}"
+
+    def run_in_fork() -> None:
+        with store.claim("fork") as s:
+            s.once(KEY, lambda: effect("fork"))
+
+    worker = threading.Thread(target=run_in_fork)
+    worker.start()
+    try:
+        assert entered.wait(60)
+        assert store.load("orig").ledger[KEY].status == "started"
+        for how in ({"forget": True}, {"result": "by hand"}):
+            with pytest.raises(SessionBusyError, match="'fork'"):
+                resolve_unknown_effect(store, "orig", KEY, reviewer="ann", **how)
+        assert store._holder("orig") is None
+    finally:
+        gate.set()
+        worker.join(60)
+    with store.claim("orig") as s:
+        assert s.once(KEY, lambda: effect("orig")) == "done by fork"
+    assert runs == ["fork"]
+    # the fork's holder gone mid-effect: resolvable through either, while nobody holds it
+    store.fork("orig", "fork2")
+    crashed = store.load("fork2")
+    assert crashed._ledger_start("other/key") is None
+    s = resolve_unknown_effect(store, "orig", "other/key", forget=True, reviewer="ann")
+    assert s.ledger["other/key"].status == "failed"
