@@ -12,7 +12,7 @@ import base64
 import binascii
 import hmac
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -436,11 +436,13 @@ def agui_app(
             return _error(404, "no such thread")
         after = parse_cursor(request.headers.get("last-event-id"))
 
-        def frames() -> Iterator[str]:
-            for cursor, event in replay(session, after):
-                yield encode(event, cursor)
+        def frames() -> list[str]:
+            return [encode(event, cursor) for cursor, event in replay(session, after)]
 
-        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+        # read whole before the answer starts: a log that cannot be read is an error
+        # answer, not a 200 stream cut off midway
+        body = await run_in_threadpool(frames)
+        return StreamingResponse(iter(body), media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def console(request: Request) -> Response:
         return HTMLResponse(CONSOLE_HTML, headers={
