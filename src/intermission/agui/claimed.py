@@ -213,7 +213,7 @@ class Claimed:
         tid, rid = self.data.thread_id, self.data.run_id
         prompt = p.prompt if p.kind == "prompt" else None
         then = p.then
-        first = len(s.messages)
+        before = list(s.messages)
         user_id = user_id_of(self.data.messages) if prompt or then else None
         outer: dict[str, Any] = {"runs": []}
 
@@ -225,7 +225,7 @@ class Claimed:
             if not found:  # paused for another reason: still not a success (AG-UI 1.0)
                 found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
                                       message=s.pending_reason)]  # fmt: skip
-            outer["ids"] = message_ids(s, first, user_id, tr)
+            outer["ids"] = message_ids(s, before, user_id, tr)
             outer["closing"] = paused(s, tid, rid, found, tr, outer["ids"])
             return list(outer["closing"])
 
@@ -252,7 +252,8 @@ class Claimed:
         end = outer.get("end")
         remember(s, outer["runs"], rid, end.seq if end is not None else None,
                  outer.get("closing") or [],
-                 outer.get("ids") or message_ids(s, first, user_id, tr))  # fmt: skip
+                 outer.get("ids") or message_ids(s, before, user_id, tr),
+                 user_id)  # fmt: skip
         if not tr.done:  # the run ended without its end event (cancelled)
             out = tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
             held += [((last, 500 + k), e) for k, e in enumerate(out)]
