@@ -345,3 +345,26 @@ def test_an_effect_a_fork_is_running_cannot_be_resolved_through_its_sibling(
     assert crashed._ledger_start("other/key") is None
     s = resolve_unknown_effect(store, "orig", "other/key", forget=True, reviewer="ann")
     assert s.ledger["other/key"].status == "failed"
+
+
+def test_effects_running_now_hide_no_stuck_session(make_store: Any) -> None:
+    """``stuck(limit)`` read the first ``limit`` started ledger entries and only then left
+    out those running now (their session held). Before: with as many effects running as
+    the limit (100 for ``GET /interrupts``, 50 for ``pending``), no stuck session was
+    listed at all — here 6 running, ``limit=2``: none of the 2 stuck ones."""
+    from contextlib import ExitStack
+
+    store = make_store()
+    with ExitStack() as running:
+        for i in range(8):
+            s = paused_change(f"s{i}")
+            s.family = f"family-{i:016x}"  # (the running ones' entries come first)
+            store.save(s)
+            if i < 6:
+                held = running.enter_context(store.claim(f"s{i}"))
+                assert held._ledger_start(KEY) is None  # started, running now
+            else:
+                crashed_mid_effect(store, f"s{i}")
+        assert [s.session_id for s in store.stuck(limit=2)] == ["s6", "s7"]
+        assert [s.session_id for s in store.stuck(limit=1)] == ["s6"]
+        assert [s.session_id for s in store.stuck()] == ["s6", "s7"]

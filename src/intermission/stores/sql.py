@@ -543,35 +543,48 @@ class SQLStore(StoreMethods, Pool):
         """Sessions that need a person: an effect they started never recorded its outcome
         and nobody holds their claim now (see :class:`StuckSession`)."""
         _check.count("limit", limit, 1, 10_000)
+        out: list[StuckSession] = []
+        after: tuple[Any, ...] = ()
         with self._tx("read") as run:
-            started = run(
-                "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started' "
-                "ORDER BY session_id, key LIMIT ?",
-                (limit,),
-            ).fetchall()
-            by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
-            # an entry that cannot be read is listed as such, never blanks the listing; who
-            # started it is unknown, so it goes to the sessions of its family
-            damaged: dict[str, list[tuple[str, str]]] = {}
-            for family, key, text in started:
-                try:
-                    entry = ledger_of(text)
-                except ValueError as exc:  # (pydantic's ValidationError is one)
-                    damaged.setdefault(family, []).append((key, str(exc).splitlines()[0][:200]))
-                    continue
-                by.setdefault(entry.by or family, []).append((family, key, entry))
-            if not by and not damaged:
-                return []
-            marks = ", ".join("?" for _ in by) or "NULL"
-            where = f"id IN ({marks})"
-            if damaged:
-                fams = ", ".join("?" for _ in damaged)
-                where += f" OR family IN ({fams}) OR (family IS NULL AND id IN ({fams}))"
-            rows = run(
-                f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
-                f"{self._now_sql} FROM im_sessions WHERE {where}",
-                (*self._now(), *by, *damaged, *damaged),
-            ).fetchall()
+            # started entries a page at a time until ``limit`` are stuck: effects running
+            # now are started too, and however many they are, they hide none that is stuck
+            while len(out) < limit:
+                sql = "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started'"
+                if after:
+                    sql += " AND (session_id > ? OR (session_id = ? AND key > ?))"
+                started = run(f"{sql} ORDER BY session_id, key LIMIT ?", (*after, limit))
+                started = started.fetchall()
+                out += self._stuck_of(run, started)
+                if len(started) < limit:
+                    break
+                after = (started[-1][0], started[-1][0], started[-1][1])
+        return sorted(out)[:limit]
+
+    def _stuck_of(self, run: Callable[..., Any], started: list[Any]) -> list[StuckSession]:
+        """The stuck sessions among ``started`` ledger rows (family, key, entry)."""
+        by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
+        # an entry that cannot be read is listed as such, never blanks the listing; who
+        # started it is unknown, so it goes to the sessions of its family
+        damaged: dict[str, list[tuple[str, str]]] = {}
+        for family, key, text in started:
+            try:
+                entry = ledger_of(text)
+            except ValueError as exc:  # (pydantic's ValidationError is one)
+                damaged.setdefault(family, []).append((key, str(exc).splitlines()[0][:200]))
+                continue
+            by.setdefault(entry.by or family, []).append((family, key, entry))
+        if not by and not damaged:
+            return []
+        marks = ", ".join("?" for _ in by) or "NULL"
+        where = f"id IN ({marks})"
+        if damaged:
+            fams = ", ".join("?" for _ in damaged)
+            where += f" OR family IN ({fams}) OR (family IS NULL AND id IN ({fams}))"
+        rows = run(
+            f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
+            f"{self._now_sql} FROM im_sessions WHERE {where}",
+            (*self._now(), *by, *damaged, *damaged),
+        ).fetchall()
         out: list[StuckSession] = []
         for sid, agent, status, family, held in rows:
             if held:  # (one running now is not stuck)
@@ -582,7 +595,7 @@ class SQLStore(StoreMethods, Pool):
                     out.append(StuckSession(sid, agent, status, key, entry.started_ms))
             for key, why in damaged.get(family or sid, []):
                 out.append(StuckSession(sid, agent, status, key, 0.0, why))
-        return sorted(out)
+        return out
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
