@@ -12,6 +12,7 @@ import base64
 import binascii
 import hmac
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -132,8 +133,11 @@ def _page_of(request: Request) -> tuple[int, PendingSession | None]:
         since, sid, *_ = json.loads(raw)
         if not isinstance(sid, str) or not isinstance(since, (int, float)):
             raise ValueError
-        return int(text), PendingSession(sid, None, None, pending_since=float(since))
-    except (ValueError, TypeError, binascii.Error):
+        if isinstance(since, bool) or not math.isfinite(since := float(since)):
+            raise ValueError
+        return int(text), PendingSession(sid, None, None, pending_since=since)
+    except (ValueError, TypeError, OverflowError, RecursionError, binascii.Error):
+        # (a hand-made cursor: too deep, an integer no float holds, NaN…)
         raise UsageError("after is the next cursor of an earlier page") from None
 
 
