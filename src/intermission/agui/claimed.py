@@ -250,15 +250,22 @@ class Claimed:
                     for k, e in enumerate(out):
                         self.send((event.seq, k), e)
         end = outer.get("end")
-        remember(s, outer["runs"], rid, end.seq if end is not None else None,
-                 outer.get("closing") or [],
+        closing = outer.get("closing") or []
+        if (
+            tr.done
+            and then is not None
+            and end is not None
+            and end.pending
+            and len(outer["runs"]) == 1
+        ):  # the message could not run: the end says so, live and in every replay
+            closing = [*closing[:-1], self._not_run(s)]
+            held[-1] = (held[-1][0], closing[-1])
+        remember(s, outer["runs"], rid, end.seq if end is not None else None, closing,
                  outer.get("ids") or message_ids(s, before, user_id, tr),
                  user_id)  # fmt: skip
         if not tr.done:  # the run ended without its end event (cancelled)
             out = tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
             held += [((last, 500 + k), e) for k, e in enumerate(out)]
-        elif then is not None and end is not None and end.pending and len(outer["runs"]) == 1:
-            held[-1] = (held[-1][0], self._not_run(s))
         return held
 
     def _not_run(self, s: InMemoryAgentSession) -> Any:
