@@ -368,3 +368,31 @@ def test_effects_running_now_hide_no_stuck_session(make_store: Any) -> None:
         assert [s.session_id for s in store.stuck(limit=2)] == ["s6", "s7"]
         assert [s.session_id for s in store.stuck(limit=1)] == ["s6"]
         assert [s.session_id for s in store.stuck()] == ["s6", "s7"]
+
+
+def test_an_effect_whose_fork_was_deleted_is_listed_on_its_family(make_store: Any) -> None:
+    """A fork shares its family's ledger: an effect it started and never ended stops
+    every session of the family that reaches it. Before: once the fork was deleted (it was
+    the one listed), ``stuck()`` listed nothing, while the original, approved, stopped on
+    it with EffectOutcomeUnknownError — a session needing a person, listed nowhere."""
+    from intermission import EffectOutcomeUnknownError
+
+    store = make_store()
+    store.save(paused_change("orig"))
+    store.fork("orig", "fork")
+    crashed_mid_effect(store, "fork")
+    assert [s.session_id for s in store.stuck()] == ["fork"]
+    store.delete("fork")
+    assert [(s.session_id, s.key) for s in store.stuck()] == [("orig", KEY)]
+    with pytest.raises(EffectOutcomeUnknownError):
+        with store.resume("orig") as s:
+            s.effect_wait_s = 0.0  # (no sibling to wait for: it is gone)
+            s.context.put("approval.decision", "APPROVE")
+            build_change_graph().prompt().session(s).call()
+    assert [s.session_id for s in store.stuck()] == ["orig"]
+    resolve_unknown_effect(store, "orig", KEY, result="done by hand", reviewer="ann")
+    assert store.stuck() == []
+    with store.resume("orig") as s:
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph().prompt().session(s).call()
+    assert store.load("orig").context.get("change.result") == "done by hand"

@@ -585,14 +585,31 @@ class SQLStore(StoreMethods, Pool):
             f"{self._now_sql} FROM im_sessions WHERE {where}",
             (*self._now(), *by, *damaged, *damaged),
         ).fetchall()
+        # an effect whose session is gone (a fork deleted since) is its family's: every
+        # session of the family that reaches it stops there
+        gone = {sid for sid in by} - {row[0] for row in rows}
+        orphans: dict[str, list[tuple[str, LedgerEntry]]] = {}
+        for sid in gone:
+            for ledger_id, key, entry in by[sid]:
+                orphans.setdefault(ledger_id, []).append((key, entry))
+        if orphans:
+            fams = ", ".join("?" for _ in orphans)
+            rows += run(
+                f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
+                f"{self._now_sql} FROM im_sessions WHERE family IN ({fams}) OR "
+                f"(family IS NULL AND id IN ({fams}))",
+                (*self._now(), *orphans, *orphans),
+            ).fetchall()
         out: list[StuckSession] = []
-        for sid, agent, status, family, held in rows:
+        for sid, agent, status, family, held in dict((r[0], r) for r in rows).values():
             if held:  # (one running now is not stuck)
                 continue
             for ledger_id, key, entry in by.get(sid, []):
                 # (an effect of the family's other generation is not)
                 if (family or sid) == ledger_id:
                     out.append(StuckSession(sid, agent, status, key, entry.started_ms))
+            for key, entry in orphans.get(family or sid, []):
+                out.append(StuckSession(sid, agent, status, key, entry.started_ms))
             for key, why in damaged.get(family or sid, []):
                 out.append(StuckSession(sid, agent, status, key, 0.0, why))
         return out
