@@ -35,7 +35,25 @@ def pg_dsn() -> str:
     """The test database, or a skip locally / a failure under CI=true."""
     need(bool(PG_DSN), "PostgreSQL tests need INTERMISSION_PG_DSN (.ci/postgres.sh sets one up)")
     assert PG_DSN is not None
+    _reset_pg_schema(PG_DSN)
     return PG_DSN
+
+
+_PG_RESET = False
+
+
+def _reset_pg_schema(dsn: str) -> None:
+    """Drop whatever an earlier run left in the test database (once per process): a database
+    migrated by a newer intermission would otherwise refuse every store this one opens."""
+    global _PG_RESET
+    if _PG_RESET:
+        return
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    _PG_RESET = True
 
 
 def fresh_pg(**kw: Any) -> Any:

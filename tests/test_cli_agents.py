@@ -296,3 +296,59 @@ def test_serve_without_agents_does_not_run_a_users_session(app: Path) -> None:
         proc.wait(timeout=30)
         store.close()
     assert "demo's sessions only" in log.read_text()
+
+
+COPIED = '''
+"""The user's ops agent, started from intermission's example (its file kept the name)."""
+import sys
+from intermission import HITLInterceptor, InMemoryAgentSession, ReActAgent, tool
+from intermission.examples import _after_tool
+from intermission.messages import ToolCall
+from intermission.stores import SQLiteStore
+
+def build_ops_agent(user_id: int = 1001) -> ReActAgent:
+    @tool
+    def delete_user(user_id: int) -> str:
+        """Delete a user account (for real, here)."""
+        with open("world.txt", "a") as f:
+            f.write(f"deleted {user_id}\\n")
+        return f"user {user_id} deleted"
+
+    model = _after_tool(lambda obs: f"Done: {obs}.", ToolCall("delete_user", {"user_id": user_id}))
+    return (ReActAgent.of(model).name("ops").tools(delete_user)
+            .interceptor(HITLInterceptor().on_tool("delete_user")).build())
+
+AGENTS = {"ops": build_ops_agent}
+
+if __name__ == "__main__":
+    store = SQLiteStore(sys.argv[1])
+    s = InMemoryAgentSession.of("s-1")
+    build_ops_agent().prompt("delete user 1001").session(s).call()
+    store.save(s)
+'''
+
+
+def test_a_users_examples_module_copied_from_the_bundled_one_is_not_the_bundled_one(
+    tmp_path: Path,
+) -> None:
+    """A fingerprint names a tool's code by its module's last name, and the body is not
+    hashed: a user's ``examples.py`` adapted from the bundled example (same function
+    names, a real tool body) had the bundled example's fingerprint. Before: ``approve``
+    without ``--agents`` resumed the user's session with the bundled example — "done",
+    exit 0, the user's tool never ran."""
+    (tmp_path / "examples.py").write_text(COPIED)
+    subprocess.run([sys.executable, "examples.py", "app.sqlite"], cwd=tmp_path, check=True,
+                   timeout=120)  # fmt: skip
+    store = SQLiteStore(str(tmp_path / "app.sqlite"))
+    row = store.raw_row("s-1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    error = _one_line_error(run("approve", "s-1", "--store", str(tmp_path / "app.sqlite"),
+                                cwd=elsewhere))  # fmt: skip
+    assert "not by the bundled example 'ops'" in error and "nothing was changed" in error
+    assert store.raw_row("s-1") == row and _world(tmp_path) == []
+    done = run("approve", "s-1", "--store", "app.sqlite", "--agents", "examples:AGENTS",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("session s-1 done") and _world(tmp_path) == ["deleted 1001"]
+    store.close()

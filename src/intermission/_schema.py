@@ -22,8 +22,9 @@ __all__ = ["SchemaMismatch", "conform"]
 _MAX_DEPTH = 64
 _TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})
 _FALSE = frozenset({"false", "0", "no", "off", "f", "n"})
-_INTEGER = re.compile(r"\s*[+-]?\d+(\.0*)?\s*")
-_NUMBER = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*")
+# (ASCII digits only, as pydantic reads them: "１２" is not 12 to the tool)
+_INTEGER = re.compile(r"\s*[+-]?\d+(\.0*)?\s*", re.ASCII)
+_NUMBER = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
 
 
 class SchemaMismatch(ValueError):
@@ -108,8 +109,11 @@ def _typed(value: Any, kind: Any, path: str) -> Any:
     kinds = kind if isinstance(kind, list) else [kind]
     for k in kinds:  # an exact fit first
         if _is(value, k):
-            if k == "number" and isinstance(value, int) and abs(value) < 2**53:
-                return float(value)  # (as a float argument takes it: 5 is 5.0)
+            if k == "number" and isinstance(value, int):
+                if abs(value) < 2**53:
+                    return float(value)  # (as a float argument takes it: 5 is 5.0)
+                if not _finite(value):  # (a float argument cannot take it)
+                    continue
             return value
     for k in kinds:
         converted = _convert(value, k)
@@ -144,7 +148,10 @@ def _convert(value: Any, kind: str) -> Any:
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
             return int(value)
         if isinstance(value, str) and _INTEGER.fullmatch(value):
-            return int(value.strip().partition(".")[0])
+            try:
+                return int(value.strip().partition(".")[0])
+            except ValueError:  # more digits than Python (and pydantic) read
+                return _NO
         return _NO
     if kind == "number":
         if isinstance(value, str) and _NUMBER.fullmatch(value):
@@ -178,8 +185,22 @@ def _bounds(value: float, schema: dict[str, Any], path: str) -> None:
 
 
 def _multiple(value: float, step: float) -> bool:
-    quotient = value / step
+    if isinstance(value, int) and isinstance(step, int):
+        return value % step == 0
+    try:
+        quotient = value / step
+    except OverflowError:  # (an integer too large for a float)
+        return False
     return math.isfinite(quotient) and abs(quotient - round(quotient)) < 1e-9
+
+
+def _finite(value: int) -> bool:
+    """True when an integer fits a float."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _text(value: str, schema: dict[str, Any], path: str) -> None:

@@ -124,6 +124,8 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         sid, key, at = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key, args.store))
         agent = _v(entry.agent or "-")
         print(f"needs a person: {_v(entry.session_id)} ({agent}, {entry.status}): {_v(entry.why)}")
+        if getattr(entry, "damage", None) is not None:
+            continue  # (nothing to resolve until the entry is fixed by hand)
         print(f"  python -m intermission resolve {sid} {key} --result JSON --store {at}")
         print(f"  python -m intermission forget {sid} {key} --store {at}")
 
@@ -490,6 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IntermissionError as exc:
         print(f"error: {_v(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
+        return 130
     finally:
         store.close()
     return code or 0

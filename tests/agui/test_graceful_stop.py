@@ -141,6 +141,34 @@ def test_a_run_longer_than_the_drain_is_logged_and_its_claim_released(
     assert effects(log, thread) == []
 
 
+def test_a_second_interrupt_ends_the_drain_at_once(tmp_path: Path) -> None:
+    """The README: "A second ^C exits at once". Before, a drain whose run's client had left
+    (uvicorn had no connection to wait for, so the drain ran in the lifespan's shutdown)
+    went on for the whole ``--drain`` whatever the second ^C said, and a ^C ended
+    ``serve`` with a KeyboardInterrupt traceback."""
+    log = tmp_path / "effects.log"
+    target = str(tmp_path / "s.db")
+    server = Server(target, log, extra=("--drain", "300"))
+    thread = "t-" + uuid.uuid4().hex[:8]
+    try:
+        _resume_and_leave(server, thread, log)
+        server.proc.send_signal(signal.SIGINT)
+        _wait_for(lambda: _refused(server), "refusing new connections")
+        with pytest.raises(subprocess.TimeoutExpired):  # draining: the tool waits at its gate
+            server.proc.wait(timeout=1)
+        server.proc.send_signal(signal.SIGINT)
+        server.proc.wait(timeout=60)  # (not the 300 s drain)
+    finally:
+        log.with_name(f"gate-{thread}").touch()
+        server.stop()
+    said = server.output.read_text()
+    assert f"of thread '{thread}' (claim released" in said, said
+    assert "second interrupt" in said and "Traceback" not in said, said
+    assert server.proc.returncode == 130
+    _, holder, ledger = _stored(target, thread)
+    assert holder is None and list(ledger.values()) == ["started"]
+
+
 def test_a_stopping_app_answers_new_runs_503_and_drains_on_lifespan_shutdown() -> None:
     from intermission.agui import AGUIApp
 

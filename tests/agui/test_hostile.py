@@ -129,3 +129,33 @@ def test_paths_the_store_refuses_are_a_4xx(paused: Any) -> None:
     for path in ("/threads/a%00b", "/threads/a%00b/events", "/threads/%20/events"):
         r = client.get(path)
         assert 400 <= r.status_code < 500 and "Traceback" not in r.text, (path, r.text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cursor=st.one_of(
+        JSON.map(json.dumps),
+        st.sampled_from(
+            [
+                "[" * 5000,
+                f'[1{"0" * 400}, "T"]',
+                '[NaN, "T"]',
+                '[1e999, "T"]',
+                '[true, "T"]',
+                '[-Infinity, "T"]',
+            ]
+        ),
+    )
+)
+def test_any_after_cursor_gets_a_page_or_a_400(paused: Any, cursor: str) -> None:
+    """Before: a hand-made ``after`` cursor holding a deeply nested array or an integer no
+    float holds was a 500 (RecursionError, OverflowError), not the 400 every other bad
+    cursor gets."""
+    import base64
+
+    client = paused[0]
+    raw = base64.urlsafe_b64encode(cursor.encode()).decode().rstrip("=")
+    r = client.get("/interrupts", params={"after": raw})
+    assert r.status_code in (200, 400), (cursor[:80], r.status_code, r.text[:200])
+    if r.status_code == 400:
+        assert r.json()["error"] == "after is the next cursor of an earlier page"

@@ -162,3 +162,31 @@ def test_the_next_cursor_never_skips_a_thread_that_stays_open(kind: str, tmp_pat
     finally:
         server.stop()
         store.close()
+
+
+def test_the_replay_of_a_thread_whose_log_cannot_be_read_is_an_error_not_a_cut_stream(
+    tmp_path: Path,
+) -> None:
+    """Before: ``GET /threads/{id}/events`` answered 200 and the stream broke after its
+    headers (uvicorn: "response already started"), so a replaying client saw a thread with
+    no events, or a connection error to retry forever, instead of the one-line error that
+    ``GET /threads/{id}`` gives."""
+    from starlette.testclient import TestClient
+
+    from intermission.agui import agui_app
+    from intermission.testing.conformance import paused_change
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.save(paused_change("ok"))
+    store.save(paused_change("bad"))
+    with store._tx() as run:  # one event's kind edited by hand: valid JSON, not an event
+        run("UPDATE im_events SET events = replace(events, '\"kind\":\"team_start\"', "
+            "'\"kind\":\"team_stort\"') WHERE session_id = 'bad'")  # fmt: skip
+    app = agui_app({}, store)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+        good = client.get("/threads/ok/events")
+        assert good.status_code == 200 and good.text.count("\n\n") > 3
+        for path in ("/threads/bad", "/threads/bad/events"):
+            answer = client.get(path)
+            assert answer.status_code == 503 and "team_stort" in answer.json()["error"], path
+    store.close()

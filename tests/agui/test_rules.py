@@ -132,3 +132,30 @@ def test_a_retried_run_id_replays_that_run_and_old_history_is_no_prompt() -> Non
     new = [*snapshot["messages"], {"id": "u2", "role": "user", "content": "again"}]
     again = w.post("ops", {"threadId": "R", "runId": "r4", "messages": new})
     assert again[-1][1]["outcome"]["type"] == "interrupt"
+
+
+def test_a_thread_whose_message_window_is_full_never_runs_a_re_sent_message_again() -> None:
+    """Message ids were noted by position in the session's messages, which keep a window
+    (50 by default) and drop the oldest: once the window was full, the new user message's
+    id was not noted and the older ones pointed at other messages. Before: from round 26
+    of this thread on, re-sending the history (``runAgent({})``, a retry under a new
+    ``runId``) ran the last request again — a second approval of the same tool call — and
+    the pause's ``MESSAGES_SNAPSHOT`` gave the user's message another message's id."""
+    w = World()
+    history: list[dict[str, Any]] = []
+    for k in range(30):
+        user = {"id": f"msg-{k}", "role": "user", "content": f"note {k}"}
+        history.append(user)
+        paused = w.post("note", {"threadId": "W", "runId": f"r{k}", "messages": history})
+        assert paused[-1][1]["outcome"]["type"] == "interrupt", (k, types(paused))
+        (snapshot,) = [e for _, e in paused if e["type"] == "MESSAGES_SNAPSHOT"]
+        users = [m for m in snapshot["messages"] if m["role"] == "user"]
+        assert users[-1] == user, (k, users[-1])  # the client's own id for its message
+        ids = [i["id"] for i in paused[-1][1]["outcome"]["interrupts"]]
+        done = w.resume("note", "W", f"d{k}", ids, {"approved": True})
+        assert done[-1][1]["outcome"]["type"] == "success"
+        for again in (history, snapshot["messages"]):  # re-sent, under a new run id
+            stale = w.post("note", {"threadId": "W", "runId": f"x{k}", "messages": again})
+            assert types(stale) == ["RUN_STARTED", "RUN_ERROR"], (k, types(stale))
+            assert stale[-1][1]["code"] == "NO_PROMPT"
+    assert len(w.store.load("W").messages) == 50  # (the window was full)

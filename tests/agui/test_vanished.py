@@ -130,6 +130,15 @@ def test_a_message_that_cannot_run_after_the_decisions_is_refused_not_dropped(
     session = _load(target, thread)
     assert [m.content for m in session.messages if m.role == "user"] == ["go"]
     assert effects(log, thread) == ["delete_user 1"]
+    # a client that lost the stream replays it (the thread's log, or the run id again
+    # without the message): the same end, never a RUN_FINISHED that lets it believe the
+    # message ran (before: RUN_FINISHED {outcome: interrupt}, the message silently gone)
+    logged = server.replay(thread)
+    since = next(n for n, (_, e) in enumerate(logged)
+                 if e["type"] == "RUN_STARTED" and e["runId"] == "r2")  # fmt: skip
+    assert logged[since:] == events
+    retried = {**_message(thread), "messages": _message(thread)["messages"][:1]}
+    assert server.run("twice", retried) == events
     # sent again, it is refused again (the thread waits on its new interrupt), not lost
     again = server.run("twice", {**_message(thread), "runId": "r3"})
     assert again[-1][1]["code"] == "INTERRUPTS_OPEN"

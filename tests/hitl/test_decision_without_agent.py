@@ -208,6 +208,9 @@ JSON_VALUES = st.one_of(
     st.integers(-20, 20),
     st.floats(allow_nan=False, allow_infinity=False, width=32),
     st.sampled_from(["", "a", "ab", "abcdef", "fast", "safe", "5", " 7 ", "3.0", "3.5", "x"]),
+    # digits Python reads and pydantic does not, more digits than either reads, an
+    # integer no float holds
+    st.sampled_from(["\uff15", "\u0661\u0662", "9" * 5000, "1" * 400, 10**400, -(10**309)]),
     st.lists(st.one_of(st.integers(-5, 5), st.sampled_from(["1", "a"])), max_size=3),
 )
 KEYS = ["n", "word", "ratio", "flag", "ids", "maybe", "mode", "level", "name", "unknown"]
@@ -240,3 +243,24 @@ def test_what_the_schema_accepts_the_tool_runs_with_the_same_values(args: dict[s
     )
     if validated is not None and not bool_as_number:
         assert fitted is not None, (args, validated)
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [({"amount": "9" * 5000}, "amount: must be integer"),
+     ({"amount": "\uff15"}, "amount: must be integer")],
+)  # fmt: skip
+def test_an_edit_no_tool_reads_is_a_typed_refusal_and_changes_nothing(
+    edit: dict[str, Any], says: str
+) -> None:
+    """Before: an integer argument edited to a string of 5,000 digits raised a bare
+    ValueError out of ``HITL.submit`` (over AG-UI: ``INTERNAL_ERROR`` and a traceback in
+    the server's log), and a fullwidth "５" was recorded as 5, which the tool itself
+    refuses."""
+    s = InMemoryAgentSession.of("edit")
+    teller().prompt("pay bob").session(s).call()
+    (task,) = HITL.pending_tasks(s)
+    before = s.to_json()
+    with pytest.raises(InvalidDecisionError, match=says):
+        HITL.submit(s, task, HITLDecision.approve().modified_args(edit))
+    assert s.to_json() == before

@@ -219,3 +219,180 @@ def test_the_cli_lists_a_stuck_session_and_resolves_or_forgets_its_effect(
         assert store.load("stuck-a").context.get("change.result") == "applied by hand"
     finally:
         store.close()
+
+
+# -- found by the adversarial pass -------------------------------------------------------
+def damage_ledger(store: Any, sid: str, key: str = KEY) -> None:
+    """Cut the stored ledger entry of ``key`` short, as a hand edit would."""
+    family = store.load(sid).ledger_id
+    with store._tx() as run:
+        sql = "UPDATE im_ledger SET entry = substr(entry, 1, 12) WHERE session_id = ? AND key = ?"
+        assert run(sql, (family, key)).rowcount == 1
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_damaged_ledger_entry_is_listed_and_never_blanks_the_stuck_listing(
+    kind: str, tmp_path: Path
+) -> None:
+    """Before: one stuck effect's ledger row cut short made ``store.stuck()`` raise a bare
+    JSONDecodeError, so ``pending`` ended in a traceback (exit 1) and ``GET /interrupts``
+    answered 500: the console showed nothing, the good stuck session included."""
+    from starlette.testclient import TestClient
+
+    from intermission.agui import agui_app
+
+    store, target = _store(kind, tmp_path)
+    try:
+        for sid in ("bad", "good"):
+            store.save(paused_change(sid))
+            crashed_mid_effect(store, sid)
+        damage_ledger(store, "bad")
+        stuck = {s.session_id: s for s in store.stuck()}
+        assert sorted(stuck) == ["bad", "good"]
+        assert stuck["good"].damage is None and stuck["bad"].key == KEY
+        assert stuck["bad"].damage and "cannot be read" in stuck["bad"].why
+        out = cli("pending", "--store", target, effects=tmp_path / "effects")
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert f"needs a person: bad (change, pending): the ledger entry of effect '{KEY}'" in (
+            out.stdout
+        )
+        assert f"python -m intermission resolve good {KEY}" in out.stdout
+        assert "resolve bad" not in out.stdout  # nothing to resolve until it is fixed
+        with TestClient(agui_app({}, store), base_url="http://127.0.0.1") as client:
+            answer = client.get("/interrupts")
+        assert answer.status_code == 200, answer.text
+        listed = {s["threadId"]: s for s in answer.json()["stuck"]}
+        assert sorted(listed) == ["bad", "good"] and "cannot be read" in listed["bad"]["why"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_claim_on_a_row_that_cannot_be_read_is_not_kept(kind: str, tmp_path: Path) -> None:
+    """Before: the claim's UPDATE committed, then the row failed to parse, and nobody knew
+    the claim's token: once the row was repaired the session answered SessionBusyError
+    (THREAD_BUSY, resolve, approve) for the whole lease (5 minutes)."""
+    from intermission import SnapshotError
+
+    store, _ = _store(kind, tmp_path)
+    try:
+        store.save(paused_change("s"))
+        store.save(paused_change("t"))
+        crashed_mid_effect(store, "t")
+        with store._tx() as run:
+            (text,) = run("SELECT snapshot FROM im_sessions WHERE id = 's'").fetchone()
+        damage(store, "s", "edited")
+        damage_ledger(store, "t")
+        for sid in ("s", "t"):
+            for _ in range(2):  # (the second time too: not SessionBusyError)
+                with pytest.raises(SnapshotError):
+                    with store.claim(sid):
+                        pass
+            assert store._holder(sid) is None
+        with store._tx() as run:  # repaired by hand
+            run("UPDATE im_sessions SET snapshot = ? WHERE id = 's'", (text,))
+            run("DELETE FROM im_ledger WHERE key = ?", (KEY,))
+        for sid in ("s", "t"):
+            with store.claim(sid) as s:
+                assert s.session_id == sid
+    finally:
+        store.close()
+
+
+def test_an_effect_a_fork_is_running_cannot_be_resolved_through_its_sibling(
+    make_store: Any,
+) -> None:
+    """A fork shares its family's ledger, so ``show`` on the original lists the effect the
+    fork is running as started ("resolve or forget it"). Before: ``forget`` through the
+    original claimed only the original, so it went through while the fork's holder ran the
+    effect — and the original's next resume ran it a second time."""
+    import threading
+
+    store = make_store()
+    store.save(paused_change("orig"))
+    store.fork("orig", "fork")
+    runs: list[str] = []
+    entered, gate = threading.Event(), threading.Event()
+
+    def effect(who: str) -> str:
+        runs.append(who)
+        entered.set()
+        gate.wait(60)
+        return f"done by {who}"
+
+    def run_in_fork() -> None:
+        with store.claim("fork") as s:
+            s.once(KEY, lambda: effect("fork"))
+
+    worker = threading.Thread(target=run_in_fork)
+    worker.start()
+    try:
+        assert entered.wait(60)
+        assert store.load("orig").ledger[KEY].status == "started"
+        for how in ({"forget": True}, {"result": "by hand"}):
+            with pytest.raises(SessionBusyError, match="'fork'"):
+                resolve_unknown_effect(store, "orig", KEY, reviewer="ann", **how)
+        assert store._holder("orig") is None
+    finally:
+        gate.set()
+        worker.join(60)
+    with store.claim("orig") as s:
+        assert s.once(KEY, lambda: effect("orig")) == "done by fork"
+    assert runs == ["fork"]
+    # the fork's holder gone mid-effect: resolvable through either, while nobody holds it
+    store.fork("orig", "fork2")
+    crashed = store.load("fork2")
+    assert crashed._ledger_start("other/key") is None
+    s = resolve_unknown_effect(store, "orig", "other/key", forget=True, reviewer="ann")
+    assert s.ledger["other/key"].status == "failed"
+
+
+def test_effects_running_now_hide_no_stuck_session(make_store: Any) -> None:
+    """``stuck(limit)`` read the first ``limit`` started ledger entries and only then left
+    out those running now (their session held). Before: with as many effects running as
+    the limit (100 for ``GET /interrupts``, 50 for ``pending``), no stuck session was
+    listed at all — here 6 running, ``limit=2``: none of the 2 stuck ones."""
+    from contextlib import ExitStack
+
+    store = make_store()
+    with ExitStack() as running:
+        for i in range(8):
+            s = paused_change(f"s{i}")
+            s.family = f"family-{i:016x}"  # (the running ones' entries come first)
+            store.save(s)
+            if i < 6:
+                held = running.enter_context(store.claim(f"s{i}"))
+                assert held._ledger_start(KEY) is None  # started, running now
+            else:
+                crashed_mid_effect(store, f"s{i}")
+        assert [s.session_id for s in store.stuck(limit=2)] == ["s6", "s7"]
+        assert [s.session_id for s in store.stuck(limit=1)] == ["s6"]
+        assert [s.session_id for s in store.stuck()] == ["s6", "s7"]
+
+
+def test_an_effect_whose_fork_was_deleted_is_listed_on_its_family(make_store: Any) -> None:
+    """A fork shares its family's ledger: an effect it started and never ended stops
+    every session of the family that reaches it. Before: once the fork was deleted (it was
+    the one listed), ``stuck()`` listed nothing, while the original, approved, stopped on
+    it with EffectOutcomeUnknownError — a session needing a person, listed nowhere."""
+    from intermission import EffectOutcomeUnknownError
+
+    store = make_store()
+    store.save(paused_change("orig"))
+    store.fork("orig", "fork")
+    crashed_mid_effect(store, "fork")
+    assert [s.session_id for s in store.stuck()] == ["fork"]
+    store.delete("fork")
+    assert [(s.session_id, s.key) for s in store.stuck()] == [("orig", KEY)]
+    with pytest.raises(EffectOutcomeUnknownError):
+        with store.resume("orig") as s:
+            s.effect_wait_s = 0.0  # (no sibling to wait for: it is gone)
+            s.context.put("approval.decision", "APPROVE")
+            build_change_graph().prompt().session(s).call()
+    assert [s.session_id for s in store.stuck()] == ["orig"]
+    resolve_unknown_effect(store, "orig", KEY, result="done by hand", reviewer="ann")
+    assert store.stuck() == []
+    with store.resume("orig") as s:
+        s.context.put("approval.decision", "APPROVE")
+        build_change_graph().prompt().session(s).call()
+    assert store.load("orig").context.get("change.result") == "done by hand"

@@ -9,9 +9,11 @@ nothing else:
 - each tool: its name, its argument schema (types, required names, constraints; not its
   descriptions or titles), whether it is marked destructive, and which code runs it (the
   function's module — its own name, not its package path — and qualified name; an MCP
-  tool: its server's name and the tool's name on it). The body of the function is not
-  hashed: fixing a tool and redeploying keeps paused sessions resumable; swapping it for
-  another function (the bundled example's, say) does not;
+  tool: its server's name and the tool's name on it; intermission's own code keeps its
+  full module name, so a user's ``examples.py`` copied from the bundled one is not it).
+  The body of the function is not hashed: fixing a tool and redeploying keeps paused
+  sessions resumable; swapping it for another function (the bundled example's, say)
+  does not;
 - each interceptor that describes a policy (``policy_data()``, as the HITL interceptor
   does: which tools ask, its policies, deadlines, approvers and what expiry means);
 - for a team: its graph (node ids and kinds, task, condition and link code, loops,
@@ -80,6 +82,10 @@ def _module_name(module: str | None) -> str:
             from pathlib import Path
 
             module = Path(path).stem
+    if module is not None and module.startswith("intermission."):
+        # intermission's own code (the bundled examples) keeps its full name: a user's
+        # module of the same last name (an ``examples.py`` copied from it) is not it
+        return module
     return (module or "?").rpartition(".")[2]
 
 

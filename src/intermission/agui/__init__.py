@@ -46,6 +46,10 @@ def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 8000) -> None:
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if isinstance(app, AGUIApp) and sig in (signal.SIGTERM, signal.SIGINT):
+                if self.should_exit and sig == signal.SIGINT:
+                    # a second ^C: uvicorn skips its own waits, and the drain (which runs
+                    # in the lifespan's shutdown, past those) ends now too
+                    app._runs.hurry()
                 app.stop()  # refuse new runs before anything else happens
             super().handle_exit(sig, frame)
 

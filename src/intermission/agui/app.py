@@ -11,7 +11,8 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ag_ui import core as ag
@@ -138,8 +139,11 @@ def _page_of(request: Request) -> tuple[int, PendingSession | None]:
         since, sid, *_ = json.loads(raw)
         if not isinstance(sid, str) or not isinstance(since, (int, float)):
             raise ValueError
-        return int(text), PendingSession(sid, None, None, pending_since=float(since))
-    except (ValueError, TypeError, binascii.Error):
+        if isinstance(since, bool) or not math.isfinite(since := float(since)):
+            raise ValueError
+        return int(text), PendingSession(sid, None, None, pending_since=since)
+    except (ValueError, TypeError, OverflowError, RecursionError, binascii.Error):
+        # (a hand-made cursor: too deep, an integer no float holds, NaN…)
         raise UsageError("after is the next cursor of an earlier page") from None
 
 
@@ -464,11 +468,13 @@ def agui_app(
             return _error(404, "no such thread")
         after = parse_cursor(request.headers.get("last-event-id"))
 
-        def frames() -> Iterator[str]:
-            for cursor, event in replay(session, after):
-                yield encode(event, cursor)
+        def frames() -> list[str]:
+            return [encode(event, cursor) for cursor, event in replay(session, after)]
 
-        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+        # read whole before the answer starts: a log that cannot be read is an error
+        # answer, not a 200 stream cut off midway
+        body = await run_in_threadpool(frames)
+        return StreamingResponse(iter(body), media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def console(request: Request) -> Response:
         return HTMLResponse(CONSOLE_HTML, headers={

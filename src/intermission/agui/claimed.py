@@ -251,7 +251,7 @@ class Claimed:
         tid, rid = self.data.thread_id, self.data.run_id
         prompt = p.prompt if p.kind == "prompt" else None
         then = p.then
-        first = len(s.messages)
+        before = list(s.messages)
         user_id = user_id_of(self.data.messages) if prompt or then else None
         outer: dict[str, Any] = {"runs": []}
 
@@ -263,7 +263,7 @@ class Claimed:
             if not found:  # paused for another reason: still not a success (AG-UI 1.0)
                 found = [ag.Interrupt(id=f"pending-{end.seq}", reason="input_required",
                                       message=s.pending_reason)]  # fmt: skip
-            outer["ids"] = message_ids(s, first, user_id, tr)
+            outer["ids"] = message_ids(s, before, user_id, tr)
             outer["closing"] = paused(s, tid, rid, found, tr, outer["ids"])
             return list(outer["closing"])
 
@@ -288,14 +288,22 @@ class Claimed:
                     for k, e in enumerate(out):
                         self.send((event.seq, k), e)
         end = outer.get("end")
-        remember(s, outer["runs"], rid, end.seq if end is not None else None,
-                 outer.get("closing") or [],
-                 outer.get("ids") or message_ids(s, first, user_id, tr))  # fmt: skip
+        closing = outer.get("closing") or []
+        if (
+            tr.done
+            and then is not None
+            and end is not None
+            and end.pending
+            and len(outer["runs"]) == 1
+        ):  # the message could not run: the end says so, live and in every replay
+            closing = [*closing[:-1], self._not_run(s)]
+            held[-1] = (held[-1][0], closing[-1])
+        remember(s, outer["runs"], rid, end.seq if end is not None else None, closing,
+                 outer.get("ids") or message_ids(s, before, user_id, tr),
+                 user_id)  # fmt: skip
         if not tr.done:  # the run ended without its end event (cancelled)
             out = tr.close() + tr.error("the run did not finish", "RUN_INCOMPLETE")
             held += [((last, 500 + k), e) for k, e in enumerate(out)]
-        elif then is not None and end is not None and end.pending and len(outer["runs"]) == 1:
-            held[-1] = (held[-1][0], self._not_run(s))
         return held
 
     def _not_run(self, s: InMemoryAgentSession) -> Any:

@@ -51,11 +51,16 @@ def notes_of(session: Any) -> dict[str, Any]:
 
 
 def remember(session: Any, run_ids: list[str], agui_run: str, end_seq: int | None,
-              closing: list[Any], ids: dict[int, str]) -> None:  # fmt: skip
+              closing: list[Any], ids: dict[int, str],
+              user_id: str | None = None) -> None:  # fmt: skip
     """Note the AG-UI id of the run's outer runs (several: each but the last is continued
     by the next) and, for a pause, the events that closed it (snapshots and outcome as
-    they were then), so a replay sends what the live stream sent."""
+    they were then), so a replay sends what the live stream sent; and ``user_id``, the
+    id of the user message the run took (kept apart from positions, which a full message
+    window moves: see :func:`seen_message_ids`)."""
     notes = notes_of(session)
+    users = [u for u in notes.get("users") or [] if u != user_id]
+    users += [user_id] if user_id else []
     runs = dict(notes.get("runs") or {})
     for run_id in run_ids:
         runs[run_id] = agui_run
@@ -75,13 +80,23 @@ def remember(session: Any, run_ids: list[str], agui_run: str, end_seq: int | Non
     }
     if chained:
         notes["chained"] = chained[-KEEP:]
+    if users:
+        notes["users"] = users[-KEEP_IDS:]
     session.traces[ADAPTER] = notes
 
 
-def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -> dict[int, str]:
+def message_ids(
+    session: Any, before: list[Any], user_id: str | None, tr: Translator
+) -> dict[int, str]:
     """The ids the client saw for the session's messages: those noted by earlier runs, and
-    for this run's (from position ``first``) the user's own and the streamed texts'."""
-    ids = {int(k): v for k, v in (notes_of(session).get("ids") or {}).items()}
+    for this run's the user's own and the streamed texts'. ``before``: the session's
+    messages when the run began (a full window drops the oldest as the run adds some, so
+    the noted positions move back by as many)."""
+    gone = _dropped(before, session.messages)
+    ids = {
+        int(k) - gone: v for k, v in (notes_of(session).get("ids") or {}).items() if int(k) >= gone
+    }
+    first = len(before) - gone
     texts = iter(tr.texts)
     for i, m in enumerate(session.messages[first:], start=first):
         if m.role == "user" and user_id:
@@ -93,12 +108,25 @@ def message_ids(session: Any, first: int, user_id: str | None, tr: Translator) -
     return ids
 
 
+def _dropped(before: list[Any], now: list[Any]) -> int:
+    """How many of the messages ``before`` the window dropped to give ``now``."""
+    if not now:
+        return len(before)
+    head = now[0]
+    return next((i for i, m in enumerate(before) if m is head), len(before))
+
+
 def seen_message_ids(session: Any) -> set[str]:
     """The ids the client was shown for the session's user messages (its own ids, else the
-    ones MESSAGES_SNAPSHOT made up): a user message with one of them is not a new one."""
-    ids = {int(k): v for k, v in (notes_of(session).get("ids") or {}).items()}
+    ones MESSAGES_SNAPSHOT made up), and the ids of the user messages runs took: a user
+    message with one of them is not a new one."""
+    notes = notes_of(session)
+    ids = {int(k): v for k, v in (notes.get("ids") or {}).items()}
     tid = session.session_id
-    return {ids.get(i) or f"{tid}:m{i}" for i, m in enumerate(session.messages) if m.role == "user"}
+    shown = {
+        ids.get(i) or f"{tid}:m{i}" for i, m in enumerate(session.messages) if m.role == "user"
+    }
+    return shown | set(notes.get("users") or ())
 
 
 def run_named(session: Any, agui_run: str) -> list[Any] | None:

@@ -36,6 +36,8 @@ log = logging.getLogger("intermission.agui")
 
 DEFAULT_DRAIN_S = 30.0
 """How long a stopping server waits for its runs in flight."""
+POLL_S = 0.1
+"""How often a drain looks again at when it ends (a second ^C ends it at once)."""
 REFUSED_K = 1000
 """Refused runs record nothing: their events get ids after the session's last event."""
 
@@ -69,6 +71,8 @@ class Runs:
         self.drain_s = drain_s
         self.stopping: float | None = None
         """When the drain ends (monotonic seconds), once a stop began."""
+        self.hurried = False
+        """True once a second interrupt ended the drain early."""
         self._live: set[_Live] = set()
         self._changed = threading.Condition()
 
@@ -77,6 +81,14 @@ class Runs:
         # no lock: a signal handler calls this on the thread that may be holding it
         if self.stopping is None:
             self.stopping = time.monotonic() + self.drain_s
+
+    def hurry(self) -> None:
+        """End the drain now (a second ^C): the runs still going are given up at once."""
+        # no lock, as in stop(): drain() looks at the time it may wait at least every
+        # POLL_S seconds
+        self.stop()
+        self.hurried = True
+        self.stopping = time.monotonic()
 
     def start(
         self, name: str, data: ag.RunAgentInput, principal: Principal | None = None
@@ -122,7 +134,7 @@ class Runs:
         assert self.stopping is not None
         with self._changed:
             while self._live and (left := self.stopping - time.monotonic()) > 0:
-                self._changed.wait(left)
+                self._changed.wait(min(left, POLL_S))
             late = list(self._live)
         out: list[str] = []
         for live in late:
@@ -138,7 +150,10 @@ class Runs:
                     )
                 except IntermissionError as exc:
                     what += f" (claim left to lapse: {type(exc).__name__})"
-            log.warning("%s did not finish within the %g s drain", what, self.drain_s)
+            if self.hurried:
+                log.warning("%s was given up at a second interrupt", what)
+            else:
+                log.warning("%s did not finish within the %g s drain", what, self.drain_s)
             out.append(what)
         return out
 

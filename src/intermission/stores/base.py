@@ -241,10 +241,19 @@ class StuckSession(NamedTuple):
     key: str
     """The effect's idempotency key."""
     started_ms: float
+    damage: str | None = None
+    """Why its ledger entry cannot be read (None: it can). A damaged entry is listed, not
+    left to blank the listing; it is fixed by hand (``started_ms`` is then 0)."""
 
     @property
     def why(self) -> str:
         """One line for a listing."""
+        if self.damage is not None:
+            return (
+                f"the ledger entry of effect {self.key!r} cannot be read ({self.damage}): "
+                "it was damaged or written by another program; restore it from a backup, or "
+                "delete the session"
+            )
         return (
             f"effect {self.key!r} started at {_utc(self.started_ms)} and its outcome was "
             "never recorded: check the external system, then resolve it (it happened) or "

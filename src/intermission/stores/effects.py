@@ -11,14 +11,16 @@ resolved effect returns the recorded result, a forgotten one runs again.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any, get_args
 
 from .. import _check
 from .._json import check_json
 from ..audit import Via
 from ..core.session import InMemoryAgentSession
-from ..errors import NothingToResolveError, UsageError
-from .base import SessionStore
+from ..errors import NothingToResolveError, SessionNotFoundError, UsageError
+from .base import SessionStore, claim_token
 
 __all__ = ["RESOLVED_KEY", "resolve_unknown_effect"]
 
@@ -59,10 +61,14 @@ def resolve_unknown_effect(
         raise UsageError("give either result= (the effect happened) or forget=True (it did not)")
     if not forget:
         check_json(f"result of effect {key!r}", result)
-    with store.claim(session_id) as s:
+    with store.claim(session_id) as s, ExitStack() as also:
         entry = s.ledger.get(key)
         if entry is None or entry.status != "started":
             raise NothingToResolveError(session_id, key, None if entry is None else entry.status)
+        if entry.by is not None and entry.by != session_id:
+            # a fork sharing the ledger started it: its claim's holder may be running it
+            # right now (SessionBusyError), so its claim is held too while this is recorded
+            also.enter_context(_held(store, entry.by))
         # audited with the ledger write itself (effect.resolved / effect.forgotten: who,
         # through which surface)
         who = reviewer if principal is None else principal
@@ -81,3 +87,28 @@ def resolve_unknown_effect(
             record["display"] = display
         s.context.put(RESOLVED_KEY, [*(s.context.get(RESOLVED_KEY) or []), record])
     return s
+
+
+@contextmanager
+def _held(store: SessionStore, session_id: str) -> Iterator[None]:
+    """Hold the claim of ``session_id`` (SessionBusyError while someone else does), and
+    release it unchanged; a session deleted meanwhile runs nothing."""
+    take, release = getattr(store, "_take", None), getattr(store, "_release", None)
+    if not callable(take) or not callable(release):  # another make of store: its own claim
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(store.claim(session_id))
+            except SessionNotFoundError:
+                pass
+            yield
+        return
+    token = claim_token()
+    try:
+        take(session_id, token, False)
+    except SessionNotFoundError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        release(session_id, token)

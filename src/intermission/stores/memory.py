@@ -282,15 +282,19 @@ class MemoryStore(StoreMethods):
         with self._lock:
             for ledger_id, ledger in sorted(self._ledgers.items()):
                 for key, entry in sorted(ledger.items()):
-                    sid = entry.by or ledger_id
-                    row = self._rows.get(sid)
-                    if entry.status != "started" or row is None:
+                    if entry.status != "started":
                         continue
-                    held = row.claimed_by is not None and row.claim_until >= now
-                    if (row.family or sid) == ledger_id and not held:
-                        out.append(
-                            StuckSession(sid, row.row.agent, row.row.status, key, entry.started_ms)
-                        )
+                    sid = entry.by or ledger_id
+                    # (an effect whose session is gone, a fork deleted since, is its family's)
+                    mine = [sid] if sid in self._rows else [
+                        i for i, r in self._rows.items() if (r.family or i) == ledger_id
+                    ]  # fmt: skip
+                    for sid in mine:
+                        row = self._rows[sid]
+                        held = row.claimed_by is not None and row.claim_until >= now
+                        if (row.family or sid) == ledger_id and not held:
+                            out.append(StuckSession(sid, row.row.agent, row.row.status, key,
+                                                    entry.started_ms))  # fmt: skip
         return sorted(out)[:limit]
 
     def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:

@@ -582,31 +582,76 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
         """Sessions that need a person: an effect they started never recorded its outcome
         and nobody holds their claim now (see :class:`StuckSession`)."""
         _check.count("limit", limit, 1, 10_000)
+        out: list[StuckSession] = []
+        after: tuple[Any, ...] = ()
         with self._tx("read") as run:
-            started = run(
-                "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started' "
-                "ORDER BY session_id, key LIMIT ?",
-                (limit,),
-            ).fetchall()
-            by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
-            for family, key, text in started:
+            # started entries a page at a time until ``limit`` are stuck: effects running
+            # now are started too, and however many they are, they hide none that is stuck
+            while len(out) < limit:
+                sql = "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started'"
+                if after:
+                    sql += " AND (session_id > ? OR (session_id = ? AND key > ?))"
+                started = run(f"{sql} ORDER BY session_id, key LIMIT ?", (*after, limit))
+                started = started.fetchall()
+                out += self._stuck_of(run, started)
+                if len(started) < limit:
+                    break
+                after = (started[-1][0], started[-1][0], started[-1][1])
+        return sorted(out)[:limit]
+
+    def _stuck_of(self, run: Callable[..., Any], started: list[Any]) -> list[StuckSession]:
+        """The stuck sessions among ``started`` ledger rows (family, key, entry)."""
+        by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
+        # an entry that cannot be read is listed as such, never blanks the listing; who
+        # started it is unknown, so it goes to the sessions of its family
+        damaged: dict[str, list[tuple[str, str]]] = {}
+        for family, key, text in started:
+            try:
                 entry = ledger_of(text)
-                by.setdefault(entry.by or family, []).append((family, key, entry))
-            if not by:
-                return []
-            marks = ", ".join("?" for _ in by)
-            rows = run(
+            except ValueError as exc:  # (pydantic's ValidationError is one)
+                damaged.setdefault(family, []).append((key, str(exc).splitlines()[0][:200]))
+                continue
+            by.setdefault(entry.by or family, []).append((family, key, entry))
+        if not by and not damaged:
+            return []
+        marks = ", ".join("?" for _ in by) or "NULL"
+        where = f"id IN ({marks})"
+        if damaged:
+            fams = ", ".join("?" for _ in damaged)
+            where += f" OR family IN ({fams}) OR (family IS NULL AND id IN ({fams}))"
+        rows = run(
+            f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
+            f"{self._now_sql} FROM im_sessions WHERE {where}",
+            (*self._now(), *by, *damaged, *damaged),
+        ).fetchall()
+        # an effect whose session is gone (a fork deleted since) is its family's: every
+        # session of the family that reaches it stops there
+        gone = {sid for sid in by} - {row[0] for row in rows}
+        orphans: dict[str, list[tuple[str, LedgerEntry]]] = {}
+        for sid in gone:
+            for ledger_id, key, entry in by[sid]:
+                orphans.setdefault(ledger_id, []).append((key, entry))
+        if orphans:
+            fams = ", ".join("?" for _ in orphans)
+            rows += run(
                 f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
-                f"{self._now_sql} FROM im_sessions WHERE id IN ({marks})",
-                (*self._now(), *by),
+                f"{self._now_sql} FROM im_sessions WHERE family IN ({fams}) OR "
+                f"(family IS NULL AND id IN ({fams}))",
+                (*self._now(), *orphans, *orphans),
             ).fetchall()
         out: list[StuckSession] = []
-        for sid, agent, status, family, held in rows:
+        for sid, agent, status, family, held in dict((r[0], r) for r in rows).values():
+            if held:  # (one running now is not stuck)
+                continue
             for ledger_id, key, entry in by.get(sid, []):
-                # (an effect of the family's other generation, or one running now, is not)
-                if (family or sid) == ledger_id and not held:
+                # (an effect of the family's other generation is not)
+                if (family or sid) == ledger_id:
                     out.append(StuckSession(sid, agent, status, key, entry.started_ms))
-        return sorted(out)
+            for key, entry in orphans.get(family or sid, []):
+                out.append(StuckSession(sid, agent, status, key, entry.started_ms))
+            for key, why in damaged.get(family or sid, []):
+                out.append(StuckSession(sid, agent, status, key, 0.0, why))
+        return out
 
     def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
         """Sessions whose next deadline step (a warning, an escalation, an expiry of an
@@ -660,7 +705,11 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
             if resumable_only and found[0] not in RESUMABLE:
                 raise not_resumable(session_id, found[0])
             raise SessionBusyError(session_id)
-        return self._session(session_id, rows)
+        try:
+            return self._session(session_id, rows)
+        except BaseException:  # a row that cannot be read: nobody may hold it for a lease
+            self._release(session_id, token)
+            raise
 
     def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
         def release() -> None:
