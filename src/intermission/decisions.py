@@ -92,7 +92,7 @@ class HITLTask(Model):
     resume rejects the call) or ``wait`` (a reminder: the task stays decidable). None, in
     snapshots written before this field, counts as ``reject``. A task with a ``policy``
     follows the policy's ``on_expire`` instead."""
-    args_schema: dict[str, Any] | None = None
+    args_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """The tool's JSON argument schema when the call was proposed: edited arguments are
     checked against it, so a decision needs no agent in hand (a loaded, restored or
     forked session, another process). None in snapshots written before this field (the
