@@ -238,14 +238,14 @@ def test_a_session_without_a_policy_stores_nothing_new() -> None:
 
 def test_refusals_reach_the_store_s_audit_trail_through_decide_and_resume() -> None:
     store = MemoryStore()
-    s, uuid = paused(ApprovalPolicy(roles={"sre"}, not_requester=True),
-                     who=Principal("carol", {"sre"}))  # fmt: skip
+    policy = ApprovalPolicy(roles={"sre"}, not_requester=True)
+    s, uuid = paused(policy, who=Principal("carol", {"sre"}))
     store.save(s)
     row = store.raw_row("s")
     for who in (Principal("carol", {"sre"}), Principal("dan", {"dev"})):
-        with pytest.raises(ReviewerNotAllowedError):
+        with pytest.raises(ReviewerNotAllowedError):  # (the session's own agent: its policy)
             decide_and_resume(store, "s", lambda x: HITL.submit(x, uuid, HITLDecision.approve()),
-                              agent(), principal=who)  # fmt: skip
+                              agent(policy), principal=who)  # fmt: skip
     assert store.raw_row("s") == row  # nothing changed ...
     refused = [r for r in store.audit("s") if r.action == "decision.refused"]
     assert [(r.actor, r.detail["rule"], r.target) for r in refused] == [  # ... but who tried
