@@ -22,6 +22,7 @@ from tests.faults._race_agents import ops_agent
 
 from intermission import InMemoryAgentSession, NothingToResolveError, SessionBusyError
 from intermission.examples import build_change_graph
+from intermission.principals import os_principal
 from intermission.stores import SQLiteStore, StuckSession, resolve_unknown_effect
 from intermission.testing.conformance import paused_change
 
@@ -203,7 +204,9 @@ def test_the_cli_lists_a_stuck_session_and_resolves_or_forgets_its_effect(
         again = cli("forget", "stuck-a", KEY, "--store", target, effects=effects)
         assert again.returncode == 2 and "nothing to resolve" in again.stderr
         show = cli("show", "stuck-a", "--store", target, effects=effects)
-        assert f"effect:   {KEY} completed (completed by hand, by alice)" in show.stdout
+        # (the OS user records it; --reviewer is the display name beside it)
+        me = os_principal().name
+        assert f"effect:   {KEY} completed (completed by hand, by alice ({me}))" in show.stdout
         forgot = cli("forget", "stuck-b", KEY, "--reviewer", "bob", "--store", target,
                      effects=effects)  # fmt: skip
         assert forgot.returncode == 0 and "forgotten: its next run runs it again" in forgot.stdout
