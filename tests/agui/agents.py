@@ -74,15 +74,28 @@ def pair() -> ReActAgent:
     )
 
 
+HASTY_MS = 300
+"""How long ``hasty``'s approval stays open: far longer than its run takes to pause, under
+any load (a millisecond was not: the first task a process builds can take longer, and
+then the run ended rejected instead of pausing), short enough to wait out."""
+
+
 def hasty() -> ReActAgent:
-    """A tool call whose approval expires a millisecond after it is asked for."""
+    """A tool call whose approval expires soon (HASTY_MS) after it is asked for."""
     return (
         ReActAgent.of(_script([ToolCall("delete_user", {"user_id": 3})]))
         .name("hasty")
         .tools(delete_user)
-        .interceptor(HITLInterceptor().on_tool("delete_user", deadline_ms=1))
+        .interceptor(HITLInterceptor().on_tool("delete_user", deadline_ms=HASTY_MS))
         .build()
     )
+
+
+def outlast_hasty() -> None:
+    """Wait until an approval ``hasty`` asked for before this call has expired (its
+    deadline is HASTY_MS after it was asked for, by a clock of this machine: the test
+    servers' stores run here)."""
+    time.sleep(HASTY_MS / 1000 + 0.05)
 
 
 @tool

@@ -18,7 +18,7 @@ from intermission.agui import agui_app  # noqa: E402
 from intermission.stores import MemoryStore  # noqa: E402
 
 from ._server import parse_sse  # noqa: E402
-from .agents import AGENTS  # noqa: E402
+from .agents import AGENTS, outlast_hasty  # noqa: E402
 
 _n = itertools.count()
 
@@ -68,13 +68,14 @@ def test_edited_args_true_and_1_are_different_decisions() -> None:
 
 
 def test_an_expired_interrupt_does_not_strand_its_thread() -> None:
-    """``hasty``'s approval expires 1 ms after it is asked for: deciding it is refused with
+    """``hasty``'s approval expires soon after it is asked for: deciding it then is refused with
     nothing changed; it is not listed; a run without a resume goes on to the resume that
     rejects it as ``system:deadline`` (the core's rule), and the tool never runs. (A run
     that carries a new message as well: tests/agui/test_vanished.py.)"""
     for body in ({}, {"messages": []}):
         w = World()
         ids = w.start("hasty", "H")
+        outlast_hasty()
         before = w.store.load("H").to_json()
         for payload in ({"approved": True}, {"approved": False, "reason": "late"}):
             late = w.resume("hasty", "H", "rl", ids, payload)

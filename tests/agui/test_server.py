@@ -21,6 +21,7 @@ from intermission.decisions import fingerprint  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
 from ._server import Server, effects, types  # noqa: E402
+from .agents import outlast_hasty  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -283,6 +284,7 @@ def test_an_expired_interrupt_is_refused_and_changes_nothing(world: Any) -> None
     thread = tid()
     (i,) = interrupts_of(start(server, "hasty", thread))
     assert i["expiresAt"].endswith("Z")
+    outlast_hasty()
     before = stored(db, thread)
     err = error_of(
         server.run(

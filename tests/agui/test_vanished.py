@@ -26,6 +26,7 @@ from intermission import HITL, HITLDecision  # noqa: E402
 from intermission.stores.open import open_store  # noqa: E402
 
 from ._server import Server, effects, types  # noqa: E402
+from .agents import outlast_hasty  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -84,7 +85,8 @@ def test_a_message_to_a_thread_whose_interrupt_expired_runs_after_the_expiry(
 ) -> None:
     server, target, log = world
     thread = "t-" + uuid.uuid4().hex[:8]
-    old = _start(server, "hasty", thread)  # expires 1 ms after it is asked for
+    old = _start(server, "hasty", thread)  # expires soon after it is asked for
+    outlast_hasty()
     events = server.run("hasty", _message(thread, "start over"))
     assert events[-1][1]["outcome"]["type"] == "interrupt"
     (new,) = events[-1][1]["outcome"]["interrupts"]
