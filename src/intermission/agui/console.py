@@ -182,7 +182,9 @@ function renderStuck(item) {
 }
 async function resolveEffect(item, payload, entry) {
   entry.out.className = "meta"; entry.out.textContent = shown("sending…");
-  const body = Object.assign({key: item.key, reviewer: S.reviewer}, payload);
+  // signed in, the principal records it and a name typed here is only a display note, as
+  // for decisions; without sign-in the typed name is who records it (as asserted)
+  const body = Object.assign({key: item.key, reviewer: S.typed || S.reviewer}, payload);
   let r, data;
   try {
     r = await fetch("/threads/" + encodeURIComponent(item.threadId) + "/effects", {method: "POST",
