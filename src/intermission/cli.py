@@ -177,6 +177,9 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
+    from ._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"intermission {__version__}")
     parser.add_argument("--agents", help="module:DICT of agent factories by name")
     sub = parser.add_subparsers(dest="command", required=True)
 
