@@ -59,7 +59,7 @@ async def later() -> None:
     reveal_type(await agent.prompt().session(session).call_async())  # AgentResponse
 '''
 
-MISTAKES = '''
+MISTAKES = """
 from __future__ import annotations
 
 from intermission import tool
@@ -74,7 +74,7 @@ def delete_user(user_id: int) -> str:
 delete_user("1001")  # error: a str for an int
 delete_user(user_id=1, force=True)  # error: no such argument
 n: int = delete_user(1)  # error: it returns str
-'''
+"""
 
 REVEALED = re.compile(r'^(\w+)\.py:(\d+): note: Revealed type is "(.*)"$')
 FOUND = re.compile(r"^(\w+)\.py:(\d+): error: ")
