@@ -43,7 +43,7 @@ def fresh_venv(where: Path, *, with_pip: bool = True) -> Path:
 def pip_install(bin_dir: Path, *args: str, cwd: Path | None = None) -> None:
     """``pip install ARGS`` into the environment of ``bin_dir`` (this pip, its interpreter)."""
     _run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q",
-          "--disable-pip-version-check", *args], cwd=cwd)  # fmt: skip
+          "--disable-pip-version-check", "--no-compile", *args], cwd=cwd)  # fmt: skip
 
 
 def user_env(bin_dir: Path) -> dict[str, str]:
@@ -53,4 +53,5 @@ def user_env(bin_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in skip}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(bin_dir.parent)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"  # (no "a new pip is out" in the output)
     return env
