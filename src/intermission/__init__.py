@@ -234,13 +234,15 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'intermission' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
+if not TYPE_CHECKING:  # type checkers read the imports above: a misspelt name is an error
+
+    def __getattr__(name: str) -> _Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module 'intermission' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
 
 
 def __dir__() -> list[str]:

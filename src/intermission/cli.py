@@ -231,6 +231,9 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
+    from ._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"intermission {__version__}")
     agents_help = (
         "module:ATTR, a dict of your agents (or factories) by name; without it only the "
         "demo's sessions are run, with the bundled examples"
