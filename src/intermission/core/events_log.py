@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
@@ -118,6 +118,9 @@ class EventLog(Sequence[Event]):
         self.stored_chars = 0
         """How long the JSON array of the events a store holds is (with
         :meth:`unsaved_chunk`, what the next save's whole log comes to: R50's limit)."""
+        self.first_new_seq = 0
+        """The sequence number of the first event added since this log was loaded, restored
+        or last stored: what a save adds is the events from here on (see :meth:`since`)."""
 
     @classmethod
     def from_stored(
@@ -166,6 +169,29 @@ class EventLog(Sequence[Event]):
         self._saved_n = count
         self._parts = parts
         self.stored_chars = chars
+        self.first_new_seq = self.next_seq
+
+    def since(self, seq: int, kinds: Container[str]) -> list[Event]:
+        """The events of ``kinds`` numbered ``seq`` or later, oldest first (a scan from the
+        newest back: what a save adds costs what it adds, not the whole log). Node events
+        recorded lazily are never built here unless asked for."""
+        found: list[Event] = []
+        for item in reversed(self._items):  # (added events are never in the unparsed prefix)
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < seq:
+                    break
+                if cls.model_fields["kind"].default in kinds:
+                    found.append(build_event(cls, fields))
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < seq:
+                break
+            if event.kind in kinds:
+                found.append(event)
+        found.reverse()
+        return found
 
     def chars_after(self, replace: bool, chunk: str) -> int:
         """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s

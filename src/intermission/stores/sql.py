@@ -37,10 +37,13 @@ from .base import (
     session_from,
 )
 from .lease import Leases
+from .outbox import derive
+from .outbox_sql import SQLOutbox
+from .outbox_sql import write as write_outbox
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -101,6 +104,31 @@ MIGRATIONS: list[list[str]] = [
         # (NULL: the session's own)
         "ALTER TABLE im_sessions ADD COLUMN family TEXT",
     ],
+    [
+        # the outbox: notifications written by the save that causes them, delivered by a
+        # dispatcher (intermission.notify) that takes rows under a lease; ``dedup`` makes a
+        # notification derived twice (a save retried after its commit went unanswered) one
+        """CREATE TABLE im_outbox (
+            key TEXT PRIMARY KEY,
+            dedup TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_ms {real} NOT NULL,
+            status TEXT NOT NULL,
+            due_ms {real} NOT NULL,
+            attempts {int} NOT NULL,
+            done TEXT NOT NULL,
+            taken_by TEXT,
+            taken_until {real},
+            last_error TEXT,
+            sent_ms {real}
+        )""",
+        "CREATE UNIQUE INDEX im_outbox_dedup ON im_outbox (dedup)",
+        "CREATE INDEX im_outbox_due ON im_outbox (due_ms) WHERE status = 'pending'",
+        # whether saves write notifications: every process opening the database follows
+        "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
 ]
 
 _ROW = "snapshot, version, events, events_n, family"
@@ -130,7 +158,9 @@ class SQLStore(StoreMethods, Pool):
     holder renews it a third of the way through). ``heartbeat=False`` turns renewal off
     (tests of dead holders). ``outage_s``: how long a write that must not be lost (a
     ledger entry of an effect that ran, the save ending a resume) waits for a database
-    that went away before it gives up with StoreUnavailableError.
+    that went away before it gives up with StoreUnavailableError. ``outbox``: saves write
+    the notifications they cause (``store.outbox``, see :mod:`intermission.notify`); True
+    also records it in the database, None (the default) follows what the database records.
     """
 
     returning = True
@@ -151,14 +181,16 @@ class SQLStore(StoreMethods, Pool):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox)
         super().__init__()
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
         self._migrate()
+        self.outbox = SQLOutbox(self, outbox)
 
     def _migrate(self) -> None:
         with self._tx() as run:
@@ -223,6 +255,7 @@ class SQLStore(StoreMethods, Pool):
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
         inline = replace and len(chunk) <= _INLINE_MAX
         inline_chunk = (chunk, count) if inline else ("[]", 0)
+        notes = derive(session, now) if self.outbox.enabled else None
         with self._tx() as run:
             if expected == 0:
                 try:
@@ -247,6 +280,10 @@ class SQLStore(StoreMethods, Pool):
                 entry = session.ledger.get(key)
                 if entry is not None:
                     self._merge_ledger(run, session.ledger_id, key, entry, force=False)
+            if notes:  # in the save's transaction: both commit, or neither
+                write_outbox(run, notes, now)
+        if notes:
+            self.outbox.wake.set()
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts, chars)

@@ -1,0 +1,134 @@
+"""The outbox of :class:`~intermission.stores.MemoryStore`: rows in a dict, written under
+the store's lock in the same step as the save (one process; the same rules as SQL)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from .. import _check
+from ..errors import NotificationNotFoundError, NotifyError
+from .outbox import OutboxRow, Status, Written
+
+__all__ = ["MemoryOutbox"]
+
+
+@dataclasses.dataclass
+class _Held:
+    row: OutboxRow
+    taken_by: str | None = None
+    taken_until: float = 0.0
+
+
+class MemoryOutbox:
+    """``store.outbox`` of a MemoryStore (see :class:`~intermission.stores.outbox.Outbox`)."""
+
+    def __init__(self, store: Any, enabled: bool) -> None:
+        self.store = store
+        self.enabled = enabled
+        self.wake = threading.Event()
+        self._rows: dict[str, _Held] = {}
+        self._dedup: set[str] = set()
+
+    def enable(self, on: bool = True) -> None:
+        """See :meth:`Outbox.enable` (a memory store has only this object to tell)."""
+        _check.flag("on", on)
+        self.enabled = on
+
+    def now_ms(self) -> float:
+        """The store's clock."""
+        return float(self.store.clock.now_ms())
+
+    def wait(self, timeout_s: float) -> bool:
+        """See :meth:`Outbox.wait`."""
+        woke = self.wake.wait(timeout_s)
+        self.wake.clear()
+        return woke
+
+    def write(self, rows: list[Written], now_ms: float) -> None:
+        """Add a save's notifications (the caller holds the store's lock)."""
+        for r in rows:
+            if r.dedup in self._dedup:
+                continue
+            self._dedup.add(r.dedup)
+            self._rows[r.key] = _Held(OutboxRow(
+                key=r.key, session_id=r.session_id, kind=r.kind, status="pending",
+                created_ms=now_ms, due_ms=now_ms, attempts=0, done=(), last_error=None,
+                sent_ms=None, payload=json.loads(r.payload),
+            ))  # fmt: skip
+
+    def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
+        """See :meth:`Outbox.take`."""
+        now = self.now_ms()
+        with self.store._lock:
+            due = sorted(
+                (h for h in self._rows.values()
+                 if h.row.status == "pending" and h.row.due_ms <= now
+                 and (h.taken_by is None or h.taken_until < now)),
+                key=lambda h: (h.row.due_ms, h.row.created_ms),
+            )[:limit]  # fmt: skip
+            for held in due:
+                held.taken_by, held.taken_until = owner, now + lease_ms
+            return [h.row for h in due]
+
+    def _update(self, key: str, **changes: Any) -> None:
+        held = self._rows[key]
+        held.row = dataclasses.replace(held.row, **changes)
+        held.taken_by, held.taken_until = None, 0.0
+
+    def delivered(self, key: str, done: Iterable[str]) -> None:
+        """See :meth:`Outbox.delivered`."""
+        with self.store._lock:
+            held = self._rows.get(key)
+            if held is None or held.row.status != "pending":
+                return
+            self._update(key, status="sent", sent_ms=self.now_ms(), done=tuple(sorted(done)),
+                         attempts=held.row.attempts + 1, last_error=None)  # fmt: skip
+
+    def failed(
+        self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
+    ) -> None:
+        """See :meth:`Outbox.failed`."""
+        with self.store._lock:
+            held = self._rows.get(key)
+            if held is None or held.row.status != "pending" or held.taken_by != owner:
+                return
+            self._update(key, status="dead" if dead else "pending", due_ms=due_ms,
+                         done=tuple(sorted(done)), attempts=held.row.attempts + 1,
+                         last_error=error[:500])  # fmt: skip
+
+    def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
+        """See :meth:`Outbox.rows`."""
+        _check.count("limit", limit, 1, 100_000)
+        with self.store._lock:
+            found = [h.row for h in self._rows.values() if status in (None, h.row.status)]
+        found.sort(key=lambda r: (-r.created_ms, r.key))
+        return found[:limit]
+
+    def retry(self, key: str) -> OutboxRow:
+        """See :meth:`Outbox.retry`."""
+        _check.text("key", key)
+        with self.store._lock:
+            held = self._rows.get(key)
+            if held is None:
+                raise NotificationNotFoundError(key)
+            if held.row.status == "sent":
+                raise NotifyError(
+                    f"notification {key!r} was delivered already; nothing to retry", key=key
+                )
+            self._update(key, status="pending", due_ms=self.now_ms(), attempts=0)
+            row = held.row
+        self.wake.set()
+        return row
+
+    def purge(self, before_ms: float) -> int:
+        """See :meth:`Outbox.purge`."""
+        with self.store._lock:
+            gone = [k for k, h in self._rows.items()
+                    if h.row.status == "sent" and (h.row.sent_ms or 0) < before_ms]  # fmt: skip
+            for key in gone:
+                del self._rows[key]
+            return len(gone)
