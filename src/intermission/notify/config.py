@@ -220,5 +220,5 @@ def notifier_from(store: Any, path: str | Path, public_url: str | None = None) -
         store, targets_of(config, str(path)), public_url or config.public_url,
         max_attempts=config.max_attempts, retry_first_s=config.retry_first_s,
         retry_max_s=max(config.retry_max_s, config.retry_first_s), lease_s=config.lease_s,
-        keep_sent_s=config.keep_sent_days * 86400,
+        keep_sent_s=config.keep_sent_days * 86400, poll_s=config.poll_s,
     )  # fmt: skip

@@ -59,6 +59,7 @@ class Notifier:
         lease_s: float = 60.0,
         batch: int = 20,
         keep_sent_s: float = 7 * 86400.0,
+        poll_s: float = 1.0,
     ) -> None:
         outbox = getattr(store, "outbox", None)
         if outbox is None or not callable(getattr(outbox, "take", None)):
@@ -79,6 +80,8 @@ class Notifier:
         self.lease_ms = _check.number("lease_s", lease_s, 0.1, 86400) * 1000.0
         self.batch = _check.count("batch", batch, 1, 1000)
         self.keep_sent_ms = _check.number("keep_sent_s", keep_sent_s, 0, 1e9) * 1000.0
+        self.poll_s = _check.number("poll_s", poll_s, 0.001, 3600)
+        """How often :meth:`run` looks at the outbox when nothing wakes it."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         """Who holds the rows this notifier took (host, process, a random part)."""
         self._stop = threading.Event()
@@ -151,11 +154,12 @@ class Notifier:
                         attempts, delay, error)  # fmt: skip
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self, poll_s: float = 1.0) -> None:
+    def run(self, poll_s: float | None = None) -> None:
         """Deliver until :meth:`stop`: a pass whenever a save in this process wrote a
-        notification, and at least every ``poll_s`` seconds (other processes' saves, and
-        retries falling due). A store that is away is waited for, not fatal."""
-        _check.number("poll_s", poll_s, 0.001, 3600)
+        notification, and at least every ``poll_s`` seconds (default :attr:`poll_s`: other
+        processes' saves, and retries falling due). A store that is away is waited for,
+        not fatal."""
+        poll_s = self.poll_s if poll_s is None else _check.number("poll_s", poll_s, 0.001, 3600)
         wake = self.outbox.wake
         while not self._stop.is_set():
             wake.clear()
@@ -176,7 +180,7 @@ class Notifier:
             log.info("removed %d notification(s) delivered before the last %.0f days",
                      gone, self.keep_sent_ms / 86_400_000)  # fmt: skip
 
-    def start(self, poll_s: float = 1.0) -> None:
+    def start(self, poll_s: float | None = None) -> None:
         """Run :meth:`run` in a daemon thread (``serve --notify`` does)."""
         if self._thread is not None:
             return
@@ -206,7 +210,7 @@ class Notifier:
         return f"Notifier({[t.name for t in self.targets]})"
 
 
-def with_notifier(app: Any, notifier: Notifier, poll_s: float = 1.0) -> Any:
+def with_notifier(app: Any, notifier: Notifier, poll_s: float | None = None) -> Any:
     """An ASGI app that is ``app`` plus ``notifier`` running for the app's lifespan:
     started at startup, stopped at shutdown."""
     import asyncio

@@ -118,12 +118,18 @@ def summarize(args: dict[str, Any]) -> dict[str, Any]:
     out = _cut(args, 0)
     if not isinstance(out, dict):
         return {}
-    size = len(canonical_dumps(out))
-    while size > _BUDGET and out:
-        name = next(reversed(out))  # the last keys go first
-        size -= len(canonical_dumps({name: out.pop(name)})) - 2
-        out["…"] = "cut: the arguments are too long to show here"
-    return out
+    if len(canonical_dumps(out)) <= _BUDGET:
+        return out
+    kept: dict[str, Any] = {}
+    size = 2
+    for name, value in out.items():  # the first keys, as many as fit, each at most whole
+        item = len(canonical_dumps({name: value}))
+        if size + item > _BUDGET - 80:
+            break
+        kept[name] = value
+        size += item
+    kept["…"] = f"cut: {len(out) - len(kept)} more argument(s), too long to show here"
+    return kept
 
 
 # -- derivation ---------------------------------------------------------------------------
