@@ -197,16 +197,19 @@ def cmd_notify(args: argparse.Namespace, store: SessionStore) -> None:
     import signal
     import threading
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"
+    )
+    stop = threading.Event()
+    if not args.once:  # (before anything else: a SIGTERM while it starts ends it cleanly)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
     notifier = _notifier(args, store, args.public_url)
     if args.once:
         print(f"delivered {notifier.deliver_pending()}", flush=True)
         notifier.close()
         return
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    notifier.start(notifier.poll_s)
+    notifier.start()
     try:
         while not stop.wait(3600):
             pass

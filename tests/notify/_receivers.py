@@ -132,7 +132,7 @@ class Mailbox:
 
         def authenticator(server: Any, session: Any, envelope: Any, mech: str, data: Any) -> Any:
             ok = logins is not None and logins.get(data.login.decode()) == data.password.decode()
-            return AuthResult(success=ok)
+            return AuthResult(success=ok, handled=False)
 
         kwargs: dict[str, Any] = {}
         if tls_context is not None:

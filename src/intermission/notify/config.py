@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import NotifyConfigError
 from .dispatcher import Notifier
 from .email import Email
+from .notification import check_public_url
 from .targets import SlackWebhook, Target, Webhook
 
 __all__ = ["NotifyConfig", "load_config", "notifier_from", "targets_of"]
@@ -165,23 +166,32 @@ def targets_of(config: NotifyConfig, where: str = "config") -> list[Target]:
     out: list[Target] = []
     for i, spec in enumerate(config.targets):
         at = f"{where}: targets[{i}]"
-        common: dict[str, Any] = {"name": spec.name, "kinds": spec.kinds, "roles": spec.roles}
-        if isinstance(spec, _WebhookSpec):
-            secret = _secret(spec.secret_env, spec.secret_file, f"{at}.secret")
-            assert secret is not None
-            out.append(Webhook(_url(spec, at), secret, timeout_s=spec.timeout_s, **common))
-        elif isinstance(spec, _SlackSpec):
-            out.append(SlackWebhook(_url(spec, at), timeout_s=spec.timeout_s, **common))
-        else:
-            smtp = spec.smtp
-            password = _secret(smtp.password_env, smtp.password_file, f"{at}.smtp.password",
-                               required=smtp.username is not None)  # fmt: skip
-            out.append(Email(
-                (smtp.host, smtp.port), sender=spec.sender, to=spec.to, to_roles=spec.to_roles,
-                starttls=smtp.starttls, username=smtp.username, password=password,
-                timeout_s=smtp.timeout_s, **common,
-            ))  # fmt: skip
+        try:
+            out.append(_target(spec, at))
+        except NotifyConfigError as exc:
+            if exc.where:
+                raise
+            raise NotifyConfigError(str(exc), where=at) from None
     return out
+
+
+def _target(spec: _WebhookSpec | _SlackSpec | _EmailSpec, at: str) -> Target:
+    """One target of the file (its secrets read now)."""
+    common: dict[str, Any] = {"name": spec.name, "kinds": spec.kinds, "roles": spec.roles}
+    if isinstance(spec, _WebhookSpec):
+        secret = _secret(spec.secret_env, spec.secret_file, f"{at}.secret")
+        assert secret is not None
+        return Webhook(_url(spec, at), secret, timeout_s=spec.timeout_s, **common)
+    if isinstance(spec, _SlackSpec):
+        return SlackWebhook(_url(spec, at), timeout_s=spec.timeout_s, **common)
+    smtp = spec.smtp
+    password = _secret(smtp.password_env, smtp.password_file, f"{at}.smtp.password",
+                       required=smtp.username is not None)  # fmt: skip
+    return Email(
+        (smtp.host, smtp.port), sender=spec.sender, to=spec.to, to_roles=spec.to_roles,
+        starttls=smtp.starttls, username=smtp.username, password=password,
+        timeout_s=smtp.timeout_s, **common,
+    )  # fmt: skip
 
 
 def load_config(path: str | Path) -> NotifyConfig:
@@ -216,6 +226,11 @@ def notifier_from(store: Any, path: str | Path, public_url: str | None = None) -
     """A Notifier on ``store`` as the config file at ``path`` says (``public_url`` given
     here wins over the file's)."""
     config = load_config(path)
+    if config.public_url is not None and public_url is None:
+        try:
+            check_public_url(config.public_url)
+        except NotifyConfigError as exc:
+            raise NotifyConfigError(str(exc), where=f"{path}: public_url") from None
     return Notifier(
         store, targets_of(config, str(path)), public_url or config.public_url,
         max_attempts=config.max_attempts, retry_first_s=config.retry_first_s,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._check import shown
 from .._compat import require
@@ -79,6 +80,17 @@ class _Routed:
         return self.roles is None or not n.roles or bool(self.roles & set(n.roles))
 
 
+class _HideTargetURLs(logging.Filter):
+    """httpx logs every request's URL at INFO; a target's URL may hold a credential (a
+    Slack webhook's does), so its requests are not logged (ours say what happened)."""
+
+    urls: ClassVar[set[str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(str(a) in self.urls for a in args)
+
+
 class _HTTP(_Routed):
     """A POST of JSON with httpx: 2xx is taken; anything else is a typed error that says
     the status (never the body), with the receiver's ``Retry-After`` when it sent one."""
@@ -87,6 +99,9 @@ class _HTTP(_Routed):
         self.url = url
         self.timeout_s = timeout_s
         self._client: Any = None
+        if not _HideTargetURLs.urls:
+            logging.getLogger("httpx").addFilter(_HideTargetURLs())
+        _HideTargetURLs.urls.add(url)
 
     def _post(self, body: bytes, headers: dict[str, str], key: str) -> None:
         httpx = require("httpx", "notify")
