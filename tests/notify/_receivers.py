@@ -145,3 +145,61 @@ class Mailbox:
 
     def stop(self) -> None:
         self.controller.stop()
+
+
+class Served:
+    """``python -m intermission serve --notify FILE`` on 127.0.0.1 (the AG-UI test agents),
+    its output in a file; ``stop()`` is SIGTERM and returns the exit code."""
+
+    def __init__(self, store: str, config: Path, log: Path, env: dict[str, str]) -> None:
+        import os
+        import subprocess
+        import sys
+
+        root = Path(__file__).resolve().parents[2]
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        cmd = [sys.executable, "-m", "intermission", "serve", "--store", store,
+               "--agents", "tests.agui.agents:AGENTS", "--port", str(self.port),
+               "--notify", str(config)]  # fmt: skip
+        full_env = {**os.environ, **env, "PYTHONPATH": str(root)}
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out,
+                                         stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not start: {log.read_text()}") from None
+                time.sleep(0.1)
+
+    def pause(self, thread: str, agent: str = "ops") -> dict[str, Any]:
+        """A run that ends on an interrupt; returns the RUN_FINISHED event."""
+        import httpx
+
+        body = {"threadId": thread, "runId": "r1", "state": {}, "tools": [], "context": [],
+                "forwardedProps": {},
+                "messages": [{"id": "u", "role": "user", "content": "go"}]}  # fmt: skip
+        r = httpx.post(f"{self.url}/agents/{agent}", json=body, timeout=120,
+                       headers={"Accept": "text/event-stream"})  # fmt: skip
+        assert r.status_code == 200, r.text
+        frames = [f for f in r.text.split("\n\n") if f.strip()]
+        last = dict(line.split(": ", 1) for line in frames[-1].splitlines())
+        event: dict[str, Any] = json.loads(last["data"])
+        assert event["outcome"]["type"] == "interrupt", event
+        return event
+
+    def stop(self) -> int:
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                return self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait(timeout=30)
