@@ -323,3 +323,33 @@ def test_a_save_and_a_dispatcher_in_threads_never_see_half_a_save(make_store: An
     stop.set()
     thread.join()
     assert len(seen) == len(set(seen)) == 20
+
+
+def test_a_graph_run_by_the_engine_alone_or_with_its_log_off_is_told_too(make_store: Any) -> None:
+    """No event says "paused" when a graph runs on the engine alone, or when the session
+    keeps no log: a run that left the session pending is the pause. A decision recorded
+    on it (nothing ran) is no new pause."""
+    from intermission import END, FlowEngine, GraphSpec
+
+    def gate(ctx: Any, node: Any) -> None:
+        if ctx.get("ok") is None:
+            ctx.session.pending(True, "gate")
+
+    spec = GraphSpec("bare")
+    spec.add_start().link_add("gate")
+    spec.add_activity("gate").task(gate).link_add(END)
+    spec.add_end()
+    graph = spec.build()
+    store = make_store(outbox=True)
+    for sid, max_events in (("bare", 1000), ("quiet", 0)):
+        s = InMemoryAgentSession(sid, max_events=max_events)
+        FlowEngine().eval(graph, s.context)
+        store.save(s)
+    assert kinds(store) == [("bare", "pending"), ("quiet", "pending")]
+    s = store.load("bare")
+    decide_graph(s, "APPROVE", reviewer="ann")  # recorded, not yet applied: still pending
+    store.save(s)
+    assert kinds(store) == [("bare", "decided"), ("bare", "pending"), ("quiet", "pending")]
+    s = store.load("quiet")
+    store.save(s)  # nothing ran
+    assert len(kinds(store)) == 3

@@ -171,27 +171,32 @@ class EventLog(Sequence[Event]):
         self.stored_chars = chars
         self.first_new_seq = self.next_seq
 
-    def since(self, seq: int, kinds: Container[str]) -> list[Event]:
-        """The events of ``kinds`` numbered ``seq`` or later, oldest first (a scan from the
-        newest back: what a save adds costs what it adds, not the whole log). Node events
-        recorded lazily are never built here unless asked for."""
+    def since(self, seq: int, kinds: Container[str]) -> tuple[list[Event], set[str]]:
+        """The events of ``kinds`` numbered ``seq`` or later, oldest first, and the kinds of
+        every event numbered so (a scan from the newest back: what a save adds costs what
+        it adds, not the whole log). Node events recorded lazily are built only when asked
+        for."""
         found: list[Event] = []
+        seen: set[str] = set()
         for item in reversed(self._items):  # (added events are never in the unparsed prefix)
             kind = type(item)
             if kind is tuple:
                 cls, fields = item
                 if fields["seq"] < seq:
                     break
-                if cls.model_fields["kind"].default in kinds:
+                name = cls.model_fields["kind"].default
+                seen.add(name)
+                if name in kinds:
                     found.append(build_event(cls, fields))
                 continue
             event = item.event if kind is Restored else item
             if event.seq < seq:
                 break
+            seen.add(event.kind)
             if event.kind in kinds:
                 found.append(event)
         found.reverse()
-        return found
+        return found, seen
 
     def chars_after(self, replace: bool, chunk: str) -> int:
         """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s

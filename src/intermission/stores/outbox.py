@@ -195,7 +195,7 @@ def _task_interrupt(task: Any, hitl: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _open_interrupts(session: Any, pause_seq: int) -> list[dict[str, Any]]:
+def _open_interrupts(session: Any, approval_id: str) -> list[dict[str, Any]]:
     """The interrupts a paused session waits on: its undecided tool calls, or its graph
     approval (``approval-<seq>`` of the end event that paused, as the console names it)."""
     hitl = session.hitl
@@ -208,7 +208,7 @@ def _open_interrupts(session: Any, pause_seq: int) -> list[dict[str, Any]]:
     policy_data = session.context.get("approval.policy")
     policy = _policy(_Graph(policy_data), None) if isinstance(policy_data, dict) else None
     return [{
-        "id": f"approval-{pause_seq}", "type": "confirmation", "tool": None,
+        "id": approval_id, "type": "confirmation", "tool": None,
         "arguments": summarize({"request": request}) if request is not None else {},
         "reason": session.pending_reason, "deadline_ms": approval_deadline(session),
         "policy": policy,
@@ -316,21 +316,20 @@ def derive(session: Any, now_ms: float) -> list[Written]:
     of unknown outcome)."""
     log = session.events
     drafts: list[_Draft] = []
-    pause_seq = -1
-    for event in log.since(log.first_new_seq, EVENT_RULES):
+    pause: tuple[int, str | None] | None = None  # (seq, graph approval id) of a pause
+    events, kinds = log.since(log.first_new_seq, EVENT_RULES)
+    for event in events:
         kind = EVENT_RULES[event.kind](event)
         if kind == "pending":
-            pause_seq = max(pause_seq, event.seq)
+            pause = (event.seq, f"approval-{event.seq}")
         elif kind is not None:
             drafts.append(_from_event(session, kind, event))
-    if log.max_events == 0 and log.next_seq > log.first_new_seq:
-        pause_seq = log.next_seq  # no log kept: a run happened since, and it paused
-    if pause_seq >= 0 and session.is_pending:
-        interrupts = _open_interrupts(session, pause_seq)
-        roles = sorted({r for i in interrupts for r in _roles(i.get("policy"))})
-        pause = _Draft("pending", f"{session.generation}:pending:{pause_seq}", interrupts,
-                       roles=roles)  # fmt: skip
-        drafts.insert(0, pause)
+    if pause is None and session.is_pending and _ran(log, kinds):
+        # a run paused with no event saying so (a graph run by the engine alone, or a log
+        # kept off): the console names such an approval by the last pausing end event
+        pause = (log.next_seq, None)
+    if pause is not None and session.is_pending:
+        drafts.insert(0, _pause(session, *pause))
     for entry in audit.noted(session):
         kind = AUDIT_RULES.get(entry.action)
         if kind is not None:
@@ -338,6 +337,26 @@ def derive(session: Any, now_ms: float) -> list[Written]:
     if session.ledger:
         drafts += _unknown_outcomes(session)
     return _written(session, _unique(drafts), now_ms)
+
+
+_NOT_A_RUN = frozenset({"approval_decided"})  # (recorded by a decision: nothing ran)
+
+
+def _ran(log: Any, kinds: set[str]) -> bool:
+    """Whether something ran since the session was loaded or saved."""
+    if log.max_events == 0:  # no log kept: whatever numbered an event
+        return bool(log.next_seq > log.first_new_seq)
+    return bool(kinds - _NOT_A_RUN)
+
+
+def _pause(session: Any, seq: int, approval_id: str | None) -> _Draft:
+    """The notification of a pause: what the session waits on. Told once per set of
+    interrupts (a run that stops again on the same undecided calls is not news)."""
+    interrupts = _open_interrupts(session, approval_id or _last_pause_id(session, seq + 1))
+    roles = sorted({r for i in interrupts for r in _roles(i.get("policy"))})
+    ids = ",".join(sorted(str(i["id"]) for i in interrupts if i["type"] == "tool_call"))
+    mark = ids if ids else (approval_id or f"n{seq}")
+    return _Draft("pending", f"{session.generation}:pending:{mark}", interrupts, roles=roles)
 
 
 def _unique(drafts: Iterable[_Draft]) -> list[_Draft]:
