@@ -62,6 +62,17 @@ def build_event(cls: type[E], fields: dict[str, Any]) -> E:
     return event
 
 
+_KINDS: dict[type[Any], str] = {}
+
+
+def _kind_of(cls: type[Any]) -> str:
+    """The ``kind`` tag of an event class (computed once)."""
+    name = _KINDS.get(cls)
+    if name is None:
+        name = _KINDS[cls] = cls.model_fields["kind"].default
+    return name
+
+
 class Restored:
     """An event read from a snapshot, kept with its stored (JSON) form."""
 
@@ -184,7 +195,7 @@ class EventLog(Sequence[Event]):
                 cls, fields = item
                 if fields["seq"] < seq:
                     break
-                name = cls.model_fields["kind"].default
+                name = _kind_of(cls)
                 seen.add(name)
                 if name in kinds:
                     found.append(build_event(cls, fields))
@@ -197,6 +208,27 @@ class EventLog(Sequence[Event]):
                 found.append(event)
         found.reverse()
         return found, seen
+
+    def last(self, kinds: Container[str], before: int, test: Callable[[Any], bool]) -> Any:
+        """The newest event of ``kinds`` numbered below ``before`` for which ``test`` holds,
+        or None; events recorded lazily are built only when they match."""
+        for item in reversed(self._items):
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < before and _kind_of(cls) in kinds:
+                    event = build_event(cls, fields)
+                    if test(event):
+                        return event
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < before and event.kind in kinds and test(event):
+                return event
+        if self._unparsed is not None:  # the stored prefix, only when the rest had none
+            for event in reversed(self._events()):
+                if event.seq < before and event.kind in kinds and test(event):
+                    return event
+        return None
 
     def chars_after(self, replace: bool, chunk: str) -> int:
         """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s

@@ -261,11 +261,14 @@ def _from_event(session: Any, kind: str, event: Any) -> _Draft:
     return _Draft(kind, f"{gen}:{kind}:{event.seq}", [item], detail)
 
 
+_ENDS = frozenset({"run_end", "team_end"})
+
+
 def _last_pause_id(session: Any, before: int) -> str:
-    for event in reversed(session.events):
-        if event.seq < before and event.kind in ("run_end", "team_end") and event.pending:
-            return f"approval-{event.seq}"
-    return "approval-0"
+    """The console's id of a graph approval: ``approval-<seq>`` of the last end event
+    that paused (``approval-0``: none did)."""
+    event = session.events.last(_ENDS, before, lambda e: e.pending)
+    return f"approval-{event.seq}" if event is not None else "approval-0"
 
 
 def _from_audit(session: Any, kind: str, entry: Any) -> _Draft:
@@ -359,9 +362,11 @@ def _pause(session: Any, seq: int, approval_id: str | None) -> _Draft:
     return _Draft("pending", f"{session.generation}:pending:{mark}", interrupts, roles=roles)
 
 
-def _unique(drafts: Iterable[_Draft]) -> list[_Draft]:
+def _unique(drafts: list[_Draft]) -> list[_Draft]:
     """One notification per kind and interrupt in a save (an expiry both noted and
     logged is told once)."""
+    if len(drafts) < 2:
+        return list(drafts)
     seen: set[tuple[str, tuple[Any, ...]]] = set()
     out = []
     for d in drafts:
