@@ -64,7 +64,8 @@ class Notifier:
         outbox = getattr(store, "outbox", None)
         if outbox is None or not callable(getattr(outbox, "take", None)):
             raise NotifyConfigError(f"store has no outbox: {type(store).__name__}")
-        targets = list(targets)
+        ok = isinstance(targets, (list, tuple))
+        targets = list(targets) if ok else []
         if not targets or not all(isinstance(t, Target) for t in targets):
             raise NotifyConfigError("targets is a non-empty list of Webhook, SlackWebhook, Email")
         names = [t.name for t in targets]

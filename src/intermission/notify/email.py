@@ -21,17 +21,31 @@ from ..errors import (
     NotifyConfigError,
 )
 from .notification import Notification
-from .targets import _Routed, check_routing
+from .targets import _Routed, check_name, check_routing, check_timeout
 
 __all__ = ["Email"]
 
 
+def _address(a: Any) -> bool:
+    """An address that cannot smuggle a header or a second recipient."""
+    ok = isinstance(a, str) and "@" in a and a.isprintable() and len(a) <= 320
+    return ok and not any(c in a for c in ",<>; ") and _utf8(a)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _addresses(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise NotifyConfigError(f"{what} is a list of addresses, not {shown(value)}")
     out = tuple(value)
     for a in out:
-        if not isinstance(a, str) or "@" not in a or any(c in a for c in "\r\n,<>"):
+        if not _address(a):
             raise NotifyConfigError(f"{what}: {shown(a)} is not an email address")
     return out
 
@@ -70,7 +84,9 @@ class Email(_Routed):
     ) -> None:
         if (
             not isinstance(smtp, tuple) or len(smtp) != 2 or not isinstance(smtp[0], str)
-            or not isinstance(smtp[1], int) or not 0 < smtp[1] < 65536
+            or not smtp[0] or not smtp[0].isprintable() or " " in smtp[0]
+            or not isinstance(smtp[1], int) or isinstance(smtp[1], bool)
+            or not 0 < smtp[1] < 65536
         ):  # fmt: skip
             raise NotifyConfigError(f"smtp is (host, port), not {shown(smtp)}")
         (self.sender,) = _addresses([sender], "sender")
@@ -85,14 +101,25 @@ class Email(_Routed):
             raise NotifyConfigError("an Email target needs addresses: to and/or to_roles")
         if (username is None) != (password is None):
             raise NotifyConfigError("username and password go together")
+        for what, value in (("username", username), ("password", password)):
+            if value is not None and (not isinstance(value, str) or not _utf8(value)):
+                raise NotifyConfigError(f"{what} is text (not shown)")
+        if not isinstance(starttls, bool):
+            raise NotifyConfigError(f"starttls is True or False, not {shown(starttls)}")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise NotifyConfigError(f"ssl_context is an ssl.SSLContext, not {shown(ssl_context)}")
+        if to_roles is not None and not all(isinstance(r, str) for r in to_roles):
+            raise NotifyConfigError(f"to_roles maps role names to addresses, not {shown(to_roles)}")
         self.smtp = smtp
-        self.starttls = bool(starttls)
+        self.starttls = starttls
         self.username = username
         self._password = password
         self.ssl_context = ssl_context
-        self.timeout_s = timeout_s
-        digest = hashlib.sha256(repr((smtp, sender, self.to, self.to_roles)).encode())
-        self.name = name or f"email-{digest.hexdigest()[:8]}"
+        self.timeout_s = check_timeout(timeout_s)
+        digest = hashlib.sha256(
+            repr((smtp, sender, self.to, self.to_roles)).encode("utf-8", "backslashreplace")
+        )
+        self.name = check_name(name) or f"email-{digest.hexdigest()[:8]}"
         self.kinds, self.roles = check_routing(kinds, roles)
 
     def recipients(self, n: Notification) -> list[str]:

@@ -19,6 +19,9 @@ import hmac
 import time
 from collections.abc import Mapping
 
+from .._check import shown
+from ..errors import UsageError
+
 __all__ = [
     "KEY_HEADER",
     "SIGNATURE_HEADER",
@@ -56,11 +59,22 @@ def verify(
     """True when ``headers`` carry a valid signature of ``body`` made within
     ``tolerance_s`` of ``now`` (Unix seconds; the local clock by default). Header names are
     matched case-insensitively."""
-    lower = {k.lower(): v for k, v in headers.items()}
+    if not isinstance(secret, (str, bytes)) or not isinstance(body, (bytes, bytearray)):
+        raise UsageError("verify takes the secret (str or bytes) and the raw body (bytes)")
+    if not isinstance(headers, Mapping) and not hasattr(headers, "items"):
+        raise UsageError(f"headers is a mapping of header names to values, not {shown(headers)}")
+    lower = {str(k).lower(): v for k, v in headers.items()}
     stamp = lower.get(TIMESTAMP_HEADER.lower(), "")
     given = lower.get(SIGNATURE_HEADER.lower(), "")
-    if not stamp.isdigit() or not given:
+    if not isinstance(stamp, str) or not isinstance(given, str):
+        return False
+    if not stamp.isascii() or not stamp.isdigit() or len(stamp) > 12 or not given:
         return False
     if abs((time.time() if now is None else now) - int(stamp)) > tolerance_s:
         return False
-    return hmac.compare_digest(sign(secret, stamp, body), given)
+    if not given.isascii():
+        return False
+    try:
+        return hmac.compare_digest(sign(secret, stamp, bytes(body)), given)
+    except UnicodeEncodeError:  # a secret no encoding can carry signs nothing
+        return False

@@ -10,12 +10,19 @@ import logging
 import time
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
+from .. import _check
 from .._check import shown
 from .._compat import require
 from .._text import visible
 from .._version import __version__
-from ..errors import DeliveryRefusedError, DeliveryUnreachableError, NotifyConfigError
+from ..errors import (
+    DeliveryRefusedError,
+    DeliveryUnreachableError,
+    NotifyConfigError,
+    UsageError,
+)
 from ..stores.outbox import KINDS
 from .notification import Notification
 from .signing import KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
@@ -43,27 +50,53 @@ class Target(Protocol):
         ...
 
 
+def _names(value: Any, what: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise NotifyConfigError(f"{what} is a list of names, not {shown(value)}")
+    items = list(value)
+    if not all(isinstance(v, str) and v and v.isprintable() for v in items):
+        raise NotifyConfigError(f"{what} is a list of names, not {shown(items)}")
+    return frozenset(items)
+
+
 def check_routing(
-    kinds: Iterable[str] | None, roles: Iterable[str] | None
+    kinds: Any, roles: Any
 ) -> tuple[frozenset[str] | None, frozenset[str] | None]:
     """Validated ``kinds`` and ``roles`` filters (None: all)."""
-    out_kinds = None if kinds is None else frozenset(kinds)
+    out_kinds = _names(kinds, "kinds")
     if out_kinds is not None and (not out_kinds or not out_kinds <= set(KINDS)):
         raise NotifyConfigError(f"kinds are some of {', '.join(KINDS)}, not {shown(kinds)}")
-    if isinstance(roles, str):
-        raise NotifyConfigError(f"roles is a list of role names, not {shown(roles)}")
-    out_roles = None if roles is None else frozenset(map(str, roles))
-    return out_kinds, out_roles
+    return out_kinds, _names(roles, "roles")
+
+
+def check_name(name: Any) -> str | None:
+    """A target's name: what logs and the outbox call it (None: made from its address)."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name or len(name) > 100 or not name.isprintable():
+        raise NotifyConfigError(f"name is a short printable text, not {shown(name)}")
+    return name
+
+
+def check_timeout(timeout_s: Any) -> float:
+    """Seconds a receiver has to answer."""
+    try:
+        return float(_check.number("timeout_s", timeout_s, 0.1, 300))
+    except UsageError as exc:
+        raise NotifyConfigError(str(exc)) from None
 
 
 def _check_url(url: Any, what: str) -> str:
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+    ok = isinstance(url, str) and url.startswith(("https://", "http://")) and url.isprintable()
+    if not ok or " " in url or not urlsplit(url).hostname:
         raise NotifyConfigError(f"{what} is an http(s) URL (not shown: it may hold a token)")
-    return url
+    return str(url)
 
 
 def _default_name(kind: str, *parts: Any) -> str:
-    digest = hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()[:8]
     return f"{kind}-{digest}"
 
 
@@ -157,11 +190,16 @@ class Webhook(_HTTP):
         roles: Iterable[str] | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(_check_url(url, "url"), timeout_s)
+        super().__init__(_check_url(url, "url"), check_timeout(timeout_s))
         if not isinstance(secret, (str, bytes)) or len(secret) < 16:
             raise NotifyConfigError("secret is a string of at least 16 characters (not shown)")
+        if isinstance(secret, str):
+            try:
+                secret.encode()
+            except UnicodeEncodeError:
+                raise NotifyConfigError("secret is text UTF-8 can encode (not shown)") from None
         self._secret = secret
-        self.name = name or _default_name("webhook", url)
+        self.name = check_name(name) or _default_name("webhook", url)
         self.kinds, self.roles = check_routing(kinds, roles)
 
     def send(self, n: Notification) -> None:
@@ -202,8 +240,8 @@ class SlackWebhook(_HTTP):
         roles: Iterable[str] | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(_check_url(url, "url"), timeout_s)
-        self.name = name or _default_name("slack", url)
+        super().__init__(_check_url(url, "url"), check_timeout(timeout_s))
+        self.name = check_name(name) or _default_name("slack", url)
         self.kinds, self.roles = check_routing(kinds, roles)
 
     @staticmethod

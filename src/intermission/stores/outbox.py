@@ -32,6 +32,8 @@ __all__ = [
     "Outbox",
     "OutboxRow",
     "Written",
+    "check_rows",
+    "check_take",
     "derive",
     "new_key",
     "summarize",
@@ -417,6 +419,25 @@ class OutboxRow:
     last_error: str | None
     sent_ms: float | None
     payload: dict[str, Any]
+
+
+def check_take(owner: Any, limit: Any, lease_ms: Any) -> None:
+    """The arguments of ``outbox.take``."""
+    from .. import _check
+
+    _check.text("owner", owner, empty=False)
+    _check.count("limit", limit, 1, 1000)
+    _check.number("lease_ms", lease_ms, 1, 1e10)
+
+
+def check_rows(status: Any, limit: Any) -> None:
+    """The arguments of ``outbox.rows``."""
+    from .. import _check
+    from ..errors import UsageError
+
+    if status not in (None, "pending", "sent", "dead") or isinstance(status, bool):
+        raise UsageError(f"status is pending, sent, dead or None, not {_check.shown(status)}")
+    _check.count("limit", limit, 1, 100_000)
 
 
 class Outbox(Protocol):

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _check
 from ..errors import NotificationNotFoundError, NotifyError
-from .outbox import OutboxRow, Status, Written
+from .outbox import OutboxRow, Status, Written, check_rows, check_take
 
 __all__ = ["MemoryOutbox"]
 
@@ -62,6 +62,7 @@ class MemoryOutbox:
 
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
         """See :meth:`Outbox.take`."""
+        check_take(owner, limit, lease_ms)
         now = self.now_ms()
         with self.store._lock:
             due = sorted(
@@ -102,7 +103,7 @@ class MemoryOutbox:
 
     def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
         """See :meth:`Outbox.rows`."""
-        _check.count("limit", limit, 1, 100_000)
+        check_rows(status, limit)
         with self.store._lock:
             found = [h.row for h in self._rows.values() if status in (None, h.row.status)]
         found.sort(key=lambda r: (-r.created_ms, r.key))
@@ -126,6 +127,7 @@ class MemoryOutbox:
 
     def purge(self, before_ms: float) -> int:
         """See :meth:`Outbox.purge`."""
+        _check.number("before_ms", before_ms, -1e15, 1e15)
         with self.store._lock:
             gone = [k for k, h in self._rows.items()
                     if h.row.status == "sent" and (h.row.sent_ms or 0) < before_ms]  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _check
 from ..errors import NotificationNotFoundError, NotifyError
-from .outbox import OutboxRow, Status, Written
+from .outbox import OutboxRow, Status, Written, check_rows, check_take
 
 __all__ = ["SQLOutbox", "write"]
 
@@ -86,6 +86,7 @@ class SQLOutbox:
     # -- dispatchers --------------------------------------------------------------------
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
         """See :meth:`Outbox.take`."""
+        check_take(owner, limit, lease_ms)
         now = self.now_ms()
         lock = " FOR UPDATE SKIP LOCKED" if self.store.for_update else ""
         with self.store._tx() as run:
@@ -129,7 +130,7 @@ class SQLOutbox:
     # -- looking and fixing ---------------------------------------------------------------
     def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
         """See :meth:`Outbox.rows`."""
-        _check.count("limit", limit, 1, 100_000)
+        check_rows(status, limit)
         where, params = ("", ()) if status is None else (" WHERE status = ?", (status,))
         with self.store._tx("read") as run:
             found = run(
@@ -162,6 +163,7 @@ class SQLOutbox:
 
     def purge(self, before_ms: float) -> int:
         """See :meth:`Outbox.purge`."""
+        _check.number("before_ms", before_ms, -1e15, 1e15)
         with self.store._tx() as run:
             cur = run("DELETE FROM im_outbox WHERE status = 'sent' AND sent_ms < ?", (before_ms,))
             return int(cur.rowcount)
