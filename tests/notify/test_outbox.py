@@ -353,3 +353,26 @@ def test_a_graph_run_by_the_engine_alone_or_with_its_log_off_is_told_too(make_st
     s = store.load("quiet")
     store.save(s)  # nothing ran
     assert len(kinds(store)) == 3
+
+
+def test_a_damaged_row_is_listed_and_goes_dead_without_stopping_the_others(
+    tmp_path: Path,
+) -> None:
+    from intermission.notify import Notifier, Webhook
+
+    store = SQLiteStore(tmp_path / "d.db", outbox=True)
+    store.save(paused_ops("bad"))
+    store.save(paused_ops("good"))
+    with store._tx() as run:  # damaged outside intermission
+        run("UPDATE im_outbox SET payload = '{not json', done = 'x' WHERE session_id = 'bad'")
+    sent: list[str] = []
+
+    class Catch(Webhook):
+        def send(self, n: Any) -> None:
+            sent.append(n.session_id)
+
+    notifier = Notifier(store, [Catch("https://h.example/x", secret="0123456789abcdef0")])
+    assert notifier.deliver_pending() == 1 and sent == ["good"]
+    (dead,) = store.outbox.rows("dead")
+    assert dead.session_id == "bad" and "unreadable notification" in (dead.last_error or "")
+    store.close()

@@ -82,6 +82,8 @@ class Notification:
     def of(cls, row: OutboxRow, public_url: str | None) -> Notification:
         """The notification of an outbox row, with links under ``public_url``."""
         p = row.payload
+        if p.get("kind") != row.kind or p.get("session_id") != row.session_id:
+            raise ValueError("the notification's payload does not match its row")
         sid = row.session_id
         interrupts = tuple(
             {**i, "link": link(public_url, sid, i.get("id"))}

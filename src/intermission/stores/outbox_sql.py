@@ -32,13 +32,23 @@ def write(run: Callable[..., Any], rows: list[Written], now_ms: float) -> None:
         run(_INSERT, (r.key, r.dedup, r.session_id, r.kind, r.payload, now_ms, now_ms))
 
 
+def _json(text: Any, empty: Any) -> Any:
+    """A stored JSON column; ``empty`` when it cannot be read (a row damaged outside
+    intermission is listed, and delivered as dead, rather than stopping everything)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
 def _row(values: Any) -> OutboxRow:
     key, sid, kind, status, created, due, attempts, done, error, sent, payload = values
     return OutboxRow(
         key=key, session_id=sid, kind=kind, status=status, created_ms=float(created),
-        due_ms=float(due), attempts=int(attempts), done=tuple(json.loads(done)),
-        last_error=error, sent_ms=None if sent is None else float(sent),
-        payload=json.loads(payload),
+        due_ms=float(due), attempts=int(attempts),
+        done=tuple(map(str, _json(done, []))), last_error=error,
+        sent_ms=None if sent is None else float(sent), payload=_json(payload, {}),
     )  # fmt: skip
 
 
