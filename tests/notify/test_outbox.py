@@ -31,7 +31,7 @@ from intermission._json import canonical_dumps
 from intermission.audit import AuditEntry, note
 from intermission.examples import build_ops_agent
 from intermission.stores import SQLiteStore
-from intermission.stores.outbox import AUDIT_RULES, EVENT_RULES, derive, summarize
+from intermission.stores.outbox_rules import AUDIT_RULES, EVENT_RULES, derive, summarize
 from intermission.testing.conformance import paused_change, paused_ops
 
 PAST = 1_700_000_000_000.0

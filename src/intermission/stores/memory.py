@@ -35,8 +35,8 @@ from .base import (
     session_from,
 )
 from .lease import Leases
-from .outbox import derive
 from .outbox_memory import MemoryOutbox
+from .outbox_rules import derive
 
 __all__ = ["MemoryStore"]
 

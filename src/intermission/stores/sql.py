@@ -37,7 +37,7 @@ from .base import (
     session_from,
 )
 from .lease import Leases
-from .outbox import derive
+from .outbox_rules import derive
 from .outbox_sql import SQLOutbox
 from .outbox_sql import write as write_outbox
 
