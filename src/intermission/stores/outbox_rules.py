@@ -84,7 +84,8 @@ def summarize(args: dict[str, Any]) -> dict[str, Any]:
     out = _cut(args, 0)
     if not isinstance(out, dict):
         return {}
-    if len(canonical_dumps(out)) <= _BUDGET:
+    # (a character is at most 6 in JSON, \uXXXX: a short repr needs no exact count)
+    if len(repr(out)) * 6 <= _BUDGET or len(canonical_dumps(out)) <= _BUDGET:
         return out
     kept: dict[str, Any] = {}
     size = 2
