@@ -45,6 +45,7 @@ def fresh_pg(**kw: Any) -> Any:
     store = PostgresStore(pg_dsn(), **kw)
     with store._tx() as run:
         run("DELETE FROM im_outbox")
+        run("DELETE FROM im_outbox_told")
         run("DELETE FROM im_settings")
         run("DELETE FROM im_ledger")
         run("DELETE FROM im_events")

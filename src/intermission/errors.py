@@ -466,7 +466,8 @@ class NotificationNotFoundError(NotifyError, KeyError):
 
     def __init__(self, key: str) -> None:
         super().__init__(
-            f"no notification {key!r} in the outbox (see python -m intermission outbox)",
+            f"no notification {key!r} in the outbox (a delivered one leaves it; see "
+            "python -m intermission outbox)",
             key=key,
         )
 

@@ -82,7 +82,7 @@ def test_the_outbox_methods(tmp_path: Any) -> None:
             box = store.outbox
             before = box.rows()
             for method, args in ((box.rows, (a, b)), (box.retry, (a,)), (box.take, (a, b, c)),
-                                 (box.purge, (a,)), (box.enable, (a,))):  # fmt: skip
+                                 (box.enable, (a,))):  # fmt: skip
                 try:
                     method(*args)
                 except IntermissionError:

@@ -202,24 +202,25 @@ def test_a_fork_or_a_restored_snapshot_does_not_tell_an_old_pause_again(make_sto
     assert kinds(store) == [("orig", "pending")]
 
 
-def test_a_save_retried_after_its_commit_went_unanswered_writes_it_once(tmp_path: Path) -> None:
-    """The save ending a resume is retried when its commit's answer is lost; deriving the
-    notification again writes nothing (its dedup id is the same)."""
-    store = SQLiteStore(tmp_path / "s.db", outbox=True)
-    s = paused_ops("r")
-    (first,) = derive(s, 1.0)
-    (again,) = derive(s, 2.0)
-    assert first.dedup == again.dedup and first.key != again.key
-    from intermission.stores.outbox_sql import write
+def test_an_unknown_outcome_is_told_once_whatever_saves_see_it(make_store: Any) -> None:
+    store = make_store(outbox=True)
+    s = InMemoryAgentSession.of("u")
 
-    with store._tx() as run:
-        write(run, [first], 1.0)
-        write(run, [again], 2.0)
-    assert [r.key for r in store.outbox.rows()] == [first.key]
-    store.close()
+    def dropped() -> None:
+        raise ToolUnavailableError("the server went away mid-call", tool="t", sent=True)
+
+    with pytest.raises(ToolUnavailableError):
+        s.once("refund/7", dropped)
+    s.status = "paused"
+    store.save(s)
+    for _ in range(3):  # later saves (a person looking, notes) see the same started effect
+        again = store.load("u")
+        again.context.put("looked", True)
+        store.save(again)
+    assert kinds(store) == [("u", "unknown_outcome")]
 
 
-def test_retry_and_purge_and_their_typed_errors(make_store: Any) -> None:
+def test_retry_and_its_typed_errors(make_store: Any) -> None:
     store = make_store(outbox=True)
     store.save(paused_ops("x"))
     (row,) = store.outbox.rows()
@@ -227,16 +228,17 @@ def test_retry_and_purge_and_their_typed_errors(make_store: Any) -> None:
         store.outbox.retry("ntf_nope")
     assert [r.key for r in store.outbox.take("me", 10, 60_000)] == [row.key]
     assert store.outbox.take("other", 10, 60_000) == []  # leased: nobody else takes it
-    store.outbox.failed(row.key, "me", "x: HTTP 500", [], 0.0, True)
+    store.outbox.failed(row.key, "me", "x: HTTP 500", ["slack"], 0.0, True)
     (dead,) = store.outbox.rows("dead")
-    assert dead.attempts == 1 and dead.last_error == "x: HTTP 500"
+    assert dead.attempts == 1 and dead.last_error == "x: HTTP 500" and dead.done == ("slack",)
+    assert store.outbox.take("me", 10, 60_000) == []  # dead: nobody takes it
     assert store.outbox.retry(row.key).status == "pending"
     (again,) = store.outbox.take("me", 10, 60_000)
-    assert again.key == row.key and again.attempts == 0
-    store.outbox.delivered(row.key, ["hook"])
-    with pytest.raises(NotifyError, match="delivered already"):
+    assert again.key == row.key and again.attempts == 0 and again.done == ("slack",)
+    store.outbox.delivered(row.key)
+    assert store.outbox.rows() == []
+    with pytest.raises(NotifyError, match="a delivered one leaves it"):
         store.outbox.retry(row.key)
-    assert store.outbox.purge(store.outbox.now_ms() + 1) == 1 and store.outbox.rows() == []
 
 
 def test_a_lease_that_ends_gives_the_row_back(make_store: Any) -> None:
@@ -250,7 +252,7 @@ def test_a_lease_that_ends_gives_the_row_back(make_store: Any) -> None:
     assert [r.key for r in again] == [row.key]
     # the first one's late failure does not touch a row another holds
     store.outbox.failed(row.key, "dead-dispatcher", "late", [], 0.0, True)
-    assert store.outbox.rows()[0].status == "pending"
+    assert store.outbox.rows()[0].status == "pending" and store.outbox.rows()[0].attempts == 0
 
 
 @settings(max_examples=25, deadline=None)

@@ -45,7 +45,7 @@ def _version_1_store(kind: str, tmp_path: Path, snapshot: str) -> Any:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "DROP TABLE IF EXISTS im_sessions, im_ledger, im_events, im_schema, im_outbox, "
-            "im_settings"
+            "im_outbox_told, im_settings"
         )
         _version_1_schema(conn.execute, snapshot, "BIGINT", "DOUBLE PRECISION")
     return PostgresStore(dsn)

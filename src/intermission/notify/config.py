@@ -104,7 +104,6 @@ class NotifyConfig(_Strict):
     retry_first_s: float = Field(2.0, ge=0.01, le=86400)
     retry_max_s: float = Field(600.0, ge=0.01, le=1e6)
     lease_s: float = Field(60.0, ge=0.1, le=86400)
-    keep_sent_days: float = Field(7.0, ge=0, le=3650)
     targets: list[
         Annotated[_WebhookSpec | _SlackSpec | _EmailSpec, Field(discriminator="type")]
     ] = Field(min_length=1)
@@ -235,5 +234,5 @@ def notifier_from(store: Any, path: str | Path, public_url: str | None = None) -
         store, targets_of(config, str(path)), public_url or config.public_url,
         max_attempts=config.max_attempts, retry_first_s=config.retry_first_s,
         retry_max_s=max(config.retry_max_s, config.retry_first_s), lease_s=config.lease_s,
-        keep_sent_s=config.keep_sent_days * 86400, poll_s=config.poll_s,
+        poll_s=config.poll_s,
     )  # fmt: skip

@@ -58,7 +58,6 @@ class Notifier:
         retry_max_s: float = 600.0,
         lease_s: float = 60.0,
         batch: int = 20,
-        keep_sent_s: float = 7 * 86400.0,
         poll_s: float = 1.0,
     ) -> None:
         outbox = getattr(store, "outbox", None)
@@ -80,14 +79,12 @@ class Notifier:
         self.retry_max_s = _check.number("retry_max_s", retry_max_s, self.retry_first_s, 1e6)
         self.lease_ms = _check.number("lease_s", lease_s, 0.1, 86400) * 1000.0
         self.batch = _check.count("batch", batch, 1, 1000)
-        self.keep_sent_ms = _check.number("keep_sent_s", keep_sent_s, 0, 1e9) * 1000.0
         self.poll_s = _check.number("poll_s", poll_s, 0.001, 3600)
         """How often :meth:`run` looks at the outbox when nothing wakes it."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         """Who holds the rows this notifier took (host, process, a random part)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._purged_ms = 0.0
 
     # -- one pass ------------------------------------------------------------------------
     def deliver_pending(self) -> int:
@@ -129,7 +126,7 @@ class Notifier:
         if errors:
             self._failed(row, done, errors, wait_s, dead=False)
             return False
-        self.outbox.delivered(row.key, done)
+        self.outbox.delivered(row.key)
         log.info("notification %s (%s, session %s) delivered to %s", row.key, row.kind,
                  row.session_id, ", ".join(sorted(done)) or "no target")  # fmt: skip
         return True
@@ -166,20 +163,9 @@ class Notifier:
             wake.clear()
             try:
                 self.deliver_pending()
-                self._purge()
             except StoreError as exc:
                 log.warning("the store is unavailable, trying again: %s", type(exc).__name__)
             wake.wait(poll_s)
-
-    def _purge(self) -> None:
-        now = self.outbox.now_ms()
-        if now - self._purged_ms < 3_600_000:
-            return
-        self._purged_ms = now
-        gone = self.outbox.purge(now - self.keep_sent_ms)
-        if gone:
-            log.info("removed %d notification(s) delivered before the last %.0f days",
-                     gone, self.keep_sent_ms / 86_400_000)  # fmt: skip
 
     def start(self, poll_s: float | None = None) -> None:
         """Run :meth:`run` in a daemon thread (``serve --notify`` does)."""

@@ -13,9 +13,10 @@ dispatcher sends with every attempt.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 __all__ = [
     "KINDS",
@@ -46,41 +47,40 @@ def new_key() -> str:
 
 
 # -- what a save writes ---------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Written:
-    """A notification a save writes: ``dedup`` makes writing it twice a no-op (a retried
-    save that did commit derives it again)."""
+class Written(NamedTuple):
+    """A notification a save writes."""
 
     key: str
-    dedup: str
     session_id: str
     kind: str
     payload: str
-    """Canonical JSON (see :func:`derive` for its fields)."""
+    """Canonical JSON (see :func:`~intermission.stores.outbox_rules.derive`)."""
+    once: str | None = None
+    """A mark that makes it told once: a save that derives it again (an effect of unknown
+    outcome, seen by every save until a person resolves it) writes nothing."""
 
 
 # -- what a dispatcher sees -------------------------------------------------------------
-Status = Literal["pending", "sent", "dead"]
+Status = Literal["pending", "dead"]
 
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
-    """A notification as the outbox holds it."""
+    """A notification waiting in the outbox (a delivered one leaves it)."""
 
     key: str
     """The idempotency key, sent with every attempt."""
     session_id: str
     kind: str
     status: Status
-    """``pending`` (to be delivered, maybe after a failed attempt), ``sent``, or ``dead``
-    (it failed too often: ``outbox --retry KEY`` sends it again)."""
+    """``pending`` (to be delivered, maybe after failed attempts) or ``dead`` (it failed
+    too often: ``outbox --retry KEY`` makes it due again)."""
     created_ms: float
     due_ms: float
     attempts: int
     done: tuple[str, ...]
     """Names of the targets that took it already (a retry skips them)."""
     last_error: str | None
-    sent_ms: float | None
     payload: dict[str, Any]
 
 
@@ -98,8 +98,8 @@ def check_rows(status: Any, limit: Any) -> None:
     from .. import _check
     from ..errors import UsageError
 
-    if status not in (None, "pending", "sent", "dead") or isinstance(status, bool):
-        raise UsageError(f"status is pending, sent, dead or None, not {_check.shown(status)}")
+    if status not in (None, "pending", "dead") or isinstance(status, bool):
+        raise UsageError(f"status is pending, dead or None, not {_check.shown(status)}")
     _check.count("limit", limit, 1, 100_000)
 
 
@@ -108,10 +108,16 @@ class Outbox(Protocol):
 
     Rows are taken under a lease (``take``): a dispatcher that dies before settling them
     gives them back when the lease ends, and another delivers them again, with the same
-    key. On PostgreSQL several dispatchers take rows at once, each row by one of them."""
+    key. On PostgreSQL several dispatchers take rows at once, each row by one of them. A
+    delivered notification leaves the outbox (the dispatcher's log says where it went), so
+    what the outbox holds is what waits or failed: a save adds one row, no index entries
+    but its key."""
 
     enabled: bool
     """Whether this store's saves write notifications."""
+    wake: threading.Event
+    """Set when a save of this store object wrote a notification (a dispatcher in the
+    same process delivers at once instead of at its next poll)."""
 
     def enable(self, on: bool = True) -> None:
         """Turn writing on (or off) for this store object and record it in the database,
@@ -122,32 +128,25 @@ class Outbox(Protocol):
         """Take up to ``limit`` due rows for ``owner`` until the lease ends."""
         ...
 
-    def delivered(self, key: str, done: Iterable[str]) -> None:
-        """Mark a row sent."""
+    def delivered(self, key: str) -> None:
+        """Remove a delivered notification."""
         ...
 
     def failed(
         self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
     ) -> None:
-        """Record a failed attempt: try again at ``due_ms``, or give up (``dead``)."""
+        """Record a failed attempt while ``owner`` holds the row: try again at ``due_ms``,
+        or give up (``dead``)."""
         ...
 
     def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
-        """Rows, newest first (of one ``status``)."""
+        """Notifications waiting or dead, newest first (of one ``status``)."""
         ...
 
     def retry(self, key: str) -> OutboxRow:
-        """Make a dead (or failing) row due now with its attempts reset."""
-        ...
-
-    def purge(self, before_ms: float) -> int:
-        """Delete rows sent before ``before_ms``; returns how many."""
+        """Make a dead (or failing) notification due now, its attempts counted anew."""
         ...
 
     def now_ms(self) -> float:
         """The store's clock."""
-        ...
-
-    def wait(self, timeout_s: float) -> bool:
-        """Wait until a save in this process wrote a notification (or the timeout)."""
         ...

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _check
-from ..errors import NotificationNotFoundError, NotifyError
+from ..errors import NotificationNotFoundError
 from .outbox import OutboxRow, Status, Written, check_rows, check_take
 
 __all__ = ["MemoryOutbox"]
@@ -31,7 +31,7 @@ class MemoryOutbox:
         self.enabled = enabled
         self.wake = threading.Event()
         self._rows: dict[str, _Held] = {}
-        self._dedup: set[str] = set()
+        self._told: set[str] = set()
 
     def enable(self, on: bool = True) -> None:
         """See :meth:`Outbox.enable` (a memory store has only this object to tell)."""
@@ -42,22 +42,17 @@ class MemoryOutbox:
         """The store's clock."""
         return float(self.store.clock.now_ms())
 
-    def wait(self, timeout_s: float) -> bool:
-        """See :meth:`Outbox.wait`."""
-        woke = self.wake.wait(timeout_s)
-        self.wake.clear()
-        return woke
-
     def write(self, rows: list[Written], now_ms: float) -> None:
         """Add a save's notifications (the caller holds the store's lock)."""
         for r in rows:
-            if r.dedup in self._dedup:
-                continue
-            self._dedup.add(r.dedup)
+            if r.once is not None:
+                if r.once in self._told:
+                    continue  # told already
+                self._told.add(r.once)
             self._rows[r.key] = _Held(OutboxRow(
                 key=r.key, session_id=r.session_id, kind=r.kind, status="pending",
                 created_ms=now_ms, due_ms=now_ms, attempts=0, done=(), last_error=None,
-                sent_ms=None, payload=json.loads(r.payload),
+                payload=json.loads(r.payload),
             ))  # fmt: skip
 
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
@@ -80,14 +75,10 @@ class MemoryOutbox:
         held.row = dataclasses.replace(held.row, **changes)
         held.taken_by, held.taken_until = None, 0.0
 
-    def delivered(self, key: str, done: Iterable[str]) -> None:
+    def delivered(self, key: str) -> None:
         """See :meth:`Outbox.delivered`."""
         with self.store._lock:
-            held = self._rows.get(key)
-            if held is None or held.row.status != "pending":
-                return
-            self._update(key, status="sent", sent_ms=self.now_ms(), done=tuple(sorted(done)),
-                         attempts=held.row.attempts + 1, last_error=None)  # fmt: skip
+            self._rows.pop(key, None)
 
     def failed(
         self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
@@ -113,24 +104,9 @@ class MemoryOutbox:
         """See :meth:`Outbox.retry`."""
         _check.text("key", key)
         with self.store._lock:
-            held = self._rows.get(key)
-            if held is None:
+            if key not in self._rows:
                 raise NotificationNotFoundError(key)
-            if held.row.status == "sent":
-                raise NotifyError(
-                    f"notification {key!r} was delivered already; nothing to retry", key=key
-                )
             self._update(key, status="pending", due_ms=self.now_ms(), attempts=0)
-            row = held.row
+            row = self._rows[key].row
         self.wake.set()
         return row
-
-    def purge(self, before_ms: float) -> int:
-        """See :meth:`Outbox.purge`."""
-        _check.number("before_ms", before_ms, -1e15, 1e15)
-        with self.store._lock:
-            gone = [k for k, h in self._rows.items()
-                    if h.row.status == "sent" and (h.row.sent_ms or 0) < before_ms]  # fmt: skip
-            for key in gone:
-                del self._rows[key]
-            return len(gone)

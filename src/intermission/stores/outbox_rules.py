@@ -6,7 +6,6 @@ knows: it emits events and notes audit entries; the store reads them here, in th
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -185,14 +184,14 @@ def _task(session: Any, call_uuid: str | None) -> Any:
 @dataclass
 class _Draft:
     kind: str
-    dedup: str
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
     roles: list[str] = field(default_factory=list)
+    once: str | None = None
+    """Told only once, whatever saves derive it again (see Written.once)."""
 
 
 def _from_event(session: Any, kind: str, event: Any) -> _Draft:
-    gen = session.generation
     if event.kind in ("hitl_decided", "hitl_expired"):
         task = _task(session, event.call_uuid)
         item = (
@@ -207,12 +206,12 @@ def _from_event(session: Any, kind: str, event: Any) -> _Draft:
                       "comment": record.comment}  # fmt: skip
         else:
             detail = {"resolution": event.resolution}
-        return _Draft(kind, f"{gen}:{kind}:{event.seq}", [item], detail, _roles(item.get("policy")))
+        return _Draft(kind, [item], detail, _roles(item.get("policy")))
     # a graph approval's decision
     detail = {"verdict": event.verdict.lower(), "reviewer": event.reviewer,
               "reason": event.reason, "comment": event.comment}  # fmt: skip
     item = {"id": _last_pause_id(session, event.seq), "type": "confirmation", "tool": None}
-    return _Draft(kind, f"{gen}:{kind}:{event.seq}", [item], detail)
+    return _Draft(kind, [item], detail)
 
 
 _ENDS = frozenset({"run_end", "team_end"})
@@ -240,13 +239,13 @@ def _from_audit(session: Any, kind: str, entry: Any) -> _Draft:
     if isinstance(extra, list):  # an escalation names who is told now
         roles = sorted({*roles, *map(str, extra)})
     interrupts = [item] if target else []
-    return _Draft(kind, f"{session.generation}:{kind}:{target}:{os.urandom(6).hex()}",
-                  interrupts, detail, roles)  # fmt: skip
+    return _Draft(kind, interrupts, detail, roles)
 
 
 def _unknown_outcomes(session: Any) -> list[_Draft]:
     """Effects this session started and never saw end, in a save made while it is not
-    running: their outcome is unknown until a person resolves them."""
+    running: their outcome is unknown until a person resolves them (told once per attempt
+    at the effect, however many saves see it)."""
     if session.status == "running":
         return []
     sid = session.session_id
@@ -254,8 +253,8 @@ def _unknown_outcomes(session: Any) -> list[_Draft]:
     return [
         _Draft(
             "unknown_outcome",
-            f"{gen}:unknown_outcome:{key}:{entry.attempt}",
             detail={"effect": key, "started_ms": entry.started_ms},
+            once=f"{gen}:unknown_outcome:{key}:{entry.attempt}",
         )
         for key, entry in session.ledger.items()
         if entry.status == "started" and entry.by in (None, sid)
@@ -307,13 +306,11 @@ def _ran(log: Any, kinds: set[str]) -> bool:
 
 
 def _pause(session: Any, seq: int, approval_id: str | None) -> _Draft:
-    """The notification of a pause: what the session waits on. Told once per set of
-    interrupts (a run that stops again on the same undecided calls is not news)."""
+    """The notification of a pause: what the session waits on (a run that stops again on
+    calls still undecided is told again: a reminder)."""
     interrupts = _open_interrupts(session, approval_id or _last_pause_id(session, seq + 1))
     roles = sorted({r for i in interrupts for r in _roles(i.get("policy"))})
-    ids = ",".join(sorted(str(i["id"]) for i in interrupts if i["type"] == "tool_call"))
-    mark = ids if ids else (approval_id or f"n{seq}")
-    return _Draft("pending", f"{session.generation}:pending:{mark}", interrupts, roles=roles)
+    return _Draft("pending", interrupts, roles=roles)
 
 
 def _unique(drafts: list[_Draft]) -> list[_Draft]:
@@ -324,7 +321,7 @@ def _unique(drafts: list[_Draft]) -> list[_Draft]:
     seen: set[tuple[str, tuple[Any, ...]]] = set()
     out = []
     for d in drafts:
-        mark = (d.kind, tuple(i.get("id") for i in d.interrupts) or (d.dedup,))
+        mark = (d.kind, tuple(i.get("id") for i in d.interrupts) or (d.once or id(d),))
         if mark not in seen:
             seen.add(mark)
             out.append(d)
@@ -344,5 +341,5 @@ def _written(session: Any, drafts: list[_Draft], now_ms: float) -> list[Written]
             "deadline_ms": min(deadlines) if deadlines else None,
             "interrupts": d.interrupts, "roles": d.roles, "detail": d.detail,
         }  # fmt: skip
-        out.append(Written(new_key(), d.dedup, sid, d.kind, canonical_dumps(payload)))
+        out.append(Written(new_key(), sid, d.kind, canonical_dumps(payload), d.once))
     return out

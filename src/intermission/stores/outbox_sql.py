@@ -1,6 +1,7 @@
 """The outbox of the SQL stores: rows in ``im_outbox``, written inside the save's
 transaction, taken by dispatchers under a lease (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
-several dispatchers never take one row at once; SQLite: its write lock serialises them)."""
+several dispatchers never take one row at once; SQLite: its write lock serialises them),
+deleted once delivered."""
 
 from __future__ import annotations
 
@@ -10,31 +11,35 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import _check
-from ..errors import NotificationNotFoundError, NotifyError
+from ..errors import NotificationNotFoundError
 from .outbox import OutboxRow, Status, Written, check_rows, check_take
 
 __all__ = ["SQLOutbox", "write"]
 
-_COLUMNS = (
-    "key, session_id, kind, status, created_ms, due_ms, attempts, done, last_error, sent_ms, "
-    "payload"
-)
+_COLUMNS = "key, session_id, kind, status, created_ms, due_ms, attempts, done, last_error, payload"
 _INSERT = (
-    "INSERT INTO im_outbox (key, dedup, session_id, kind, payload, created_ms, status, "
-    "due_ms, attempts, done) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, 0, '[]') "
-    "ON CONFLICT (dedup) DO NOTHING"
+    "INSERT INTO im_outbox (key, session_id, kind, payload, created_ms, status, due_ms, "
+    "attempts, done) VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, '[]')"
 )
 
 
 def write(run: Callable[..., Any], rows: list[Written], now_ms: float) -> None:
     """Insert a save's notifications (inside its transaction)."""
     for r in rows:
-        run(_INSERT, (r.key, r.dedup, r.session_id, r.kind, r.payload, now_ms, now_ms))
+        if r.once is not None:
+            told = run(
+                "INSERT INTO im_outbox_told (mark, at_ms) VALUES (?, ?) "
+                "ON CONFLICT (mark) DO NOTHING",
+                (r.once, now_ms),
+            )
+            if told.rowcount != 1:
+                continue  # told already
+        run(_INSERT, (r.key, r.session_id, r.kind, r.payload, now_ms, now_ms))
 
 
 def _json(text: Any, empty: Any) -> Any:
     """A stored JSON column; ``empty`` when it cannot be read (a row damaged outside
-    intermission is listed, and delivered as dead, rather than stopping everything)."""
+    intermission is listed, and goes dead, rather than stopping every delivery)."""
     try:
         value = json.loads(text)
     except (TypeError, ValueError):
@@ -43,12 +48,11 @@ def _json(text: Any, empty: Any) -> Any:
 
 
 def _row(values: Any) -> OutboxRow:
-    key, sid, kind, status, created, due, attempts, done, error, sent, payload = values
+    key, sid, kind, status, created, due, attempts, done, error, payload = values
     return OutboxRow(
         key=key, session_id=sid, kind=kind, status=status, created_ms=float(created),
-        due_ms=float(due), attempts=int(attempts),
-        done=tuple(map(str, _json(done, []))), last_error=error,
-        sent_ms=None if sent is None else float(sent), payload=_json(payload, {}),
+        due_ms=float(due), attempts=int(attempts), done=tuple(map(str, _json(done, []))),
+        last_error=error, payload=_json(payload, {}),
     )  # fmt: skip
 
 
@@ -58,7 +62,6 @@ class SQLOutbox:
     def __init__(self, store: Any, enabled: bool | None) -> None:
         self.store = store
         self.wake = threading.Event()
-        """Set when a save in this process wrote a notification (a dispatcher here wakes)."""
         self.enabled = self._recorded() if enabled is None else enabled
         if enabled:
             self._record(True)
@@ -87,12 +90,6 @@ class SQLOutbox:
         """The store's clock."""
         return float(self.store.clock.now_ms())
 
-    def wait(self, timeout_s: float) -> bool:
-        """See :meth:`Outbox.wait`."""
-        woke = self.wake.wait(timeout_s)
-        self.wake.clear()
-        return woke
-
     # -- dispatchers --------------------------------------------------------------------
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
         """See :meth:`Outbox.take`."""
@@ -113,21 +110,16 @@ class SQLOutbox:
                 )
         return [_row(v) for v in found]
 
-    def delivered(self, key: str, done: Iterable[str]) -> None:
+    def delivered(self, key: str) -> None:
         """See :meth:`Outbox.delivered` (whoever delivered it: a dispatcher whose lease
         ran out still did)."""
         with self.store._tx() as run:
-            run(
-                "UPDATE im_outbox SET status = 'sent', sent_ms = ?, done = ?, "
-                "attempts = attempts + 1, last_error = NULL, taken_by = NULL, "
-                "taken_until = NULL WHERE key = ? AND status = 'pending'",
-                (self.now_ms(), json.dumps(sorted(done)), key),
-            )
+            run("DELETE FROM im_outbox WHERE key = ?", (key,))
 
     def failed(
         self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
     ) -> None:
-        """See :meth:`Outbox.failed` (only while ``owner`` holds the row)."""
+        """See :meth:`Outbox.failed`."""
         with self.store._tx() as run:
             run(
                 "UPDATE im_outbox SET status = ?, due_ms = ?, done = ?, attempts = attempts + 1, "
@@ -144,7 +136,8 @@ class SQLOutbox:
         where, params = ("", ()) if status is None else (" WHERE status = ?", (status,))
         with self.store._tx("read") as run:
             found = run(
-                f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key LIMIT ?",
+                f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key "
+                "LIMIT ?",
                 (*params, limit),
             ).fetchall()
         return [_row(v) for v in found]
@@ -153,27 +146,13 @@ class SQLOutbox:
         """See :meth:`Outbox.retry`."""
         _check.text("key", key)
         with self.store._tx() as run:
-            found = run(
-                f"SELECT status FROM im_outbox WHERE key = ?{self.store.for_update}", (key,)
-            ).fetchone()
-            if found is None:
-                raise NotificationNotFoundError(key)
-            if found[0] == "sent":
-                raise NotifyError(
-                    f"notification {key!r} was delivered already; nothing to retry", key=key
-                )
-            run(
+            cur = run(
                 "UPDATE im_outbox SET status = 'pending', due_ms = ?, attempts = 0, "
                 "taken_by = NULL, taken_until = NULL WHERE key = ?",
                 (self.now_ms(), key),
             )
+            if cur.rowcount != 1:
+                raise NotificationNotFoundError(key)
             values = run(f"SELECT {_COLUMNS} FROM im_outbox WHERE key = ?", (key,)).fetchone()
         self.wake.set()
         return _row(values)
-
-    def purge(self, before_ms: float) -> int:
-        """See :meth:`Outbox.purge`."""
-        _check.number("before_ms", before_ms, -1e15, 1e15)
-        with self.store._tx() as run:
-            cur = run("DELETE FROM im_outbox WHERE status = 'sent' AND sent_ms < ?", (before_ms,))
-            return int(cur.rowcount)

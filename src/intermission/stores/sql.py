@@ -106,11 +106,11 @@ MIGRATIONS: list[list[str]] = [
     ],
     [
         # the outbox: notifications written by the save that causes them, delivered by a
-        # dispatcher (intermission.notify) that takes rows under a lease; ``dedup`` makes a
-        # notification derived twice (a save retried after its commit went unanswered) one
+        # dispatcher (intermission.notify) that takes rows under a lease and deletes them
+        # once delivered; a save adds one row and one key (no other index: the table holds
+        # only what waits or failed, and a dispatcher reads it whole)
         """CREATE TABLE im_outbox (
             key TEXT PRIMARY KEY,
-            dedup TEXT NOT NULL,
             session_id TEXT NOT NULL,
             kind TEXT NOT NULL,
             payload TEXT NOT NULL,
@@ -121,11 +121,11 @@ MIGRATIONS: list[list[str]] = [
             done TEXT NOT NULL,
             taken_by TEXT,
             taken_until {real},
-            last_error TEXT,
-            sent_ms {real}
+            last_error TEXT
         )""",
-        "CREATE UNIQUE INDEX im_outbox_dedup ON im_outbox (dedup)",
-        "CREATE INDEX im_outbox_due ON im_outbox (due_ms) WHERE status = 'pending'",
+        # what was told once for good (an effect of unknown outcome), so that later saves
+        # seeing it again write nothing
+        "CREATE TABLE im_outbox_told (mark TEXT PRIMARY KEY, at_ms {real} NOT NULL)",
         # whether saves write notifications: every process opening the database follows
         "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
