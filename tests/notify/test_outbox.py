@@ -20,6 +20,7 @@ from intermission import (
     ConflictError,
     FakeClock,
     HITLDecision,
+    HITLTask,
     InMemoryAgentSession,
     LeaseLostError,
     NotificationNotFoundError,
@@ -30,11 +31,34 @@ from intermission import (
 from intermission._json import canonical_dumps
 from intermission.audit import AuditEntry, note
 from intermission.examples import build_ops_agent
+from intermission.notify.interrupts import interrupts_of, summarize
 from intermission.stores import SQLiteStore
-from intermission.stores.outbox_rules import AUDIT_RULES, EVENT_RULES, derive, summarize
+from intermission.stores.outbox_rules import AUDIT_RULES, EVENT_RULES, derive
 from intermission.testing.conformance import paused_change, paused_ops
 
 PAST = 1_700_000_000_000.0
+
+
+def with_policy(
+    s: InMemoryAgentSession, roles: list[str], approvals: int = 1, approvers: Any = None
+) -> InMemoryAgentSession:
+    """The session with its tasks carrying an approval policy, as tasks with policies keep
+    it (a field of the task)."""
+
+    class PolicyTask(HITLTask):
+        policy: dict[str, Any] | None = None
+
+    policy = {"roles": roles, "approvals": approvals, "not_requester": True, "on_expire": "reject"}
+    s.hitl.tasks[:] = [
+        PolicyTask(**t.model_dump(), policy=policy).model_copy(update={"approvers": approvers})
+        for t in s.hitl.tasks
+    ]
+    return s
+
+
+def shown(row: Any) -> list[dict[str, Any]]:
+    """The interrupts of a stored notification, as a person is shown them."""
+    return interrupts_of(row.payload)[0]
 
 
 def kinds(store: Any) -> list[tuple[str, str]]:
@@ -53,7 +77,7 @@ def test_a_pause_is_written_with_its_save_and_says_what_waits(make_store: Any) -
     p = row.payload
     assert p["session_id"] == "t1" and p["agent"] == "ops"
     assert p["reason"] == "Sensitive operation: human confirmation required"
-    (interrupt,) = p["interrupts"]
+    (interrupt,) = shown(row)
     assert interrupt["id"] == task.call_uuid and interrupt["type"] == "tool_call"
     assert interrupt["tool"] == "delete_user" and interrupt["arguments"] == {"user_id": 1001}
     # saving again without running anything adds nothing; the key is the row's for good
@@ -68,7 +92,7 @@ def test_a_graph_approval_is_one_confirmation_named_as_the_console_names_it(
     s = paused_change("c1")
     store.save(s)
     (row,) = store.outbox.rows()
-    (interrupt,) = row.payload["interrupts"]
+    (interrupt,) = shown(row)
     pause = [e for e in s.events if e.kind == "team_end" and e.pending][-1]
     assert interrupt["id"] == f"approval-{pause.seq}" and interrupt["type"] == "confirmation"
     assert "order-service" in interrupt["arguments"]["request"]
@@ -77,7 +101,7 @@ def test_a_graph_approval_is_one_confirmation_named_as_the_console_names_it(
     store.save(s)
     decided = [r for r in store.outbox.rows() if r.kind == "decided"]
     assert [r.payload["detail"]["reviewer"] for r in decided] == ["bob"]
-    assert decided[0].payload["interrupts"][0]["id"] == interrupt["id"]
+    assert shown(decided[0])[0]["id"] == interrupt["id"]
 
 
 def test_a_stale_copy_or_a_lost_claim_writes_nothing(make_store: Any) -> None:
@@ -149,9 +173,9 @@ def test_audit_notes_are_told_by_their_action(make_store: Any) -> None:
     store.save(s)
     told = {r.kind: r for r in store.outbox.rows()}
     assert set(told) == {"pending", "warning", "escalated"}
-    assert told["warning"].payload["interrupts"][0]["tool"] == "delete_user"
+    assert shown(told["warning"])[0]["tool"] == "delete_user"
     assert told["warning"].payload["detail"]["reason"] == "the deadline is in 10 minutes"
-    assert told["escalated"].payload["roles"] == ["oncall-lead"]
+    assert interrupts_of(told["escalated"].payload)[1] == ["oncall-lead"]
     assert set(AUDIT_RULES) >= {"task.warned", "task.escalated", "task.expired"}
     assert set(EVENT_RULES) >= {"hitl_pending", "hitl_decided", "approval_decided"}
 
@@ -159,17 +183,13 @@ def test_audit_notes_are_told_by_their_action(make_store: Any) -> None:
 def test_the_policy_still_needed_and_its_roles_travel_with_the_notification() -> None:
     """A task's approval policy (roles, approvals) is read where it is kept, defensively:
     the roles route the notification, the approvals say how many are still needed."""
-    s = paused_ops("p")
+    s = with_policy(paused_ops("p"), ["finance"], approvals=2, approvers=["cfo"])
     (task,) = s.hitl.tasks
-    policy = {"roles": ["finance"], "approvals": 2, "not_requester": True, "on_expire": "reject"}
-    # (set as the approval-policy work keeps them: a task's policy, the approvals so far)
-    object.__setattr__(task, "approvers", ["cfo"])
-    object.__setattr__(task, "policy", policy)
-    object.__setattr__(s.hitl, "approvals", {task.call_uuid: ["ann"]})
+    object.__setattr__(s.hitl, "approvals", {task.call_uuid: ["ann"]})  # one approval so far
     (written,) = derive(s, 0.0)
-    payload = json.loads(written.payload)
-    assert payload["roles"] == ["finance"]
-    got = payload["interrupts"][0]["policy"]
+    (interrupt,), roles = interrupts_of(json.loads(written.payload))
+    assert roles == ["finance"]
+    got = interrupt["policy"]
     assert got["approvals_needed"] == 1 and got["reviewers"] == ["cfo"]
     assert got["roles"] == ["finance"] and got["not_requester"] is True
 
@@ -284,7 +304,7 @@ def test_exactly_the_committed_pauses_are_told(steps: list[str]) -> None:
     assert len(pauses) == committed
     # and each names the task that the saved pause waits on
     tasks = {e.tasks[0].call_uuid for e in store.load("h").events if e.kind == "hitl_pending"}
-    assert {r.payload["interrupts"][0]["id"] for r in pauses} <= tasks
+    assert {shown(r)[0]["id"] for r in pauses} <= tasks
 
 
 @settings(max_examples=60, deadline=None)

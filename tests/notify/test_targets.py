@@ -58,9 +58,16 @@ def fresh(receiver: Receiver) -> Receiver:
 
 
 def with_roles(session: InMemoryAgentSession, roles: list[str]) -> InMemoryAgentSession:
-    """Give the session's task an approval policy naming ``roles`` (as policies keep it)."""
-    for task in session.hitl.tasks:
-        object.__setattr__(task, "policy", {"roles": roles, "approvals": 1})
+    """Give the session's tasks an approval policy naming ``roles`` (a field of the task,
+    as tasks with policies keep it)."""
+    from intermission import HITLTask
+
+    class PolicyTask(HITLTask):
+        policy: dict[str, Any] | None = None
+
+    policy = {"roles": roles, "approvals": 1}
+    tasks = session.hitl.tasks
+    tasks[:] = [PolicyTask(**t.model_dump(), policy=policy) for t in tasks]
     return session
 
 
@@ -169,7 +176,7 @@ def test_an_email_goes_to_the_roles_that_may_decide_with_text_html_and_the_link(
     assert msg["Subject"] == "Approval needed: delete_user(user_id=1001) in session pay-7"
     text = msg.get_body(("plain",)).get_content()
     html = msg.get_body(("html",)).get_content()
-    link = row.payload["interrupts"][0]["id"]
+    link = row.payload["tasks"][0]["call_uuid"]
     assert f"{PUBLIC}/#thread=pay-7&amp;interrupt={link}" in html
     assert f"open: {PUBLIC}/#thread=pay-7&interrupt={link}" in text
     assert "still needed: 1 approval(s) from finance" in text

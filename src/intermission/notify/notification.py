@@ -13,6 +13,7 @@ from .._check import shown
 from .._text import visible
 from ..errors import NotifyConfigError
 from ..stores.outbox import OutboxRow
+from .interrupts import interrupts_of
 
 __all__ = ["BODY_VERSION", "Notification", "check_public_url", "link"]
 
@@ -85,17 +86,15 @@ class Notification:
         if p.get("kind") != row.kind or p.get("session_id") != row.session_id:
             raise ValueError("the notification's payload does not match its row")
         sid = row.session_id
-        interrupts = tuple(
-            {**i, "link": link(public_url, sid, i.get("id"))}
-            for i in p.get("interrupts") or ()
-            if isinstance(i, dict)
-        )
+        found, roles = interrupts_of(p)
+        interrupts = tuple({**i, "link": link(public_url, sid, i.get("id"))} for i in found)
+        deadlines = [i["deadline_ms"] for i in interrupts if i.get("deadline_ms") is not None]
         first = interrupts[0]["id"] if interrupts else None
         return cls(
             key=row.key, kind=row.kind, session_id=sid, agent=p.get("agent"),
             created_ms=float(p.get("created_ms") or row.created_ms), reason=p.get("reason"),
-            deadline_ms=p.get("deadline_ms"), interrupts=interrupts,
-            roles=tuple(p.get("roles") or ()), detail=dict(p.get("detail") or {}),
+            deadline_ms=min(deadlines) if deadlines else None, interrupts=interrupts,
+            roles=tuple(roles), detail=dict(p.get("detail") or {}),
             link=link(public_url, sid, first), attempt=row.attempts + 1,
         )  # fmt: skip
 

@@ -126,7 +126,7 @@ class MemoryStore(StoreMethods):
         now = self.clock.now_ms()
         expected = session.store_version
         sid = row.session_id
-        notes = derive(session, now) if self.outbox.enabled else None
+        notes = derive(session, now, row) if self.outbox.enabled else None
         with self._lock:
             entry = self._rows.get(sid)
             if expected == 0:

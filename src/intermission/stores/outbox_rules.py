@@ -2,20 +2,26 @@
 appended since the session was loaded (or last saved) and the audit entries noted on it —
 by the two tables below (a new kind of event or audit action is one line). The core never
 knows: it emits events and notes audit entries; the store reads them here, in the save.
+
+What is written is raw (the tasks as the session keeps them, a graph approval's request):
+a pause's notification is put together from the pieces the save encoded already, and what
+a person is shown (bounded argument summaries, what a policy still needs) is made when the
+notification is sent (:mod:`intermission.notify.notification`).
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import audit
 from .._json import canonical_dumps
+from .base import StoredRow, row_of
 from .outbox import Written, new_key
 
-__all__ = ["AUDIT_RULES", "EVENT_RULES", "derive", "summarize"]
+__all__ = ["AUDIT_RULES", "EVENT_RULES", "derive"]
 
 _DEADLINE = "system:deadline"  # (hitl.graph.DEADLINE_REVIEWER: a decision the clock took)
 
@@ -38,180 +44,53 @@ AUDIT_RULES: dict[str, str] = {
 """Audit action noted on a session → the notification its save causes."""
 
 
-# -- argument summaries: bounded, secrets left out ----------------------------------------
-_SECRET = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|auth|cookie|credential|private[-_]?key"
-    r"|signature|session[-_]?key|otp|pin$",
-    re.IGNORECASE,
-)
-_TEXT = 200
-_ITEMS = 10
-_DEPTH = 3
-_BUDGET = 2000
-
-
-def _cut(value: Any, depth: int) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= _TEXT else f"{value[:_TEXT]}… (+{len(value) - _TEXT} chars)"
-    if isinstance(value, dict):
-        if depth >= _DEPTH:
-            return f"{{{len(value)} keys}}"
-        items = list(value.items())
-        out = {
-            str(k)[:_TEXT]: "[redacted]" if _SECRET.search(str(k)) else _cut(v, depth + 1)
-            for k, v in items[:_ITEMS]
-        }
-        if len(items) > _ITEMS:
-            out["…"] = f"+{len(items) - _ITEMS} keys"
-        return out
-    if isinstance(value, (list, tuple)):
-        if depth >= _DEPTH:
-            return f"[{len(value)} items]"
-        out_list = [_cut(v, depth + 1) for v in value[:_ITEMS]]
-        if len(value) > _ITEMS:
-            out_list.append(f"… +{len(value) - _ITEMS} items")
-        return out_list
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return f"<{type(value).__name__}>"
-
-
-def summarize(args: dict[str, Any]) -> dict[str, Any]:
-    """Tool arguments as a notification shows them: values cut to 200 characters, at most
-    10 keys or items per level and 3 levels, arguments whose name says secret (password,
-    token, api_key, …) redacted, about 2 KB at most in all."""
-    out = _cut(args, 0)
-    if not isinstance(out, dict):
-        return {}
-    # (a character is at most 6 in JSON, \uXXXX: a short repr needs no exact count)
-    if len(repr(out)) * 6 <= _BUDGET or len(canonical_dumps(out)) <= _BUDGET:
-        return out
-    kept: dict[str, Any] = {}
-    size = 2
-    for name, value in out.items():  # the first keys, as many as fit, each at most whole
-        item = len(canonical_dumps({name: value}))
-        if size + item > _BUDGET - 80:
-            break
-        kept[name] = value
-        size += item
-    kept["…"] = f"cut: {len(out) - len(kept)} more argument(s), too long to show here"
-    return kept
-
-
 # -- derivation ---------------------------------------------------------------------------
-def _policy(task: Any, hitl: Any) -> dict[str, Any] | None:
-    """What an approval policy still needs, read defensively from a task (or a graph
-    approval's context): roles, approvals, who may decide."""
-    policy = getattr(task, "policy", None)
-    data: dict[str, Any] = {}
-    if policy is not None:
-        dumped = policy.model_dump(mode="json") if hasattr(policy, "model_dump") else policy
-        if isinstance(dumped, dict):
-            data = {
-                k: v
-                for k, v in dumped.items()
-                if v is None
-                or isinstance(v, (str, int, float, bool))
-                or (isinstance(v, list) and all(isinstance(x, str) for x in v))
-            }
-    approvers = getattr(task, "approvers", None)
-    if approvers:
-        data["reviewers"] = sorted(str(a) for a in approvers)
-    if not data:
-        return None
-    approvals = data.get("approvals")
-    if isinstance(approvals, int) and not isinstance(approvals, bool):
-        given = _given(hitl, getattr(task, "call_uuid", None))
-        data["approvals_needed"] = max(0, approvals - given)
-    return data
-
-
-def _given(hitl: Any, call_uuid: str | None) -> int:
-    """Distinct approvals recorded so far for a task (where the state keeps them)."""
-    found = getattr(hitl, "approvals", None) if hitl is not None else None
-    if isinstance(found, dict) and call_uuid is not None:
-        found = found.get(call_uuid)
-    return len(set(map(str, found))) if isinstance(found, (list, tuple, set)) else 0
-
-
-def _roles(policy: dict[str, Any] | None) -> list[str]:
-    roles = (policy or {}).get("roles")
-    return [str(r) for r in roles] if isinstance(roles, list) else []
-
-
-def _task_interrupt(task: Any, hitl: Any) -> dict[str, Any]:
-    policy = _policy(task, hitl)
-    return {
-        "id": task.call_uuid, "type": "tool_call", "tool": task.tool_name,
-        "arguments": summarize(task.args), "reason": task.reason,
-        "deadline_ms": task.deadline_ms, "policy": policy,
-    }  # fmt: skip
-
-
-def _open_interrupts(session: Any, approval_id: str) -> list[dict[str, Any]]:
-    """The interrupts a paused session waits on: its undecided tool calls, or its graph
-    approval (``approval-<seq>`` of the end event that paused, as the console names it)."""
-    hitl = session.hitl
-    tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
-    if tasks:
-        return [_task_interrupt(t, hitl) for t in tasks]
-    from ..hitl.graph import approval_deadline
-
-    request = session.context.get("approval.request")
-    policy_data = session.context.get("approval.policy")
-    policy = _policy(_Graph(policy_data), None) if isinstance(policy_data, dict) else None
-    return [{
-        "id": approval_id, "type": "confirmation", "tool": None,
-        "arguments": summarize({"request": request}) if request is not None else {},
-        "reason": session.pending_reason, "deadline_ms": approval_deadline(session),
-        "policy": policy,
-    }]  # fmt: skip
-
-
-@dataclass
-class _Graph:
-    policy: Any
-    approvers: Any = None
-
-
-def _task(session: Any, call_uuid: str | None) -> Any:
-    for task in session.hitl.tasks:
-        if task.call_uuid == call_uuid:
-            return task
-    return None
-
-
 @dataclass
 class _Draft:
     kind: str
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """The tool calls concerned, raw (``HITLTask`` as JSON)."""
+    items: list[dict[str, Any]] = field(default_factory=list)
+    """Interrupts concerned that have no task here (a graph approval, a task gone)."""
     detail: dict[str, Any] = field(default_factory=dict)
     roles: list[str] = field(default_factory=list)
     once: str | None = None
     """Told only once, whatever saves derive it again (see Written.once)."""
 
 
+def _task(session: Any, call_uuid: Any) -> Any:
+    for task in session.hitl.tasks:
+        if task.call_uuid == call_uuid:
+            return task
+    return None
+
+
+def _given(session: Any) -> dict[str, Any] | None:
+    """Approvals recorded so far per task, where the state keeps them (quorum policies)."""
+    found = getattr(session.hitl, "approvals", None)
+    if not isinstance(found, dict) or not found:
+        return None
+    return {str(k): sorted(map(str, v)) for k, v in found.items() if isinstance(v, (list, set))}
+
+
 def _from_event(session: Any, kind: str, event: Any) -> _Draft:
     if event.kind in ("hitl_decided", "hitl_expired"):
         task = _task(session, event.call_uuid)
-        item = (
-            _task_interrupt(task, session.hitl)
-            if task is not None
-            else {"id": event.call_uuid, "type": "tool_call", "tool": event.tool_name}
-        )
-        detail: dict[str, Any] = {}
+        tasks = [task.model_dump(mode="json")] if task is not None else []
+        items = [] if tasks else [{"id": event.call_uuid, "type": "tool_call",
+                                   "tool": event.tool_name}]  # fmt: skip
         if event.kind == "hitl_decided":
             record = event.decision
             detail = {"verdict": record.verdict, "reviewer": record.reviewer,
                       "comment": record.comment}  # fmt: skip
         else:
             detail = {"resolution": event.resolution}
-        return _Draft(kind, [item], detail, _roles(item.get("policy")))
+        return _Draft(kind, tasks, items, detail)
     # a graph approval's decision
     detail = {"verdict": event.verdict.lower(), "reviewer": event.reviewer,
               "reason": event.reason, "comment": event.comment}  # fmt: skip
     item = {"id": _last_pause_id(session, event.seq), "type": "confirmation", "tool": None}
-    return _Draft(kind, [item], detail)
+    return _Draft(kind, items=[item], detail=detail)
 
 
 _ENDS = frozenset({"run_end", "team_end"})
@@ -227,19 +106,14 @@ def _last_pause_id(session: Any, before: int) -> str:
 def _from_audit(session: Any, kind: str, entry: Any) -> _Draft:
     target = entry.target
     task = _task(session, target)
-    if task is not None:
-        item = _task_interrupt(task, session.hitl)
-    else:
-        item = {"id": target, "type": "confirmation" if target else None}
+    tasks = [task.model_dump(mode="json")] if task is not None else []
+    items = [] if tasks or not target else [{"id": target, "type": "confirmation"}]
     detail: dict[str, Any] = {"action": entry.action, "reason": entry.reason}
     if entry.actor:
         detail["actor"] = entry.actor
-    roles = _roles(item.get("policy"))
     extra = entry.detail.get("roles") if isinstance(entry.detail, dict) else None
-    if isinstance(extra, list):  # an escalation names who is told now
-        roles = sorted({*roles, *map(str, extra)})
-    interrupts = [item] if target else []
-    return _Draft(kind, interrupts, detail, roles)
+    roles = sorted(map(str, extra)) if isinstance(extra, list) else []  # who is told now
+    return _Draft(kind, tasks, items, detail, roles)
 
 
 def _unknown_outcomes(session: Any) -> list[_Draft]:
@@ -261,16 +135,18 @@ def _unknown_outcomes(session: Any) -> list[_Draft]:
     ]
 
 
-def derive(session: Any, now_ms: float) -> list[Written]:
-    """The notifications a save of ``session`` writes (see the module docstring).
+def derive(session: Any, now_ms: float, row: StoredRow | None = None) -> list[Written]:
+    """The notifications a save of ``session`` writes (``row``: the save's encoded row, when
+    the store has it at hand).
 
-    Payload fields: ``kind``, ``session_id``, ``agent``, ``created_ms``, ``reason`` (why the
-    session waits), ``deadline_ms`` (the earliest of its interrupts), ``interrupts`` (each
-    ``id``, ``type``, ``tool``, ``arguments`` summary, ``reason``, ``deadline_ms``,
-    ``policy``: roles, approvals still needed), ``roles`` (who can decide: routing),
-    ``detail`` (the verdict and reviewer of a decision, an expiry's resolution, the effect
-    of unknown outcome)."""
+    Payload fields (raw): ``kind``, ``session_id``, ``agent``, ``created_ms``, ``reason``
+    (why the session waits), ``tasks`` (the tool calls concerned, as the session keeps
+    them), ``approval`` (a graph approval concerned: ``id``, ``request``, ``deadline_ms``,
+    ``policy``), ``items`` (other interrupts, by id), ``given`` (approvals recorded so far,
+    per call), ``roles`` (who else is told: an escalation's), ``detail`` (the verdict and
+    reviewer of a decision, an expiry's resolution, the effect of unknown outcome)."""
     log = session.events
+    out: list[Written] = []
     drafts: list[_Draft] = []
     pause: tuple[int, str | None] | None = None  # (seq, graph approval id) of a pause
     events, kinds = log.since(log.first_new_seq, EVENT_RULES)
@@ -285,14 +161,16 @@ def derive(session: Any, now_ms: float) -> list[Written]:
         # kept off): the console names such an approval by the last pausing end event
         pause = (log.next_seq, None)
     if pause is not None and session.is_pending:
-        drafts.insert(0, _pause(session, *pause))
+        out.append(_pause(session, row or row_of(session), pause, now_ms))
     for entry in audit.noted(session):
         kind = AUDIT_RULES.get(entry.action)
         if kind is not None:
             drafts.append(_from_audit(session, kind, entry))
     if session.ledger:
         drafts += _unknown_outcomes(session)
-    return _written(session, _unique(drafts), now_ms)
+    if drafts:
+        out += _written(session, drafts, now_ms)
+    return out
 
 
 _NOT_A_RUN = frozenset({"approval_decided"})  # (recorded by a decision: nothing ran)
@@ -305,41 +183,50 @@ def _ran(log: Any, kinds: set[str]) -> bool:
     return bool(kinds - _NOT_A_RUN)
 
 
-def _pause(session: Any, seq: int, approval_id: str | None) -> _Draft:
-    """The notification of a pause: what the session waits on (a run that stops again on
-    calls still undecided is told again: a reminder)."""
-    interrupts = _open_interrupts(session, approval_id or _last_pause_id(session, seq + 1))
-    roles = sorted({r for i in interrupts for r in _roles(i.get("policy"))})
-    return _Draft("pending", interrupts, roles=roles)
+def _text(value: Any) -> str:
+    return "null" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _unique(drafts: list[_Draft]) -> list[_Draft]:
-    """One notification per kind and interrupt in a save (an expiry both noted and
-    logged is told once)."""
-    if len(drafts) < 2:
-        return list(drafts)
-    seen: set[tuple[str, tuple[Any, ...]]] = set()
-    out = []
-    for d in drafts:
-        mark = (d.kind, tuple(i.get("id") for i in d.interrupts) or (d.once or id(d),))
-        if mark not in seen:
-            seen.add(mark)
-            out.append(d)
-    return out
+def _pause(session: Any, row: StoredRow, pause: tuple[int, str | None], now_ms: float) -> Written:
+    """The notification of a pause: what the session waits on, put together from what the
+    save encoded already (its undecided tasks, its graph approval's request). A run that
+    stops again on calls still undecided is told again: a reminder."""
+    approval = "null"
+    if row.tasks_json == "[]":  # a graph approval (or a pause of the session's own)
+        seq, approval_id = pause
+        policy = session.context.get("approval.policy")
+        approval = (
+            f'{{"deadline_ms":{_text(row.deadline_ms)},'
+            f'"id":{_text(approval_id or _last_pause_id(session, seq + 1))},'
+            f'"policy":{canonical_dumps(policy) if isinstance(policy, dict) else "null"},'
+            f'"request":{row.request_json}}}'
+        )
+    given = _given(session)
+    payload = (
+        f'{{"agent":{_text(row.agent)},"approval":{approval},"created_ms":{now_ms!r},'
+        f'"detail":{{}},"given":{canonical_dumps(given) if given else "null"},'
+        f'"items":[],"kind":"pending","reason":{_text(row.reason)},"roles":[],'
+        f'"session_id":{_text(row.session_id)},"tasks":{row.tasks_json}}}'
+    )
+    return Written(new_key(), row.session_id, "pending", payload)
 
 
 def _written(session: Any, drafts: list[_Draft], now_ms: float) -> list[Written]:
-    if not drafts:
-        return []
     sid = session.session_id
+    given = _given(session)
     out = []
+    seen: set[tuple[str, tuple[Any, ...]]] = set()
     for d in drafts:
-        deadlines = [i["deadline_ms"] for i in d.interrupts if i.get("deadline_ms") is not None]
+        # one notification per kind and interrupt in a save (an expiry noted and logged)
+        ids = tuple(t["call_uuid"] for t in d.tasks) + tuple(i["id"] for i in d.items)
+        mark = (d.kind, ids or (d.once or id(d),))
+        if mark in seen:
+            continue
+        seen.add(mark)
         payload = {
             "kind": d.kind, "session_id": sid, "agent": session.agent, "created_ms": now_ms,
-            "reason": session.pending_reason if d.kind == "pending" else None,
-            "deadline_ms": min(deadlines) if deadlines else None,
-            "interrupts": d.interrupts, "roles": d.roles, "detail": d.detail,
+            "reason": None, "tasks": d.tasks, "approval": None, "items": d.items,
+            "given": given, "roles": d.roles, "detail": d.detail,
         }  # fmt: skip
         out.append(Written(new_key(), sid, d.kind, canonical_dumps(payload), d.once))
     return out

@@ -255,7 +255,7 @@ class SQLStore(StoreMethods, Pool):
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
         inline = replace and len(chunk) <= _INLINE_MAX
         inline_chunk = (chunk, count) if inline else ("[]", 0)
-        notes = derive(session, now) if self.outbox.enabled else None
+        notes = derive(session, now, row) if self.outbox.enabled else None
         with self._tx() as run:
             if expected == 0:
                 try:
