@@ -1,6 +1,6 @@
 """2c. What the outbox costs: pause → parked of the 3-node approval graph with the store's
-outbox on (the save writes its notification in the same transaction) and off, two store
-objects on one SQLite file, interleaved; and commit → delivered for a webhook on this
+outbox on (the save writes its notification in the same transaction) and off, in one
+store, interleaved; and commit → delivered for a webhook on this
 machine (a dispatcher in the saving process, woken by the commit, as ``serve --notify``
 runs it; the receiver a local HTTP server).
 
@@ -28,21 +28,23 @@ def bench_outbox(rounds: int, tmp: Path, deliveries: int = 300) -> None:
 
     graph = approval_spec()
     engine = FlowEngine()
-    path = tmp / "outbox.db"
-    stores = {"on": SQLiteStore(path, outbox=True), "off": SQLiteStore(path, outbox=False)}
+    store = SQLiteStore(tmp / "outbox.db", outbox=True)
     counter = iter(range(10**9))
     per = 40
-    pools = {name: Pool(f"o{name}", counter, per) for name in stores}
+    names = ("on", "off")
+    pools = {name: Pool(f"o{name}", counter, per) for name in names}
 
-    def pause_in(store: Any) -> Callable[[str], None]:
+    def pause_in(on: bool) -> Callable[[str], None]:
+        # one store (one connection, as a process has), its outbox on or off per batch
         def pause(sid: str) -> None:
+            store.outbox.enabled = on
             s = InMemoryAgentSession.of(sid)
             engine.eval(graph, s.context)
             store.save(s)
 
         return pause
 
-    pauses = {name: pools[name].pause(pause_in(store)) for name, store in stores.items()}
+    pauses = {name: pools[name].pause(pause_in(name == "on")) for name in names}
     warm_wal(pauses["on"], tmp / "outbox.db-wal")
     med = median_rounds(pauses, rounds)
     ratio = med["on"] / med["off"]
@@ -51,19 +53,18 @@ def bench_outbox(rounds: int, tmp: Path, deliveries: int = 300) -> None:
         verdict(ratio <= 1.15) + " (≤ 1.15×)")  # fmt: skip
     # the same in CPU time of the pausing thread: what the outbox adds to the work, without
     # the fsync waits that a busy disk stretches at random (both do one commit)
-    cpu = median_rounds({name: _cpu(pools[name], pause_in(store))
-                         for name, store in stores.items()}, rounds)  # fmt: skip
+    cpu = median_rounds({name: _cpu(pools[name], pause_in(name == "on"))
+                         for name in names}, rounds)  # fmt: skip
     ratio = cpu["on"] / cpu["off"]
     row("pause → parked: outbox on vs off, CPU time", f"{cpu['on'] * 1e3:.3f} ms",
         f"{ratio:.2f}× off ({cpu['off'] * 1e3:.3f} ms)",
         verdict(ratio <= 1.15) + " (≤ 1.15×)")  # fmt: skip
-    written = len(stores["on"].outbox.rows(limit=100_000))
+    written = len(store.outbox.rows(limit=100_000))
     assert written >= 2 * per * rounds, written  # (the pauses did write their notifications)
-    p50, p99 = _commit_to_delivered(stores["on"], pause_in(stores["on"]), deliveries)
+    p50, p99 = _commit_to_delivered(store, pause_in(True), deliveries)
     row("commit → delivered: webhook, dispatcher in the process", f"p50 {p50 * 1e3:.2f} ms",
         f"p99 {p99 * 1e3:.2f} ms over {deliveries} pauses (signed POST to 127.0.0.1)")  # fmt: skip
-    for store in stores.values():
-        store.close()
+    store.close()
 
 
 def _cpu(pool: Pool, op: Callable[[str], Any]) -> Callable[[], float]:

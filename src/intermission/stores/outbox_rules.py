@@ -67,7 +67,8 @@ def _task(session: Any, call_uuid: Any) -> Any:
 
 def _given(session: Any) -> dict[str, Any] | None:
     """Approvals recorded so far per task, where the state keeps them (quorum policies)."""
-    found = getattr(session.hitl, "approvals", None)
+    # (vars: a missing attribute of a pydantic model costs an exception, on every save)
+    found = vars(session.hitl).get("approvals")
     if not isinstance(found, dict) or not found:
         return None
     return {str(k): sorted(map(str, v)) for k, v in found.items() if isinstance(v, (list, set))}
@@ -183,8 +184,11 @@ def _ran(log: Any, kinds: set[str]) -> bool:
     return bool(kinds - _NOT_A_RUN)
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _text(value: Any) -> str:
-    return "null" if value is None else json.dumps(value, ensure_ascii=False)
+    return "null" if value is None else _ENCODE(value)
 
 
 def _pause(session: Any, row: StoredRow, pause: tuple[int, str | None], now_ms: float) -> Written:
