@@ -80,9 +80,7 @@ def _cpu(pool: Pool, op: Callable[[str], Any]) -> Callable[[], float]:
     return batch
 
 
-def _commit_to_delivered(
-    store: Any, pause: Callable[[str], None], n: int
-) -> tuple[float, float]:
+def _commit_to_delivered(store: Any, pause: Callable[[str], None], n: int) -> tuple[float, float]:
     """Latency from the pause's commit to the receiver reading the request, one at a time."""
     from intermission.notify import Notifier, Webhook
 

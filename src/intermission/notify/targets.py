@@ -61,9 +61,7 @@ def _names(value: Any, what: str) -> frozenset[str] | None:
     return frozenset(items)
 
 
-def check_routing(
-    kinds: Any, roles: Any
-) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+def check_routing(kinds: Any, roles: Any) -> tuple[frozenset[str] | None, frozenset[str] | None]:
     """Validated ``kinds`` and ``roles`` filters (None: all)."""
     out_kinds = _names(kinds, "kinds")
     if out_kinds is not None and (not out_kinds or not out_kinds <= set(KINDS)):

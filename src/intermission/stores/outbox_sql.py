@@ -136,8 +136,7 @@ class SQLOutbox:
         where, params = ("", ()) if status is None else (" WHERE status = ?", (status,))
         with self.store._tx("read") as run:
             found = run(
-                f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key "
-                "LIMIT ?",
+                f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key LIMIT ?",
                 (*params, limit),
             ).fetchall()
         return [_row(v) for v in found]
