@@ -398,3 +398,26 @@ def test_a_damaged_row_is_listed_and_goes_dead_without_stopping_the_others(
     (dead,) = store.outbox.rows("dead")
     assert dead.session_id == "bad" and "unreadable notification" in (dead.last_error or "")
     store.close()
+
+
+def test_a_slow_receiver_never_outlasts_the_lease_on_rows_not_tried_yet() -> None:
+    """Past half of its lease, a dispatcher hands back the rows of its batch it has not
+    tried: another one takes them at once instead of sending them a second time later."""
+    from intermission.notify import Notifier, Webhook
+    from intermission.stores import MemoryStore
+
+    store = MemoryStore(outbox=True)
+    for i in range(3):
+        store.save(paused_ops(f"slow-{i}"))
+    sent: list[str] = []
+
+    class Slow(Webhook):
+        def send(self, n: Any) -> None:
+            time.sleep(0.6)  # longer than half the lease
+            sent.append(n.session_id)
+
+    notifier = Notifier(store, [Slow("https://h.example/x", secret="0123456789abcdef0")],
+                        lease_s=1.0)  # fmt: skip
+    assert notifier.deliver_pending() == 1 and len(sent) == 1
+    rest = store.outbox.take("another", 10, 60_000)  # handed back: free now, not leased
+    assert sorted(r.session_id for r in rest) == sorted({"slow-0", "slow-1", "slow-2"} - set(sent))

@@ -17,6 +17,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -93,7 +94,14 @@ class Notifier:
         delivered = 0
         for _ in range(10_000):  # (a bound, not a limit a real outbox meets in one pass)
             rows = self.outbox.take(self.owner, self.batch, self.lease_ms)
-            for row in rows:
+            # slow receivers must not outlast the lease (another dispatcher would send the
+            # rest again): past half of it, the rows not tried yet are handed back
+            until = time.monotonic() + self.lease_ms / 2000
+            for i, row in enumerate(rows):
+                if time.monotonic() > until:
+                    for rest in rows[i:]:
+                        self.outbox.release(rest.key, self.owner)
+                    return delivered
                 delivered += self._deliver(row)
             if len(rows) < self.batch:
                 break

@@ -139,6 +139,10 @@ class Outbox(Protocol):
         or give up (``dead``)."""
         ...
 
+    def release(self, key: str, owner: str) -> None:
+        """Hand a row ``owner`` took back, untried (due again at once)."""
+        ...
+
     def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
         """Notifications waiting or dead, newest first (of one ``status``)."""
         ...

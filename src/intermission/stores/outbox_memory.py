@@ -80,6 +80,13 @@ class MemoryOutbox:
         with self.store._lock:
             self._rows.pop(key, None)
 
+    def release(self, key: str, owner: str) -> None:
+        """See :meth:`Outbox.release`."""
+        with self.store._lock:
+            held = self._rows.get(key)
+            if held is not None and held.taken_by == owner:
+                held.taken_by, held.taken_until = None, 0.0
+
     def failed(
         self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
     ) -> None:

@@ -116,6 +116,15 @@ class SQLOutbox:
         with self.store._tx() as run:
             run("DELETE FROM im_outbox WHERE key = ?", (key,))
 
+    def release(self, key: str, owner: str) -> None:
+        """See :meth:`Outbox.release`."""
+        with self.store._tx() as run:
+            run(
+                "UPDATE im_outbox SET taken_by = NULL, taken_until = NULL "
+                "WHERE key = ? AND taken_by = ?",
+                (key, owner),
+            )
+
     def failed(
         self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
     ) -> None:
