@@ -225,7 +225,68 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
               "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
     app = agui_app(factories, store, token=args.token, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
+    if args.notify:  # the dispatcher runs for the app's lifespan
+        from .notify import with_notifier
+
+        notifier = _notifier(args, store, args.public_url or f"http://{args.host}:{args.port}")
+        app = with_notifier(app, notifier)
     serve(app, args.host, args.port)
+
+
+def _notifier(args: argparse.Namespace, store: SessionStore, public_url: str | None) -> Any:
+    """A Notifier from ``--notify``/``--config``; the store's saves write notifications
+    from now on (and every process that opens it after this one)."""
+    from .notify import notifier_from
+
+    notifier = notifier_from(store, getattr(args, "notify", None) or args.config, public_url)
+    store.outbox.enable()  # type: ignore[attr-defined]
+    names = ", ".join(t.name for t in notifier.targets)
+    print(f"notifications go to {_v(names)}", flush=True)
+    return notifier
+
+
+def cmd_notify(args: argparse.Namespace, store: SessionStore) -> None:
+    """Deliver the outbox's notifications until SIGTERM or ^C (``--once``: one pass)."""
+    import logging
+    import signal
+    import threading
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"
+    )
+    stop = threading.Event()
+    if not args.once:  # (before anything else: a SIGTERM while it starts ends it cleanly)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    notifier = _notifier(args, store, args.public_url)
+    if args.once:
+        print(f"delivered {notifier.deliver_pending()}", flush=True)
+        notifier.close()
+        return
+    notifier.start()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        notifier.stop()
+
+
+def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
+    """List notifications (``--failed``: the dead ones), or make one due again."""
+    outbox = store.outbox  # type: ignore[attr-defined]
+    if args.retry:
+        row = outbox.retry(args.retry)
+        print(f"notification {_v(row.key)} ({row.kind}, session {_v(row.session_id)}) is due again")
+        return
+    rows = outbox.rows("dead" if args.failed else None, limit=args.limit)
+    if not rows:
+        print("no failed notifications" if args.failed else "the outbox is empty")
+        return
+    print(f"{'KEY':<36} {'KIND':<15} {'STATUS':<7} {'TRIES':>5}  {'CREATED':<23}  SESSION / ERROR")
+    for r in rows:
+        line = f"{r.key:<36} {r.kind:<15} {r.status:<7} {r.attempts:>5}  {_utc(r.created_ms)}  "
+        line += _v(r.session_id) + (f"  {_v(r.last_error)}" if r.last_error else "")
+        print(line)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,6 +371,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--drain", type=float, default=30.0, metavar="SECONDS",
         help="on SIGTERM/^C, how long runs in flight get to finish (default 30)",
     )  # fmt: skip
+    serve.add_argument("--notify", metavar="FILE", help="deliver notifications as FILE says")
+    serve.add_argument("--public-url", help="where reviewers open this console (deep links)")
+    notify = add("notify", "deliver the store's notifications (webhook, Slack, email)")
+    notify.add_argument("--config", required=True, metavar="FILE", help="YAML or JSON config")
+    notify.add_argument("--public-url", help="where reviewers open the console (deep links)")
+    notify.add_argument("--once", action="store_true", help="one pass, then exit")
+    outbox = add("outbox", "list the notifications in the outbox, or retry a failed one")
+    outbox.add_argument("--failed", action="store_true", help="only those that gave up")
+    outbox.add_argument("--retry", metavar="KEY", help="send a failed notification again")
+    outbox.add_argument("--limit", type=int, default=50)
     return parser
 
 
@@ -326,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "resolve": cmd_resolve,
         "forget": cmd_resolve,
         "serve": cmd_serve,
+        "notify": cmd_notify,
+        "outbox": cmd_outbox,
     }
     try:
         if args.command in ("approve", "reject", "resume", "serve"):

@@ -36,7 +36,13 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── StoreUnavailableError                the database could not be reached (R40)
     │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
-    └── RunCancelledError                        a run was cancelled before it finished
+    ├── RunCancelledError                        a run was cancelled before it finished
+    └── NotifyError                              telling reviewers failed or is set up wrong
+        ├── NotifyConfigError (ValueError)       a notification config or target is wrong
+        ├── NotificationNotFoundError (KeyError) no notification with that key in the outbox
+        └── DeliveryError                        a target did not take a notification (retried)
+            ├── DeliveryRefusedError             the receiver answered with an error status
+            └── DeliveryUnreachableError         the receiver could not be reached
 
 Pausing is control flow, not an error: ``session.pending(True, reason)`` never raises, and
 nothing in this tree is used to unwind a pause.
@@ -50,6 +56,9 @@ __all__ = [
     "ConflictError",
     "DeadlinePassedError",
     "DecisionConflictError",
+    "DeliveryError",
+    "DeliveryRefusedError",
+    "DeliveryUnreachableError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
@@ -60,8 +69,11 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NotSerializableError",
+    "NotificationNotFoundError",
     "NothingToResolveError",
     "NothingToResumeError",
+    "NotifyConfigError",
+    "NotifyError",
     "RequestInProgressError",
     "ReviewerNotAllowedError",
     "RunCancelledError",
@@ -502,3 +514,64 @@ class ToolUnavailableError(IntermissionError):
 
 class RunCancelledError(IntermissionError):
     """A run was cancelled before it finished; the session stays resumable."""
+
+
+class NotifyError(IntermissionError):
+    """Telling reviewers failed or is set up wrong. ``key``: the notification concerned
+    (None when none is)."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class NotifyConfigError(NotifyError, ValueError):
+    """A notification config file or target is wrong; ``where`` names the file and field."""
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class NotificationNotFoundError(NotifyError, KeyError):
+    """The outbox holds no notification with that key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"no notification {key!r} in the outbox (a delivered one leaves it; see "
+            "python -m intermission outbox)",
+            key=key,
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DeliveryError(NotifyError):
+    """A target did not take a notification; the dispatcher tries again later (the same
+    key). The message names the target and what happened, never the body or a secret.
+    ``retry_after_s``: how long the receiver asked to wait (None: it did not say)."""
+
+    def __init__(
+        self, message: str, *, target: str, key: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:  # fmt: skip
+        self.target = target
+        self.retry_after_s = retry_after_s
+        super().__init__(f"{target}: {message}", key=key)
+
+
+class DeliveryRefusedError(DeliveryError):
+    """The receiver answered with an error status (``status``: the HTTP status or SMTP
+    reply code)."""
+
+    def __init__(
+        self, message: str, *, target: str, status: int, key: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:  # fmt: skip
+        self.status = status
+        super().__init__(message, target=target, key=key, retry_after_s=retry_after_s)
+
+
+class DeliveryUnreachableError(DeliveryError):
+    """The receiver could not be reached: no connection, a timeout, a TLS failure."""

@@ -151,6 +151,13 @@ class AGUIApp:
     def __init__(self, handle: ASGIApp, runs: Runs) -> None:
         self._handle = handle
         self._runs = runs
+        self._companions: list[tuple[Callable[[], Any], Callable[[], Any]]] = []
+
+    def run_beside(self, start: Callable[[], Any], stop: Callable[[], Any]) -> None:
+        """Run a companion for the app's lifespan (the notification dispatcher of
+        ``serve --notify``): ``start()`` at startup, ``stop()`` at shutdown, after the
+        drain (the runs that finish during it may still have something to tell)."""
+        self._companions.append((start, stop))
 
     @property
     def drain_s(self) -> float:
@@ -177,9 +184,13 @@ class AGUIApp:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
+                    for start, _ in self._companions:
+                        start()
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     await asyncio.to_thread(self.drain)
+                    for _, stop in reversed(self._companions):
+                        await asyncio.to_thread(stop)
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         await self._handle(scope, receive, send)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
@@ -60,6 +60,17 @@ def build_event(cls: type[E], fields: dict[str, Any]) -> E:
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
+
+
+_KINDS: dict[type[Any], str] = {}
+
+
+def _kind_of(cls: type[Any]) -> str:
+    """The ``kind`` tag of an event class (computed once)."""
+    name = _KINDS.get(cls)
+    if name is None:
+        name = _KINDS[cls] = cls.model_fields["kind"].default
+    return name
 
 
 class Restored:
@@ -118,6 +129,9 @@ class EventLog(Sequence[Event]):
         self.stored_chars = 0
         """How long the JSON array of the events a store holds is (with
         :meth:`unsaved_chunk`, what the next save's whole log comes to: R50's limit)."""
+        self.first_new_seq = 0
+        """The sequence number of the first event added since this log was loaded, restored
+        or last stored: what a save adds is the events from here on (see :meth:`since`)."""
 
     @classmethod
     def from_stored(
@@ -166,6 +180,55 @@ class EventLog(Sequence[Event]):
         self._saved_n = count
         self._parts = parts
         self.stored_chars = chars
+        self.first_new_seq = self.next_seq
+
+    def since(self, seq: int, kinds: Container[str]) -> tuple[list[Event], set[str]]:
+        """The events of ``kinds`` numbered ``seq`` or later, oldest first, and the kinds of
+        every event numbered so (a scan from the newest back: what a save adds costs what
+        it adds, not the whole log). Node events recorded lazily are built only when asked
+        for."""
+        found: list[Event] = []
+        seen: set[str] = set()
+        for item in reversed(self._items):  # (added events are never in the unparsed prefix)
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < seq:
+                    break
+                name = _kind_of(cls)
+                seen.add(name)
+                if name in kinds:
+                    found.append(build_event(cls, fields))
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < seq:
+                break
+            seen.add(event.kind)
+            if event.kind in kinds:
+                found.append(event)
+        found.reverse()
+        return found, seen
+
+    def last(self, kinds: Container[str], before: int, test: Callable[[Any], bool]) -> Any:
+        """The newest event of ``kinds`` numbered below ``before`` for which ``test`` holds,
+        or None; events recorded lazily are built only when they match."""
+        for item in reversed(self._items):
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < before and _kind_of(cls) in kinds:
+                    event = build_event(cls, fields)
+                    if test(event):
+                        return event
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < before and event.kind in kinds and test(event):
+                return event
+        if self._unparsed is not None:  # the stored prefix, only when the rest had none
+            for event in reversed(self._events()):
+                if event.seq < before and event.kind in kinds and test(event):
+                    return event
+        return None
 
     def chars_after(self, replace: bool, chunk: str) -> int:
         """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s

@@ -457,6 +457,7 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         for event in snap.events:
             log.append(event)
     log.next_seq = snap.next_seq
+    log.first_new_seq = snap.next_seq  # what a snapshot holds is not new to a store
     _fill(session, snap, log, data if isinstance(data, str) else None)
 
 

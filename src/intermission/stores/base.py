@@ -413,6 +413,8 @@ def check_options(lease_ms: Any, **flags: Any) -> None:
     for name, value in flags.items():
         if name == "outage_s":
             _check.number(name, value, 0, 3600)
+        elif name == "outbox" and value is None:
+            pass  # (the database's own setting)
         else:
             _check.flag(name, value)
 

@@ -37,6 +37,8 @@ from .base import (
     session_from,
 )
 from .lease import Leases
+from .outbox_memory import MemoryOutbox
+from .outbox_rules import derive
 
 __all__ = ["MemoryStore"]
 
@@ -87,7 +89,10 @@ class _PendingIndex:
 
 
 class MemoryStore(StoreMethods):
-    """A dict of snapshots with the full store contract (versions, claims, ledger)."""
+    """A dict of snapshots with the full store contract (versions, claims, ledger).
+
+    ``outbox=True``: saves write the notifications they cause to ``store.outbox`` (see
+    :mod:`intermission.notify`)."""
 
     def __init__(
         self,
@@ -95,8 +100,9 @@ class MemoryStore(StoreMethods):
         clock: Clock | None = None,
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
+        outbox: bool | None = False,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat)
+        check_options(lease_ms, heartbeat=heartbeat, outbox=outbox)
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self._rows: dict[str, _Entry] = {}
@@ -104,6 +110,7 @@ class MemoryStore(StoreMethods):
         self._pending = _PendingIndex()
         self._lock = threading.RLock()
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
+        self.outbox = MemoryOutbox(self, bool(outbox))
 
     def _free(self, entry: _Entry, token: str | None, now: float) -> bool:
         return entry.claimed_by is None or entry.claim_until < now or entry.claimed_by == token
@@ -123,6 +130,7 @@ class MemoryStore(StoreMethods):
         now = self.clock.now_ms()
         expected = session.store_version
         sid = row.session_id
+        notes = derive(session, now, row) if self.outbox.enabled else None
         with self._lock:
             entry = self._rows.get(sid)
             if expected == 0:
@@ -161,6 +169,11 @@ class MemoryStore(StoreMethods):
                 new = session.ledger.get(key)
                 if new is not None and advances(ledger.get(key), new):
                     ledger[key] = new
+            if notes:
+                self.outbox.write(notes, now)
+        if notes:
+            self.outbox.wake.set()
+        log.first_new_seq = log.next_seq  # what the next save adds starts here (see derive)
         session.ledger_dirty.clear()
         if session.ledger_hook is None:
             session.ledger_hook = self._write_ledger

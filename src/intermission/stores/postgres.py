@@ -44,6 +44,7 @@ class PostgresStore(SQLStore):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
         connect_timeout_s: float = 5.0,
     ) -> None:
         if not isinstance(dsn, str) or not dsn:
@@ -53,7 +54,9 @@ class PostgresStore(SQLStore):
         self._psycopg = require("psycopg", "postgres")
         self.integrity_errors = (self._psycopg.IntegrityError,)
         self.driver_errors = (self._psycopg.Error,)
-        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        super().__init__(
+            clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox
+        )
 
     def _connect(self) -> Any:
         try:

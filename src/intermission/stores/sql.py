@@ -44,6 +44,9 @@ from .base import (
 )
 from .clock import ServerClock
 from .lease import Leases
+from .outbox_rules import derive
+from .outbox_sql import SQLOutbox
+from .outbox_sql import write as write_outbox
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
@@ -130,6 +133,31 @@ MIGRATIONS: list[list[str]] = [
         # effects of unknown outcome (started, never ended) are few: listed from here
         "CREATE INDEX im_ledger_started ON im_ledger (session_id, key) WHERE status = 'started'",
     ],
+    [
+        # the outbox: notifications written by the save that causes them, delivered by a
+        # dispatcher (intermission.notify) that takes rows under a lease and deletes them
+        # once delivered; a save adds one row and one key (no other index: the table holds
+        # only what waits or failed, and a dispatcher reads it whole)
+        """CREATE TABLE im_outbox (
+            key TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_ms {real} NOT NULL,
+            status TEXT NOT NULL,
+            due_ms {real} NOT NULL,
+            attempts {int} NOT NULL,
+            done TEXT NOT NULL,
+            taken_by TEXT,
+            taken_until {real},
+            last_error TEXT
+        )""",
+        # what was told once for good (an effect of unknown outcome), so that later saves
+        # seeing it again write nothing
+        "CREATE TABLE im_outbox_told (mark TEXT PRIMARY KEY, at_ms {real} NOT NULL)",
+        # whether saves write notifications: every process opening the database follows
+        "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
 ]
 
 _ROW = "snapshot, version, events, events_n, family"
@@ -159,7 +187,9 @@ class SQLStore(StoreMethods, Pool):
     holder renews it a third of the way through). ``heartbeat=False`` turns renewal off
     (tests of dead holders). ``outage_s``: how long a write that must not be lost (a
     ledger entry of an effect that ran, the save ending a resume) waits for a database
-    that went away before it gives up with StoreUnavailableError.
+    that went away before it gives up with StoreUnavailableError. ``outbox``: saves write
+    the notifications they cause (``store.outbox``, see :mod:`intermission.notify`); True
+    also records it in the database, None (the default) follows what the database records.
     """
 
     returning = True
@@ -186,8 +216,9 @@ class SQLStore(StoreMethods, Pool):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox)
         super().__init__()
         self._server: ServerClock | None = None
         if clock is None and self.server_now is not None:
@@ -202,6 +233,7 @@ class SQLStore(StoreMethods, Pool):
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
         self._migrate()
+        self.outbox = SQLOutbox(self, outbox)
 
     def _migrate(self) -> None:
         with self._tx() as run:
@@ -285,6 +317,9 @@ class SQLStore(StoreMethods, Pool):
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
         inline = replace and len(chunk) <= _INLINE_MAX
         inline_chunk = (chunk, count) if inline else ("[]", 0)
+        # (the outbox's times: the store's clock; PostgreSQL's own in ``now`` is SQL)
+        told_ms = self.clock.now_ms() if self.outbox.enabled else 0.0
+        notes = derive(session, told_ms, row) if self.outbox.enabled else None
         with self._tx() as run:
             if expected == 0:
                 pending = row.status == "pending"
@@ -313,6 +348,10 @@ class SQLStore(StoreMethods, Pool):
                 entry = session.ledger.get(key)
                 if entry is not None:
                     self._merge_ledger(run, session.ledger_id, key, entry, force=False)
+            if notes:  # in the save's transaction: both commit, or neither
+                write_outbox(run, notes, told_ms)
+        if notes:
+            self.outbox.wake.set()
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts, chars)

@@ -41,6 +41,7 @@ class SQLiteStore(SQLStore):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)) or not str(path):
             raise UsageError(f"path is a file path (or ':memory:'), not {shown(path)}")
@@ -50,7 +51,9 @@ class SQLiteStore(SQLStore):
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
         self._memory_lock = threading.Lock()
-        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        super().__init__(
+            clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox
+        )
 
     def _connect(self) -> Any:
         if self.path == ":memory:":
