@@ -1,0 +1,216 @@
+"""GenAI-convention spans of a ReAct agent with tools and of a team with parallel branches;
+message content only on opt-in; no idempotency key in any attribute."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tests.otel._spans import children, events, named, one
+
+from intermission import (
+    END,
+    HITL,
+    GraphSpec,
+    HITLDecision,
+    HITLInterceptor,
+    InMemoryAgentSession,
+    ReActAgent,
+    ScriptedModel,
+    TeamAgent,
+    ToolCall,
+    tool,
+)
+
+RAN: list[str] = []
+
+
+@tool
+def lookup(city: str) -> str:
+    """Weather of a city."""
+    RAN.append(city)
+    return f"sunny in {city}"
+
+
+@tool
+def book(city: str) -> str:
+    """Book a trip."""
+    RAN.append("book " + city)
+    return f"booked {city}"
+
+
+def weather_agent(name: str = "weather", hitl: bool = False) -> ReActAgent:
+    script = [
+        [ToolCall("lookup", {"city": "Oslo"}, "call_1"), ToolCall("book", {"city": "Oslo"},
+                                                                  "call_2")],
+        "It is sunny in Oslo; booked.",
+    ]  # fmt: skip
+    b = ReActAgent.of(ScriptedModel(script)).name(name).system_prompt("Be brief.")
+    b = b.tools(lookup, book)
+    if hitl:
+        b = b.interceptor(HITLInterceptor().on_tool("book"))
+    return b.build()
+
+
+def test_react_with_tools_is_invoke_agent_chat_and_execute_tool(traced: Any) -> None:
+    RAN.clear()
+    s = InMemoryAgentSession.of("react-1")
+    weather_agent().prompt("weather in Oslo, then book").session(s).call()
+    spans = traced.spans()
+    root = one(spans, "invoke_agent weather")
+    assert root["parent"] is None and root["kind"] == "INTERNAL" and root["status"] == "UNSET"
+    a = root["attributes"]
+    assert a["gen_ai.operation.name"] == "invoke_agent" and a["gen_ai.agent.name"] == "weather"
+    assert a["gen_ai.conversation.id"] == "react-1"
+    assert a["gen_ai.provider.name"] == "intermission.scripted"
+    assert a["intermission.request.kind"] == "prompt"
+    chats = named(spans, "chat scripted")
+    assert len(chats) == 2 and all(c["parent"] == root["span"] for c in chats)
+    assert chats[0]["attributes"]["gen_ai.response.finish_reasons"] == ["tool_call"]
+    assert chats[1]["attributes"]["gen_ai.response.finish_reasons"] == ["stop"]
+    assert chats[0]["attributes"]["gen_ai.operation.name"] == "chat"
+    tools = [s for s in children(spans, root) if s["name"].startswith("execute_tool")]
+    assert [t["name"] for t in tools] == ["execute_tool lookup", "execute_tool book"]
+    for t, call in zip(tools, ("call_1", "call_2"), strict=True):
+        ta = t["attributes"]
+        assert ta["gen_ai.tool.call.id"] == call and ta["gen_ai.operation.name"] == "execute_tool"
+        assert ta["intermission.effect.id"].startswith("effect-gen-")
+        assert ta["intermission.tool.executed"] is True
+    # one trace, in order: the model, the tools, the model again
+    assert len({x["trace"] for x in spans}) == 1
+    assert chats[0]["end"] <= tools[0]["start"] and tools[1]["end"] <= chats[1]["start"]
+    # content is opt-in: none of it by default
+    text = json.dumps(spans)
+    assert "Oslo" not in text and "sunny" not in text and "Be brief" not in text
+    assert RAN == ["Oslo", "book Oslo"]
+
+
+@pytest.mark.otel(capture_content=True)
+def test_content_only_on_opt_in(traced: Any) -> None:
+    s = InMemoryAgentSession.of("react-2")
+    weather_agent().prompt("weather in Oslo").session(s).call()
+    spans = traced.spans()
+    first = named(spans, "chat scripted")[0]["attributes"]
+    inputs = json.loads(first["gen_ai.input.messages"])
+    assert inputs[-1] == {"role": "user", "parts": [{"type": "text",
+                                                     "content": "weather in Oslo"}]}  # fmt: skip
+    assert json.loads(first["gen_ai.system_instructions"])[0]["content"] == "Be brief."
+    out = json.loads(first["gen_ai.output.messages"])[0]
+    assert out["finish_reason"] == "tool_call" and out["parts"][0]["name"] == "lookup"
+    tool_span = one(spans, "execute_tool lookup")["attributes"]
+    assert json.loads(tool_span["gen_ai.tool.call.arguments"]) == {"city": "Oslo"}
+    assert tool_span["gen_ai.tool.call.result"] == "sunny in Oslo"
+
+
+def test_a_tool_that_fails_is_an_error_span_that_ran(traced: Any) -> None:
+    @tool
+    def boom() -> str:
+        """Fails."""
+        raise RuntimeError("no")
+
+    script = [[ToolCall("boom", {}, "c1"), ToolCall("nothere", {}, "c2")], "done"]
+    agent = ReActAgent.of(ScriptedModel(script)).name("b").tools(boom).build()
+    agent.prompt("go").session(InMemoryAgentSession.of("err")).call()
+    spans = traced.spans()
+    failed = one(spans, "execute_tool boom")
+    assert failed["status"] == "ERROR" and failed["attributes"]["error.type"] == "error"
+    assert failed["attributes"]["intermission.tool.executed"] is True
+    missing = one(spans, "execute_tool nothere")
+    assert missing["attributes"]["intermission.tool.executed"] is False
+    assert missing["attributes"]["error.type"] == "not_found"
+    assert one(spans, "invoke_agent b")["status"] == "UNSET"
+
+
+def _parallel_team() -> TeamAgent:
+    spec = GraphSpec("trip")
+    spec.add_start().link_add("split")
+    spec.add_parallel("split").link_add("weather").link_add("prices")
+    spec.add_agent(weather_agent("weather")).link_add("join")
+    spec.add_activity("prices").task(lambda ctx, node: ctx.put("price", 100)).link_add("join")
+    spec.add_parallel("join").link_add(END)
+    spec.add_end()
+    return TeamAgent.of().name("trip").graph(spec).build()
+
+
+def test_team_nodes_under_invoke_workflow_and_parallel_branches_are_siblings(traced: Any) -> None:
+    s = InMemoryAgentSession.of("team-1")
+    _parallel_team().prompt("plan a trip to Oslo").session(s).call()
+    spans = traced.spans()
+    root = one(spans, "invoke_workflow trip")
+    assert root["parent"] is None
+    assert root["attributes"]["gen_ai.operation.name"] == "invoke_workflow"
+    assert root["attributes"]["gen_ai.workflow.name"] == "trip"
+    assert root["attributes"]["gen_ai.conversation.id"] == "team-1"
+    nodes = children(spans, root)
+    names = [n["name"] for n in nodes]
+    assert {"node split", "node weather", "node prices", "node join"} <= set(names)
+    assert all(n["attributes"]["intermission.node.completed"] is True for n in nodes
+               if n["name"].startswith("node "))  # fmt: skip
+    weather, prices = one(spans, "node weather"), one(spans, "node prices")
+    assert weather["parent"] == prices["parent"] == root["span"]  # siblings
+    member = one(spans, "invoke_agent weather")
+    assert member["parent"] == weather["span"]
+    assert member["attributes"]["gen_ai.conversation.id"] == "team-1"
+    assert {c["name"] for c in children(spans, member)} == {
+        "chat scripted", "execute_tool lookup", "execute_tool book",
+    }  # fmt: skip
+    assert len({x["trace"] for x in spans}) == 1
+
+
+def test_a_team_member_pause_ends_spans_normally_and_records_the_pause(traced: Any) -> None:
+    spec = GraphSpec("trip2")
+    spec.add_start().link_add("weather")
+    spec.add_agent(weather_agent("weather", hitl=True)).link_add(END)
+    spec.add_end()
+    team = TeamAgent.of().name("trip2").graph(spec).build()
+    s = InMemoryAgentSession.of("team-2")
+    team.prompt("plan").session(s).call()
+    assert s.is_pending
+    spans = traced.spans()
+    root = one(spans, "invoke_workflow trip2")
+    assert all(x["status"] == "UNSET" for x in spans)  # a pause is not an error
+    (pause,) = events(root, "intermission.pause")
+    assert pause["intermission.pause.id"].startswith("pause-")
+    assert pause["intermission.pause.tools"] == ["book"]
+    assert pause["intermission.pause.interrupts"] == ["call_2"]
+    node = one(spans, "node weather")
+    assert node["attributes"]["intermission.node.completed"] is False
+    assert s.meta["otel"]["span"] == root["span"] and s.meta["otel"]["pause"] == pause[
+        "intermission.pause.id"]  # fmt: skip
+    # the approval is decided and the team resumes: a new trace linked to the paused one
+    traced.clear()
+    HITL.submit(s, HITL.pending_tasks(s)[0], HITLDecision.approve().reviewer("ann"))
+    team.prompt().session(s).call()
+    spans = traced.spans()
+    again = one(spans, "invoke_workflow trip2")
+    assert again["trace"] != root["trace"]
+    assert again["links"] == [{"trace": root["trace"], "span": root["span"], "attributes": {
+        "intermission.link.type": "resume", "intermission.pause.id": pause["intermission.pause.id"]
+    }}]  # fmt: skip
+    assert again["attributes"]["intermission.request.kind"] == "resume"
+    member = one(spans, "invoke_agent weather")
+    (decided,) = events(member, "intermission.decision.applied")
+    assert decided["intermission.decision.verdict"] == "approve"
+    assert decided["intermission.decision.principal"] == "ann"
+    booked = one(spans, "execute_tool book")["attributes"]
+    assert booked["intermission.tool.executed"] is True
+    assert booked["intermission.decision.verdict"] == "approve"
+
+
+def test_no_idempotency_key_or_hash_in_any_attribute(traced: Any) -> None:
+    from intermission.decisions import fingerprint
+
+    s = InMemoryAgentSession.of("keys")
+    agent = weather_agent("k", hitl=True)
+    agent.prompt("book").session(s).call()
+    HITL.submit(s, HITL.pending_tasks(s)[0], HITLDecision.approve())
+    agent.prompt().session(s).call()
+    keys = list(s.ledger)
+    assert keys and all(k.startswith("tool/book/") for k in keys)
+    text = json.dumps(traced.spans())
+    for key in keys:
+        assert key not in text
+        assert key.rsplit("/", 1)[1] not in text  # the arguments' fingerprint
+    assert fingerprint({"city": "Oslo"}) not in text
+    assert "tool/" not in text
