@@ -200,6 +200,11 @@ class Tracing:
             at = record.get("at")
             if isinstance(at, (int, float)):
                 attrs[A.PAUSE_WAIT] = max(0.0, float(session.clock.now_ms()) - float(at))
+        if links:
+            linked = links[0]
+            attrs[A.LINK_TYPE] = (linked.attributes or {}).get(A.LINK_TYPE, "resume")
+            attrs[A.LINKED_TRACE] = format(linked.context.trace_id, "032x")
+            attrs[A.LINKED_SPAN] = format(linked.context.span_id, "016x")
         root = self.tracer.start_span(
             title, kind=SpanKind.INTERNAL, attributes=attrs, links=links,
             context=otel_context.get_current(),

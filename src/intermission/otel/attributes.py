@@ -70,6 +70,10 @@ request's start (the human's time), by the session's clock."""
 LINK_TYPE = "intermission.link.type"
 """On a link: ``resume`` (the paused request this one continues) or ``fork`` (the last
 request of the session this fork was made from)."""
+LINKED_TRACE = "intermission.link.trace_id"
+LINKED_SPAN = "intermission.link.span_id"
+"""On a resumed or forked request's root: the linked span again, as attributes (hex), for
+backends that keep no links (Arize Phoenix drops them) and for search."""
 FORK_PARENT = "intermission.fork.parent"
 FORK_CHECKPOINT = "intermission.fork.checkpoint"
 VERDICT = "intermission.decision.verdict"
