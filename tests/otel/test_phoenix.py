@@ -41,7 +41,7 @@ def _free_port() -> int:
 
 
 def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (127.0.0.1 only)
+    with urllib.request.urlopen(url, timeout=10) as resp:
         return json.loads(resp.read().decode())
 
 
@@ -67,7 +67,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if proc.poll() is not None:
                 pytest.fail("Phoenix exited: " + (work / "phoenix.log").read_text()[-2000:])
             try:
-                with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:  # noqa: S310
+                with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
                     if resp.status == 200:
                         break
             except OSError:

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import otel
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
 from ..stores.base import PendingSession, SessionStore
 from .console import CONSOLE_HTML
@@ -206,9 +207,11 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
-        return StreamingResponse(
-            runs.stream(name, data), media_type="text/event-stream", headers=SSE_HEADERS
-        )
+        frames, headers = runs.stream(name, data), SSE_HEADERS
+        traced = otel.server_run(request.headers, name, data.thread_id, data.run_id)
+        if traced is not None:  # tracing on: the run continues the client's traceparent
+            frames, headers = traced.frames(frames), {**SSE_HEADERS, **traced.headers}
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
     async def interrupts(request: Request) -> Response:
         try:

@@ -12,6 +12,7 @@ the decisions applied: it replays the run that applied them (one effect, same ou
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -99,9 +100,10 @@ class Runs:
             except RuntimeError:  # the server's loop is gone: the run still finishes, saved
                 pass
 
-        worker = threading.Thread(
-            target=self._work, args=(name, data, put), name="agui-run", daemon=True
-        )
+        worker = threading.Thread(  # (it runs in the request's context: a trace continues)
+            target=contextvars.copy_context().run, args=(self._work, name, data, put),
+            name="agui-run", daemon=True,
+        )  # fmt: skip
         worker.start()
         while True:
             item = await frames.get()

@@ -84,3 +84,13 @@ def is_instrumented() -> bool:
 def active() -> Tracing | None:
     """The tracing in effect (for the AG-UI server and the CLI), or None."""
     return _ACTIVE
+
+
+def server_run(headers: Any, agent: str, thread_id: str, run_id: str) -> Any:
+    """The span of an AG-UI run continuing the client's ``traceparent`` (see
+    :class:`intermission.otel._agui.ServerRun`), or None while tracing is off."""
+    if _ACTIVE is None:
+        return None
+    from ._agui import ServerRun
+
+    return ServerRun(_ACTIVE.tracer, headers, agent, thread_id, run_id)
