@@ -92,7 +92,7 @@ BENCH_VENV ?= .venv-bench
 $(BENCH_VENV)/.installed-stamp: pyproject.toml bench/requirements.txt
 	python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install -q -e '.[notebook,pydantic-ai,mcp]' -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[notebook,pydantic-ai,mcp,otel]' -r bench/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed-stamp

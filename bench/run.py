@@ -3,8 +3,8 @@
 Every measurement runs all systems in the same process, interleaved in a new shuffled order
 each round, and reports medians over rounds plus ratios computed within the run. Results are
 printed and written as a table into bench/README.md (with the date and the machine). One
-module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``commits``,
-``scale``, ``cold_import``, ``rendering``); this file runs them in order.
+module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``otel_cost``,
+``commits``, ``scale``, ``cold_import``, ``rendering``); this file runs them in order.
 
     make bench            # or: .venv-bench/bin/python bench/run.py [--quick]
 """
@@ -19,6 +19,7 @@ from cold_import import bench_import
 from commits import bench_commits
 from history_cost import bench_history, bench_history_steady
 from node_step import bench_node_step
+from otel_cost import bench_otel
 from pause_resume import bench_pause_resume
 from readme import write_readme
 from rendering import bench_render
@@ -36,6 +37,7 @@ def main() -> None:
         bench_pause_resume(2 * rounds + 1, tmp)  # fsync is noisy: more rounds
         bench_history(2 * rounds + 1, tmp)
         bench_history_steady(60)
+        bench_otel(2 * rounds + 1, tmp)
         bench_commits(tmp)
         bench_scale(tmp, 2_000 if args.quick else 10_000, 100_000 if args.quick else 1_000_000)
         bench_memory_pending(tmp, 20_000 if args.quick else 100_000)
