@@ -23,11 +23,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._compat import require
+from .tree import text_tree
 
 if TYPE_CHECKING:
     from ._tracer import Tracing
 
-__all__ = ["active", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["active", "instrument", "is_instrumented", "server_run", "text_tree", "uninstrument"]
 
 _ACTIVE: Tracing | None = None
 
