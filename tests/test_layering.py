@@ -72,7 +72,9 @@ def test_the_core_session_holds_agent_state_without_knowing_agents() -> None:
     from intermission.testing.conformance import paused_ops
 
     text = paused_ops("opaque").to_json()
-    out = subprocess.run([sys.executable, "-c", STATE_SCRIPT, text], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", STATE_SCRIPT, text], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK"
     # an agent claims its state when it runs: validated then, and typed

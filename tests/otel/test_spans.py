@@ -214,3 +214,74 @@ def test_no_idempotency_key_or_hash_in_any_attribute(traced: Any) -> None:
         assert key.rsplit("/", 1)[1] not in text  # the arguments' fingerprint
     assert fingerprint({"city": "Oslo"}) not in text
     assert "tool/" not in text
+
+
+def test_token_usage_when_the_model_reports_it(traced: Any) -> None:
+    from tests._helpers import need_module
+
+    need_module("pydantic_ai", "the pydantic-ai extra")
+    from pydantic_ai.models.test import TestModel
+
+    from intermission import PydanticAIModel
+
+    model = PydanticAIModel(TestModel(custom_output_text="hello"))
+    agent = ReActAgent.of(model).name("pai").build()
+    s = InMemoryAgentSession.of("usage")
+    assert agent.prompt("hi").session(s).call().content == "hello"
+    (chat,) = [x for x in traced.spans() if x["name"].startswith("chat")]
+    a = chat["attributes"]
+    assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
+    assert a["gen_ai.operation.name"] == "chat" and chat["kind"] == "CLIENT"
+    (end,) = [e for e in s.events if e.kind == "reason_end"]
+    assert end.usage == {"input_tokens": a["gen_ai.usage.input_tokens"],
+                         "output_tokens": a["gen_ai.usage.output_tokens"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_token_usage_from_an_openai_compatible_server(traced: Any, stream: bool) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests._helpers import need_module
+
+    need_module("httpx", "the openai extra")
+    from intermission.agents.openai_compat import OpenAIChatModel
+
+    usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+
+    class Server(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            message = {"role": "assistant", "content": "hi"}
+            if stream:
+                chunks = [{"choices": [{"index": 0, "delta": {"content": "hi"}}]},
+                          {"choices": [], "usage": usage}]  # fmt: skip
+                body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                kind = "text/event-stream"
+            else:
+                body = json.dumps({"choices": [{"index": 0, "message": message}], "usage": usage})
+                kind = "application/json"
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        model = OpenAIChatModel("gpt-test", base_url=url, api_key="k", stream=stream)
+        agent = ReActAgent.of(model).name("oa").build()
+        agent.prompt("hi").session(InMemoryAgentSession.of("oa")).call()
+    finally:
+        server.shutdown()
+        server.server_close()
+    chat = one(traced.spans(), "chat gpt-test")
+    a = chat["attributes"]
+    assert a["gen_ai.provider.name"] == "openai" and a["gen_ai.request.model"] == "gpt-test"
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 3)

@@ -221,6 +221,7 @@ class ReActAgent(AgentBase):
         started = scope.clock.now_ms()
         texts: list[str] = []
         calls: list[ToolCall] = []
+        usage: dict[str, int] | None = None
         try:
             await scope.pace()
             reply = counted_reply(
@@ -233,6 +234,7 @@ class ReActAgent(AgentBase):
                         scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
                         await scope.pace()  # the model is read as fast as the stream is
                     calls.extend(chunk.tool_calls)
+                    usage = getattr(chunk, "usage", None) or usage
             finally:
                 await reply.aclose()  # a reply left unfinished is given again (see counted_reply)
         except Exception as exc:  # model errors become an abnormal final answer (R13)
@@ -251,6 +253,7 @@ class ReActAgent(AgentBase):
             content=message.content,
             tool_calls=calls,
             duration_ms=duration,
+            **({"usage": usage} if usage else {}),
         )
         if session.is_pending:
             trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again
