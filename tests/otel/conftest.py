@@ -11,8 +11,9 @@ from tests.otel._spans import span_data
 
 
 class Traced:
-    def __init__(self, exporter: Any) -> None:
+    def __init__(self, exporter: Any, provider: Any) -> None:
         self.exporter = exporter
+        self.provider = provider
 
     def spans(self) -> list[dict[str, Any]]:
         return [span_data(s) for s in self.exporter.get_finished_spans()]
@@ -43,7 +44,7 @@ def traced(request: pytest.FixtureRequest) -> Iterator[Traced]:
     options = dict(mark.kwargs) if mark is not None else {}
     otel.instrument(tp, **{"capture_content": False, "experimental": False, **options})
     try:
-        yield Traced(exporter)
+        yield Traced(exporter, tp)
     finally:
         otel.uninstrument()
         tp.shutdown()

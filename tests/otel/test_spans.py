@@ -285,3 +285,55 @@ def test_token_usage_from_an_openai_compatible_server(traced: Any, stream: bool)
     a = chat["attributes"]
     assert a["gen_ai.provider.name"] == "openai" and a["gen_ai.request.model"] == "gpt-test"
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 3)
+
+
+def test_spans_a_tool_makes_nest_under_its_execute_tool_span(traced: Any) -> None:
+    user = traced.provider.get_tracer("user-code")
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        with user.start_as_current_span("GET page"):
+            return "page"
+
+    script = [[ToolCall("fetch", {"url": "https://example.org"}, "c1")], "fetched"]
+    agent = ReActAgent.of(ScriptedModel(script)).name("web").tools(fetch).build()
+    agent.prompt("fetch it").session(InMemoryAgentSession.of("nest")).call()
+    spans = traced.spans()
+    assert one(spans, "GET page")["parent"] == one(spans, "execute_tool fetch")["span"]
+    # and nothing of the request stays current once it returned
+    from opentelemetry import trace
+
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_graph_evaluated_on_its_own_pauses_and_continues_linked(traced: Any) -> None:
+    from intermission import FlowEngine
+
+    def gate(ctx: Any, node: Any) -> None:
+        if ctx.get("decision") is None:
+            ctx.session.pending(True, "needs approval")
+
+    spec = GraphSpec("approve3")
+    spec.add_start().link_add("a")
+    spec.add_activity("a").task(lambda c, n: c.put("a", "done")).link_add("gate")
+    spec.add_activity("gate").task(gate).link_add("c")
+    spec.add_activity("c").task(lambda c, n: c.put("c", "done")).link_add(END)
+    spec.add_end()
+    s = InMemoryAgentSession.of("flow")
+    FlowEngine().eval(spec, s.context)
+    spans = traced.spans()
+    root = one(spans, "invoke_workflow approve3")
+    assert root["attributes"]["intermission.request.kind"] == "continue"
+    assert root["attributes"]["gen_ai.provider.name"] == "intermission"
+    (pause,) = events(root, "intermission.pause")
+    assert pause["intermission.pause.reason"] == "needs approval"
+    assert one(spans, "node gate")["attributes"]["intermission.node.completed"] is False
+    traced.clear()
+    s = InMemoryAgentSession.restore(s.to_json())
+    s.context.put("decision", "APPROVE")
+    assert FlowEngine().eval(spec, s.context).is_done
+    spans = traced.spans()
+    again = one(spans, "invoke_workflow approve3")
+    assert again["links"][0]["span"] == root["span"]
+    assert [x["name"] for x in children(spans, again)] == ["node gate", "node c", "node end"]

@@ -298,11 +298,18 @@ class Tracing:
     @staticmethod
     def _unfocus(req: _Request) -> None:
         token, req.token = req.token, None
-        if token is not None:
-            try:
-                otel_context._RUNTIME_CONTEXT.detach(token)  # type: ignore[arg-type]
-            except Exception:  # (set in another context: that context is gone with its task)
-                pass
+        if token is None:
+            return
+        # quietly: a token set in another context (a task already gone) cannot be detached,
+        # and the API's own detach would log that as an error
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        try:
+            if runtime is not None:
+                runtime.detach(token)
+            else:
+                otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception:
+            pass
 
     # -- events ---------------------------------------------------------------------------
     def _node_start(self, req: _Request, ev: Any) -> None:
