@@ -75,3 +75,18 @@ def test_a_record_tracing_cannot_read_makes_no_link(traced: Any, record: Any) ->
     root = one(traced.spans(), "invoke_agent ops")
     assert root["links"] == [] and "intermission.pause.duration_ms" not in root["attributes"]
     assert s.meta["otel"]["v"] == 1 and s.meta["otel"]["span"] == root["span"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"tracer_provider": "jaeger"}, {"tracer_provider": 5}, {"capture_content": "yes"},
+     {"experimental": 1}],
+)  # fmt: skip
+def test_instrument_refuses_what_it_cannot_use_and_changes_nothing(kwargs: Any) -> None:
+    import intermission.otel as otel
+    from intermission import UsageError
+
+    before = otel.is_instrumented()
+    with pytest.raises(UsageError):
+        otel.instrument(**kwargs)
+    assert otel.is_instrumented() == before

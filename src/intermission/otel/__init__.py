@@ -50,6 +50,17 @@ def instrument(
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` contains ``gen_ai_latest_experimental``).
     """
     global _ACTIVE
+    from .._check import shown
+    from ..errors import UsageError
+
+    if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+        raise UsageError(
+            "tracer_provider is an OpenTelemetry TracerProvider (or None for the global one), "
+            f"not {shown(tracer_provider)}"
+        )
+    for name, given in (("capture_content", capture_content), ("experimental", experimental)):
+        if given is not None and not isinstance(given, bool):
+            raise UsageError(f"{name} is True, False or None, not {shown(given)}")
     require("opentelemetry.trace", "otel")
     require("opentelemetry.context", "otel")
     from ..core import listeners
