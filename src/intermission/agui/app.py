@@ -207,10 +207,13 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
-        frames, headers = runs.stream(name, data), SSE_HEADERS
         traced = otel.server_run(request.headers, name, data.thread_id, data.run_id)
-        if traced is not None:  # tracing on: the run continues the client's traceparent
-            frames, headers = traced.frames(frames), {**SSE_HEADERS, **traced.headers}
+        if traced is None:
+            frames, headers = runs.stream(name, data), SSE_HEADERS
+        else:  # tracing on: the run (started in this context) continues the client's trace
+            with traced.entered():
+                frames = traced.frames(runs.stream(name, data))
+            headers = {**SSE_HEADERS, **traced.headers}
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
     async def interrupts(request: Request) -> Response:

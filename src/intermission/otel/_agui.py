@@ -3,7 +3,8 @@ run, and the run's own trace context goes back on the response's ``traceparent``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -35,6 +36,16 @@ class ServerRun:
         propagate.inject(carrier, context=self.context)
         self.headers = {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate")}
         """What the response carries: the run's trace context."""
+
+    @contextmanager
+    def entered(self) -> Iterator[None]:
+        """Within: this span is current, so a run started here (its thread takes a copy of
+        the context it starts in) runs under it."""
+        token = otel_context.attach(self.context)
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
 
     async def frames(self, frames: AsyncIterator[str]) -> AsyncIterator[str]:
         """``frames``, with the run started inside this span's context (the run's thread
