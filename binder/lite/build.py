@@ -192,7 +192,12 @@ BROWSER_10 = (
     "thread, httpx as its client); a page can open no port and start no thread. The code is "
     "shown below as text; run it for real with `make lab` on your machine."
 )
-NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10}
+BROWSER_12 = (
+    "> **This tutorial cannot run in a browser.** It needs the `otel` extra (the "
+    "OpenTelemetry SDK), which this site does not bundle. The code is shown below as text; "
+    "run it for real with `make lab` on your machine."
+)
+NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10, "12_": BROWSER_12}
 """Tutorials shown as text in the site, each with why."""
 
 

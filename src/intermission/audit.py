@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from ._model import Model
+from .core import listeners
+from .core.listeners import LISTENERS
 
 __all__ = ["AuditEntry", "AuditRecord", "Via", "forget_noted", "note", "noted"]
 
@@ -66,6 +68,8 @@ def note(session: Any, entry: AuditEntry) -> None:
         noted = []
         session.audit_noted = noted
     noted.append(entry)
+    if LISTENERS:
+        listeners.noted(session, entry)
 
 
 def noted(session: Any) -> list[AuditEntry]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -387,6 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if os.environ.get("INTERMISSION_OTEL"):  # traces of this process's requests
+        from .otel.env import configure_from_env
+
+        try:
+            configure_from_env()
+        except IntermissionError as exc:
+            print(f"error: {_v(exc)}", file=sys.stderr)
+            return 2
     commands: dict[str, Callable[[argparse.Namespace, SessionStore], None]] = {
         "demo": cmd_demo,
         "pending": cmd_pending,

@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import otel
 from .._json import loads
 from ..errors import (
     IntermissionError,
@@ -370,13 +371,23 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
-        frames = runs.start(name, data)
+        traced = otel.server_run(request.headers, name, data.thread_id, data.run_id)
+        if traced is None:
+            frames, headers = runs.start(name, data), SSE_HEADERS
+        else:  # tracing on: the run (started in this context) continues the client's trace
+            with traced.entered():
+                frames = runs.start(name, data)
+            headers = {**SSE_HEADERS, **traced.headers}
         if frames is None:
+            if traced is not None:
+                traced.span.end()
             response = _error(503, "SERVER_STOPPING: this server is stopping; send the run "
                               "to another server or again once it is back")  # fmt: skip
             response.headers["Retry-After"] = "5"
             return response
-        return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+        if traced is not None:
+            frames = traced.frames(frames)
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
     async def interrupts(request: Request) -> Response:
         try:

@@ -15,6 +15,8 @@ from .._json import canonical_dumps
 from ..errors import SnapshotSchemaError
 from ..events import Event, EventBase, event_adapter
 from ..limits import MAX_EVENTS
+from . import listeners
+from .listeners import LISTENERS
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -384,7 +386,7 @@ class RunScope:
     reader has taken every event so far and asked for the next, so a run never gets ahead
     of its reader (R41)."""
 
-    __slots__ = ("agent", "clock", "log", "pacer", "run_id", "session_id", "sink")
+    __slots__ = ("agent", "clock", "log", "pacer", "run_id", "session", "session_id", "sink")
 
     def __init__(
         self,
@@ -397,6 +399,7 @@ class RunScope:
     ) -> None:
         self.run_id = run_id
         self.agent = agent
+        self.session = session
         self.session_id = session.session_id
         self.log: EventLog = session.events
         self.clock = clock or getattr(session, "clock", None) or SYSTEM_CLOCK
@@ -413,6 +416,7 @@ class RunScope:
         scope = RunScope.__new__(RunScope)
         scope.run_id = run_id
         scope.agent = agent
+        scope.session = self.session
         scope.session_id = self.session_id
         scope.log = self.log
         scope.clock = self.clock
@@ -435,10 +439,13 @@ class RunScope:
         }  # fmt: skip
         if started >= 0:
             fields["duration_ms"] = ts - started
-        if self.sink is not None:
+        if self.sink is not None or LISTENERS:  # (someone reads it now: build it now)
             event = build_event(cls, fields)
             log.append(event)  # type: ignore[arg-type]
-            self.sink(event)  # type: ignore[arg-type]
+            if self.sink is not None:
+                self.sink(event)  # type: ignore[arg-type]
+            if LISTENERS:
+                listeners.event(self.session, event)
         else:
             log.append_lazy(cls, fields)
         return ts
@@ -457,4 +464,6 @@ class RunScope:
         log.append(event)  # type: ignore[arg-type]
         if self.sink is not None:
             self.sink(event)  # type: ignore[arg-type]
+        if LISTENERS:
+            listeners.event(self.session, event)
         return event
