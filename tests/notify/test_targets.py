@@ -324,6 +324,15 @@ targets:
         ("public_url: ftp://x\ntargets:\n  - {type: slack, url: 'https://h.example'}",
          "public_url is an http(s) URL"),
         ("targets: [unclosed", "not valid YAML"),
+        # the secret itself pasted where its variable's name or file goes: never echoed
+        ("targets:\n  - {type: slack, url_env: 'https://hooks.example/s3cret-in-the-file'}",
+         "url_env takes the name of an environment variable"),
+        ("targets:\n  - {type: webhook, url: 'https://h.example', "
+         "secret_env: whsec_s3cret-in-the-file}", "secret_env takes the name"),
+        ("targets:\n  - {type: webhook, url: 'https://h.example', "
+         "secret_env: whsec_s3cret_in_the_file}", "the environment variable it names"),
+        ("targets:\n  - {type: webhook, url: 'https://h.example', "
+         "secret_file: s3cret-in-the-file}", "cannot read the file secret_file names"),
     ],
 )  # fmt: skip
 def test_a_wrong_config_is_a_typed_error_naming_the_field_never_the_secret(
@@ -334,4 +343,6 @@ def test_a_wrong_config_is_a_typed_error_naming_the_field_never_the_secret(
     with pytest.raises(NotifyConfigError) as caught:
         notifier_from(MemoryStore(outbox=True), config)
     assert message in str(caught.value) and str(config) in str(caught.value)
-    assert "s3cret-in-the-file" not in str(caught.value) and "pw" not in caught.value.where
+    for secret in ("s3cret-in-the-file", "s3cret_in_the_file"):
+        assert secret not in str(caught.value)
+    assert "pw" not in caught.value.where

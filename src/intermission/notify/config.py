@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -110,6 +111,8 @@ class NotifyConfig(_Strict):
 
 
 _INLINE_SECRETS = ("secret", "password")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHOWN_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
 
 def _refuse_inline(data: Any, where: str) -> None:
@@ -130,23 +133,34 @@ def _refuse_inline(data: Any, where: str) -> None:
 
 
 def _secret(env: str | None, file: str | None, where: str, *, required: bool = True) -> str | None:
-    """A secret from the environment or a file."""
+    """A secret from the environment or a file (``where`` ends with the field's name).
+    Neither what the file holds nor a name that may be the secret pasted in the wrong
+    place is ever put in an error."""
+    field = where.rsplit(".", 1)[-1]
     if env is not None and file is not None:
-        raise NotifyConfigError("give one of _env and _file, not both", where=where)
+        raise NotifyConfigError(f"give one of {field}_env and {field}_file", where=where)
     if env is not None:
+        if not _ENV_NAME.fullmatch(env):  # (the secret itself, pasted in the wrong place)
+            raise NotifyConfigError(
+                f"{field}_env takes the name of an environment variable (letters, digits, "
+                "_); what is written there is not one (not shown: it may be the secret)",
+                where=where,
+            )
         value = os.environ.get(env)
         if not value:
-            raise NotifyConfigError(f"the environment variable {env} is not set", where=where)
+            # (named only when it reads as a variable's name: UPPER_CASE, short)
+            named = env if _SHOWN_NAME.fullmatch(env) else "it names (not shown)"
+            raise NotifyConfigError(f"the environment variable {named} is not set", where=where)
         return value
     if file is not None:
         try:
             return Path(file).read_text().rstrip("\r\n")
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (the path is not shown: it may be the secret)
             raise NotifyConfigError(
-                f"cannot read {file!r} ({type(exc).__name__})", where=where
+                f"cannot read the file {field}_file names ({type(exc).__name__})", where=where
             ) from None
     if required:
-        raise NotifyConfigError("missing: give it with _env or _file", where=where)
+        raise NotifyConfigError(f"missing: give {field}_env or {field}_file", where=where)
     return None
 
 
