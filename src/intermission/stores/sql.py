@@ -50,7 +50,7 @@ from .outbox_sql import write as write_outbox
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
