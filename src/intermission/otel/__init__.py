@@ -72,19 +72,19 @@ def instrument(
     if experimental is None:
         opt_in = os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")
         experimental = "gen_ai_latest_experimental" in {p.strip() for p in opt_in.split(",")}
-    uninstrument()
-    _ACTIVE = Tracing(tracer_provider, capture_content=capture_content, experimental=experimental)
-    listeners.add(_ACTIVE)
+    new = Tracing(tracer_provider, capture_content=capture_content, experimental=experimental)
+    for old in [item for item in listeners.LISTENERS if isinstance(item, Tracing)]:
+        new.take_over(old)  # requests in flight go on, with the new settings
+    _ACTIVE = new
+    listeners.add(new)
 
 
 def uninstrument() -> None:
-    """Stop tracing (requests in flight end their spans as they end)."""
+    """Stop tracing: no new request is traced; requests in flight end their spans as they
+    end (so nothing of theirs stays current in their caller's context)."""
     global _ACTIVE
-    from ..core import listeners
-
     if _ACTIVE is not None:
-        listeners.remove(_ACTIVE)
-        _ACTIVE.close()
+        _ACTIVE.retire()
         _ACTIVE = None
 
 

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .._version import __version__
+from ..core import listeners
 from . import _pause
 from . import attributes as A
 from ._decisions import decision_attrs, note_attrs
@@ -61,6 +62,8 @@ class Tracing:
         self.experimental = experimental
         self._requests: dict[str, _Request] = {}
         self._lock = threading.Lock()
+        self._retired = False
+        """Switched off: only the requests in flight are followed, to their end."""
 
     # -- the listener -------------------------------------------------------------------
     def on_event(self, session: Any, ev: Any) -> None:
@@ -68,6 +71,8 @@ class Tracing:
         kind = ev.kind
         sid = ev.session_id
         req = self._requests.get(sid)
+        if req is None and self._retired:
+            return
         if kind in ("run_start", "team_start"):
             if req is None:
                 self._begin(session, ev, kind)
@@ -89,9 +94,11 @@ class Tracing:
         action = str(getattr(entry, "action", ""))
         if action.startswith("effect."):
             return  # (effects are told by the ledger, without their keys)
+        req = self._requests.get(getattr(session, "session_id", ""))
+        if req is None and self._retired:
+            return
         attrs = note_attrs(entry, self.capture)
         name = "intermission." + action
-        req = self._requests.get(getattr(session, "session_id", ""))
         if req is not None:
             req.top.add_event(name, attrs)
         else:
@@ -114,6 +121,9 @@ class Tracing:
         """The request ended: close its spans, record a pause, keep the root's context."""
         with self._lock:
             req = self._requests.pop(session.session_id, None)
+            done = self._retired and not self._requests
+        if done:
+            listeners.remove(self)  # switched off, and its last request in flight ended
         if req is None:
             return
         failed = isinstance(error, Exception)
@@ -147,14 +157,26 @@ class Tracing:
         self._unfocus(req)
         root.end()
 
-    def close(self) -> None:
-        """End the spans of requests still in flight (instrumentation switched off)."""
+    def retire(self) -> None:
+        """Switched off: start nothing new, follow the requests in flight to their end and
+        stop listening then (ending their spans now would leave the innermost one current
+        in the context each request runs in: a later span, of any session, would nest
+        under it)."""
         with self._lock:
-            requests, self._requests = list(self._requests.values()), {}
-        for req in requests:
-            for item in reversed(req.stack):
-                item.span.end()
-            req.root.end()
+            self._retired = True
+            idle = not self._requests
+        if idle:
+            listeners.remove(self)
+
+    def take_over(self, old: Tracing) -> None:
+        """Follow ``old``'s requests in flight from now on (instrument() called again)."""
+        listeners.remove(old)
+        with old._lock:
+            moved, old._requests = old._requests, {}
+            old._retired = True
+        with self._lock:
+            for sid, req in moved.items():
+                self._requests.setdefault(sid, req)
 
     # -- requests -------------------------------------------------------------------------
     def _begin(self, session: Any, ev: Any, kind: str) -> _Request:
