@@ -37,6 +37,7 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
     ├── RunCancelledError                        a run was cancelled before it finished
+    ├── ServeError (OSError)                     the AG-UI server cannot listen where asked
     └── NotifyError                              telling reviewers failed or is set up wrong
         ├── NotifyConfigError (ValueError)       a notification config or target is wrong
         ├── NotificationNotFoundError (KeyError) no notification with that key in the outbox
@@ -78,6 +79,7 @@ __all__ = [
     "ReviewerNotAllowedError",
     "RunCancelledError",
     "ScriptExhaustedError",
+    "ServeError",
     "SessionBusyError",
     "SessionNotFoundError",
     "SessionStateError",
@@ -138,7 +140,21 @@ class SessionStateError(IntermissionError):
 
 
 class NothingToResumeError(SessionStateError):
-    """An empty ``prompt()`` asked to continue, but the run already ended (R4)."""
+    """An empty ``prompt()`` asked to continue, but the run already ended. From a store:
+    ``status`` is the stored session's status and ``last_decision`` its last decision
+    (``"APPROVE by alice at …"``), when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        status: str | None = None,
+        last_decision: str | None = None,
+    ) -> None:
+        self.status = status
+        self.last_decision = last_decision
+        super().__init__(message, session_id=session_id)
 
 
 class RequestInProgressError(SessionStateError):
@@ -514,6 +530,18 @@ class ToolUnavailableError(IntermissionError):
 
 class RunCancelledError(IntermissionError):
     """A run was cancelled before it finished; the session stays resumable."""
+
+
+class ServeError(IntermissionError, OSError):
+    """The AG-UI server cannot listen on ``host``:``port`` (the port is in use, the address
+    is not this machine's, the port needs privileges). Nothing was started."""
+
+    def __init__(self, host: str, port: int, why: str) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(
+            f"cannot serve on {host}:{port}: {why}; pick another port (or stop what listens there)"
+        )
 
 
 class NotifyError(IntermissionError):

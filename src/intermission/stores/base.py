@@ -469,6 +469,7 @@ def not_resumable(session_id: str, status: str) -> NothingToResumeError:
         "may have resumed it already); nothing was claimed. To send a new prompt, use "
         "store.claim(session_id)",
         session_id=session_id,
+        status=status,
     )
 
 

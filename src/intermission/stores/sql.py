@@ -217,8 +217,12 @@ class SQLStore(StoreMethods, Pool):
         heartbeat: bool = True,
         outage_s: float = 10.0,
         outbox: bool | None = None,
+        create: bool = True,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox)
+        check_options(
+            lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox, create=create
+        )
+        self.create = create
         super().__init__()
         self._server: ServerClock | None = None
         if clock is None and self.server_now is not None:
@@ -237,10 +241,23 @@ class SQLStore(StoreMethods, Pool):
 
     def _migrate(self) -> None:
         with self._tx() as run:
+            self._check_exists(run)
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
             self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
             self._read_server_clock(run)
+
+    schema_table_sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'im_schema'"
+    """A row when the database holds a store (its schema table)."""
+
+    def _check_exists(self, run: Callable[..., Any]) -> None:
+        """With ``create=False``: refuse a database that holds no store (makes nothing)."""
+        if not self.create and run(self.schema_table_sql).fetchone() is None:
+            raise StoreError(f"{self._where()} holds no intermission store; nothing was created")
+
+    def _where(self) -> str:
+        """The database, as an error names it."""
+        return "the database"
 
     def _read_server_clock(self, run: Callable[..., Any]) -> None:
         """Take the server clock's offset when the store opens (later claims and renewals
@@ -532,8 +549,7 @@ class SQLStore(StoreMethods, Pool):
             # (a row under the family's id counts only when it has no family of its own:
             # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
-                "LIMIT 1",
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? LIMIT 1",
                 (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
@@ -637,9 +653,7 @@ class SQLStore(StoreMethods, Pool):
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                found = run(
-                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
-                ).fetchone()
+                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if rows is None:
             if found is None:
                 raise SessionNotFoundError(session_id)
