@@ -30,15 +30,14 @@ from .base import (
     check_options,
     check_page,
     check_saved,
-    column_text,
     not_resumable,
-    pending_of,
     row_of,
-    session_from,
 )
 from .lease import Leases
+from .listings import pending_of
 from .outbox_memory import MemoryOutbox
 from .outbox_rules import derive
+from .rows import column_text, session_from
 
 __all__ = ["MemoryStore"]
 
