@@ -7,12 +7,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: setup lab lite lite-serve test unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab lite lite-serve phoenix test unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,agui,dev]'
+	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -57,7 +57,19 @@ lite-serve: lite
 	@echo "the tutorials in your browser: http://127.0.0.1:$(LITE_PORT)/lab/index.html"
 	python3 -m http.server $(LITE_PORT) --bind 127.0.0.1 --directory $(LITE_OUT)/site
 
-unit: setup $(JS_STAMP) $(LITE_SITE)
+# Arize Phoenix, a trace collector and UI, in an environment of its own (it is large): the
+# tracing test starts it on 127.0.0.1 and reads back what it was sent (tests/otel).
+PHOENIX_VENV ?= .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-stamp
+$(PHOENIX_STAMP): tests/otel/phoenix-requirements.txt
+	python3 -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install -q --no-compile -r tests/otel/phoenix-requirements.txt
+	touch $@
+
+phoenix: $(PHOENIX_STAMP)
+
+unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
 	$(PY) -m pytest tests -q
 
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
@@ -80,11 +92,11 @@ BENCH_VENV ?= .venv-bench
 $(BENCH_VENV)/.installed-stamp: pyproject.toml bench/requirements.txt
 	python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install -q -e '.[notebook,pydantic-ai,mcp,agui,postgres]' -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[notebook,pydantic-ai,mcp,agui,postgres,otel]' -r bench/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed-stamp
 	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LITE_VENV) $(LITE_OUT) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LITE_VENV) $(PHOENIX_VENV) $(LITE_OUT) .mypy_cache .ruff_cache .pytest_cache

@@ -3,10 +3,10 @@
 Every measurement runs all systems in the same process, interleaved in a new shuffled order
 each round, and reports medians over rounds plus ratios computed within the run. Results are
 printed and written as a table into bench/README.md (with the date and the machine). One
-module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``commits``,
-``scale``, ``cold_import``, ``rendering``, ``agui_latency``); this file runs them in
-order. ``agui_latency`` needs a PostgreSQL database, ``INTERMISSION_BENCH_PG_DSN`` or
-``INTERMISSION_PG_DSN`` (else it says so and is left out).
+module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``outbox``,
+``otel_cost``, ``commits``, ``scale``, ``cold_import``, ``rendering``, ``agui_latency``); this
+file runs them in order. ``agui_latency`` needs a PostgreSQL database,
+``INTERMISSION_BENCH_PG_DSN`` or ``INTERMISSION_PG_DSN`` (else it says so and is left out).
 
     make bench            # or: .venv-bench/bin/python bench/run.py [--quick]
 """
@@ -22,6 +22,8 @@ from cold_import import bench_import
 from commits import bench_commits
 from history_cost import bench_history, bench_history_steady
 from node_step import bench_node_step
+from otel_cost import bench_otel
+from outbox import bench_outbox
 from pause_resume import bench_pause_resume
 from readme import write_readme
 from rendering import bench_render
@@ -39,6 +41,8 @@ def main() -> None:
         bench_pause_resume(2 * rounds + 1, tmp)  # fsync is noisy: more rounds
         bench_history(2 * rounds + 1, tmp)
         bench_history_steady(60)
+        bench_outbox(2 * rounds + 1, tmp, 100 if args.quick else 300)
+        bench_otel(2 * rounds + 1, tmp)
         bench_commits(tmp)
         bench_scale(tmp, 2_000 if args.quick else 10_000, 100_000 if args.quick else 1_000_000)
         bench_memory_pending(tmp, 20_000 if args.quick else 100_000)

@@ -55,8 +55,8 @@ def _run(path: Path, autopilot: bool) -> Any:
 
 
 def _shown(cell: Any, clean: list[tuple[re.Pattern[str], str]]) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
+    parts: list[str] = []
+    for out in _coalesced(cell.get("outputs", [])):
         text = out.get("text") or ""
         data = out.get("data") or {}
         for mime in sorted(data):
@@ -68,6 +68,20 @@ def _shown(cell: Any, clean: list[tuple[re.Pattern[str], str]]) -> str:
     for pattern, replace in clean:
         shown = pattern.sub(replace, shown)
     return shown
+
+
+def _coalesced(outputs: list[Any]) -> list[Any]:
+    """Consecutive prints to one stream as one output: how a kernel splits them into
+    messages depends on timing (nbval compares them joined, too)."""
+    joined: list[Any] = []
+    for out in outputs:
+        last = joined[-1] if joined else {}
+        stream = out.get("output_type") == last.get("output_type") == "stream"
+        if stream and last.get("name") == out.get("name"):
+            joined[-1] = {**last, "text": last["text"] + out["text"]}
+        else:
+            joined.append(out)
+    return joined
 
 
 def store(path: Path) -> int:

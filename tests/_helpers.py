@@ -62,11 +62,17 @@ def fresh_pg(**kw: Any) -> Any:
 
     store = PostgresStore(pg_dsn(), **kw)
     with store._tx() as run:
+        run("DELETE FROM im_outbox")
+        run("DELETE FROM im_outbox_told")
+        run("DELETE FROM im_settings")
         run("DELETE FROM im_ledger")
         run("DELETE FROM im_events")
         run("DELETE FROM im_sessions")
         run("DELETE FROM im_audit")
+    if kw.get("outbox") is None:  # (read before the settings above were emptied)
+        store.outbox.enabled = False
     return store
+
 
 TRANSFERS: list[tuple[str, int]] = []
 """Every call of :func:`transfer` (tests clear it first)."""

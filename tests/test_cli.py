@@ -59,10 +59,10 @@ def test_cli_reject_path_and_one_line_errors(
     assert main(["show", "missing", "--store", store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith(
-        "error: session 'change-001' is done: there is nothing to resume (someone else may "
-        "have resumed it already); nothing was claimed. To send a new prompt, use "
-        f"store.claim(session_id); its last decision was REJECT by {os_principal().name} at "
-    ) and err[0].endswith(" UTC")  # the refusal names what decided it (issue 24)
+        "error: session 'change-001' is done: nothing waits for a decision (someone may have "
+        f"resumed it already); its last decision was REJECT by {os_principal().name} at "
+    ) and err[0].endswith(" UTC; nothing was changed")  # names what decided it (issue 24)
+    assert "store.claim" not in err[0]  # plain language: no Python call to make (issue 29)
     assert err[1:] == ["error: no stored session 'missing'"]
 
 

@@ -208,3 +208,29 @@ def test_every_thread_the_package_starts_goes_through_the_seam(
     assert {"run_sync", "intermission-widget", "intermission-lease", "intermission-inbox"} <= set(
         rec.used
     )
+
+
+def test_a_program_that_ran_a_request_exits_without_resource_warnings(tmp_path: Any) -> None:
+    # The main thread keeps one event loop for every .call(); left open at exit it was a
+    # ResourceWarning (and two for its self-pipe sockets) under `python -X dev`.
+    import subprocess
+
+    program = (
+        "import sys\n"
+        "from intermission import InMemoryAgentSession\n"
+        "from intermission.examples import build_ops_agent\n"
+        "from intermission.stores import SQLiteStore\n"
+        "store = SQLiteStore(sys.argv[1])\n"
+        "s = InMemoryAgentSession.of('s-1')\n"
+        "build_ops_agent().prompt('Please delete user 1001').session(s).call()\n"
+        "store.save(s)\n"
+        "store.close()\n"
+        "print(s.status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", program, str(tmp_path / "s.sqlite")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pending"
+    assert "Warning" not in done.stderr, done.stderr

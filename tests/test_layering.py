@@ -12,6 +12,7 @@ SCRIPT = textwrap.dedent(
 
     BLOCKED = {
         "IPython", "ipywidgets", "graphviz", "psycopg", "httpx", "ag_ui", "starlette", "uvicorn",
+        "opentelemetry",
     }
 
     class Refuse:
@@ -22,6 +23,7 @@ SCRIPT = textwrap.dedent(
 
     sys.meta_path.insert(0, Refuse())
     import intermission
+    import intermission.otel  # (imports OpenTelemetry only when switched on)
     from intermission import FlowEngine, GraphSpec, InMemoryAgentSession, END
 
     spec = GraphSpec("g")
@@ -70,9 +72,7 @@ def test_the_core_session_holds_agent_state_without_knowing_agents() -> None:
     from intermission.testing.conformance import paused_ops
 
     text = paused_ops("opaque").to_json()
-    out = subprocess.run(
-        [sys.executable, "-c", STATE_SCRIPT, text], capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, "-c", STATE_SCRIPT, text], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK"
     # an agent claims its state when it runs: validated then, and typed
@@ -80,3 +80,39 @@ def test_the_core_session_holds_agent_state_without_knowing_agents() -> None:
 
     s = InMemoryAgentSession.restore(text)
     assert isinstance(s.agent_state("ops", ReActTrace), ReActTrace)
+
+
+OTEL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "opentelemetry":
+                raise ImportError("blocked optional dependency: " + name)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import intermission.otel
+    from intermission import MissingDependencyError
+    from intermission.core import listeners
+    from intermission.testing.conformance import paused_ops
+
+    try:
+        intermission.otel.instrument()
+    except MissingDependencyError as exc:
+        assert "pip install 'intermission[otel]'" in str(exc), str(exc)
+    else:
+        raise AssertionError("instrument() without OpenTelemetry must say what to install")
+    assert not listeners.LISTENERS and not intermission.otel.is_instrumented()
+    s = paused_ops("s")  # nothing changed: sessions pause and carry no tracing data
+    assert s.meta == {} and '"meta"' not in s.to_json()
+    print("OK")
+    """
+)
+
+
+def test_tracing_without_its_extra_says_what_to_install_and_changes_nothing() -> None:
+    out = subprocess.run([sys.executable, "-c", OTEL_SCRIPT], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK"

@@ -10,7 +10,10 @@ Everything comes from the registries, nothing from a CDN at run time:
 - a ``pyodide-lock.json`` written here (Pyodide's own lock points at wheels it rebuilt, whose
   hashes differ from PyPI's), so ``import intermission`` works with no install cell;
 - the tutorials, with what a browser needs said in them (05 keeps its database in memory;
-  09 and 10 cannot run there and are shown as text).
+  09 and 10 cannot run there and are shown as text);
+- a loading message: while Pyodide loads, every page says what it downloads, how much and
+  how far (``loader.mjs`` reports each download from the kernel's worker, ``loading.js``
+  shows it).
 
 Usage: ``python binder/lite/build.py OUT`` leaves the site in ``OUT/site``.
 """
@@ -189,7 +192,12 @@ BROWSER_10 = (
     "thread, httpx as its client); a page can open no port and start no thread. The code is "
     "shown below as text; run it for real with `make lab` on your machine."
 )
-NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10}
+BROWSER_12 = (
+    "> **This tutorial cannot run in a browser.** It needs the `otel` extra (the "
+    "OpenTelemetry SDK), which this site does not bundle. The code is shown below as text; "
+    "run it for real with `make lab` on your machine."
+)
+NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10, "12_": BROWSER_12}
 """Tutorials shown as text in the site, each with why."""
 IN_MEMORY = {"05_": "tutorial-05.sqlite", "11_": "tutorial-11.sqlite"}
 """Tutorials whose SQLite file lives in the page's memory (``/tmp``) in the site."""
@@ -225,6 +233,70 @@ def tutorials(dest: Path) -> None:
                 cells.append(cell)
             nb["cells"] = [cells[0], _md(why), *cells[1:]]
         (dest / path.name).write_text(json.dumps(nb, indent=1) + "\n")
+
+
+# -- what the page says while Python loads ------------------------------------------------
+LOADER = "intermission-loader.mjs"
+"""loader.mjs in the site: the kernel imports it in place of pyodide.mjs (see loader.mjs)."""
+FETCHED_AT_START = ["pyodide-lock.json", "pyodide.asm.wasm", "python_stdlib.zip"]
+"""The runtime files Pyodide fetches when a kernel starts (pyodide.mjs and pyodide.asm.mjs
+are imported as modules, not fetched: the page counts them as JupyterLab's own load)."""
+DESCRIBE = {
+    "pyodide-lock.json": "the list of packages Pyodide can load",
+    "pyodide.asm.wasm": "the Python interpreter, compiled to WebAssembly",
+    "python_stdlib.zip": "Python's standard library",
+}
+
+
+def loading_manifest(
+    pyodide_dir: Path, lock: dict[str, object], preload: list[str]
+) -> dict[str, object]:
+    """What a kernel's start downloads, by file, and how much in all: the runtime and the
+    preloaded packages with everything they depend on (from the lock written here)."""
+    packages: dict[str, dict[str, object]] = lock["packages"]  # type: ignore[assignment]
+    todo = [str(canonicalize_name(p)) for p in preload]
+    wanted: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in wanted or name not in packages:
+            continue
+        wanted.add(name)
+        todo.extend(packages[name]["depends"])  # type: ignore[arg-type]
+    files = FETCHED_AT_START + sorted(str(packages[n]["file_name"]) for n in wanted)
+    sizes = {f: (pyodide_dir / f).stat().st_size for f in files}
+    return {"files": sizes, "total": sum(sizes.values()), "describe": DESCRIBE}
+
+
+def loading_message(site: Path, lock: dict[str, object]) -> None:
+    """The site says what it is doing while Pyodide loads: the kernel imports loader.mjs
+    (which reports each download), every app page runs loading.js (which shows it), and
+    static/pyodide/loading.json holds what a kernel's start downloads."""
+    config_path = site / "jupyter-lite.json"
+    config = json.loads(config_path.read_text())
+    settings = config["jupyter-config-data"]["litePluginSettings"][
+        "@jupyterlite/pyodide-kernel-extension:kernel"
+    ]
+    assert settings["pyodideUrl"] == "./static/pyodide/pyodide.mjs", settings["pyodideUrl"]
+    settings["pyodideUrl"] = f"./static/pyodide/{LOADER}"
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    pyodide_dir = site / "static" / "pyodide"
+    shutil.copy(HERE / "loader.mjs", pyodide_dir / LOADER)
+    preload = settings["loadPyodideOptions"]["packages"]
+    manifest = loading_manifest(pyodide_dir, lock, preload)
+    (pyodide_dir / "loading.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    shutil.copy(HERE / "loading.js", site / "static" / "intermission-loading.js")
+    pages = 0
+    for index in sorted(site.glob("*/index.html")):
+        html = index.read_text()
+        root = re.search(r'data-jupyter-lite-root="([^"]*)"', html)
+        if root is None:
+            continue  # not an app page
+        tag = f'<script src="{root.group(1)}/static/intermission-loading.js"></script>'
+        index.write_text(html.replace("</head>", f"    {tag}\n  </head>", 1))
+        pages += 1
+    assert pages >= 3, f"no app pages found in {site}"
+    total = int(manifest["total"])  # type: ignore[call-overload]
+    print(f"loading message: {pages} pages; a kernel's start downloads {total / 1e6:.1f} MB")
 
 
 # -- the site --------------------------------------------------------------------------
@@ -264,6 +336,7 @@ def main(out: Path) -> None:
     config = json.loads((out / "site" / "jupyter-lite.json").read_text())
     local = "static/pyodide/pyodide.mjs" in json.dumps(config)
     assert local, "the site would load Pyodide from a CDN"
+    loading_message(out / "site", lock)
     print(f"site: {out / 'site'}")
 
 

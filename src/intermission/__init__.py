@@ -68,6 +68,9 @@ if TYPE_CHECKING:
         DeadlinePassedError,
         DecisionConflictError,
         DecisionRefusedError,
+        DeliveryError,
+        DeliveryRefusedError,
+        DeliveryUnreachableError,
         EffectOutcomeUnknownError,
         FlowRuntimeError,
         GraphDefinitionError,
@@ -79,11 +82,15 @@ if TYPE_CHECKING:
         ModelError,
         NothingToResolveError,
         NothingToResumeError,
+        NotificationNotFoundError,
+        NotifyConfigError,
+        NotifyError,
         NotSerializableError,
         RequestInProgressError,
         ReviewerNotAllowedError,
         RunCancelledError,
         ScriptExhaustedError,
+        ServeError,
         SessionBusyError,
         SessionNotFoundError,
         SessionStateError,
@@ -161,6 +168,9 @@ _WHERE: dict[str, str] = {
     "ConflictError": ".errors",
     "DeadlinePassedError": ".errors",
     "DecisionConflictError": ".errors",
+    "DeliveryError": ".errors",
+    "DeliveryRefusedError": ".errors",
+    "DeliveryUnreachableError": ".errors",
     "DecisionRecord": ".decisions",
     "DecisionRefusedError": ".errors",
     "END": ".core",
@@ -207,6 +217,9 @@ _WHERE: dict[str, str] = {
     "NotSerializableError": ".errors",
     "NothingToResolveError": ".errors",
     "NothingToResumeError": ".errors",
+    "NotificationNotFoundError": ".errors",
+    "NotifyConfigError": ".errors",
+    "NotifyError": ".errors",
     "OpenAIChatModel": ".agents",
     "Principal": ".principals",
     "PydanticAIModel": ".agents",
@@ -225,6 +238,7 @@ _WHERE: dict[str, str] = {
     "RunStartEvent": ".events",
     "START": ".core",
     "ScriptExhaustedError": ".errors",
+    "ServeError": ".errors",
     "ScriptedModel": ".agents",
     "SequentialIds": "._ids",
     "SessionBusyError": ".errors",
@@ -263,13 +277,15 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'intermission' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
+if not TYPE_CHECKING:  # type checkers read the imports above: a misspelt name is an error
+
+    def __getattr__(name: str) -> _Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module 'intermission' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
 
 
 def __dir__() -> list[str]:
@@ -306,6 +322,9 @@ __all__ = [
     "DecisionConflictError",
     "DecisionRecord",
     "DecisionRefusedError",
+    "DeliveryError",
+    "DeliveryRefusedError",
+    "DeliveryUnreachableError",
     "EffectOutcomeUnknownError",
     "Escalate",
     "Event",
@@ -349,6 +368,9 @@ __all__ = [
     "NotSerializableError",
     "NothingToResolveError",
     "NothingToResumeError",
+    "NotificationNotFoundError",
+    "NotifyConfigError",
+    "NotifyError",
     "OpenAIChatModel",
     "Principal",
     "PydanticAIModel",
@@ -368,6 +390,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptedModel",
     "SequentialIds",
+    "ServeError",
     "SessionBusyError",
     "SessionNotFoundError",
     "SessionSnapshot",

@@ -127,6 +127,7 @@ class Threads:
         self._local = threading.local()
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         self._worker_lock = threading.Lock()
+        self._loops: list[asyncio.AbstractEventLoop] = []
 
     def _thread_loop(self) -> asyncio.AbstractEventLoop:
         # One long-lived loop per long-lived thread: asyncio.run() would build and tear down
@@ -137,7 +138,22 @@ class Threads:
         if loop is None or loop.is_closed():
             loop = asyncio.new_event_loop()
             self._local.loop = loop
+            with self._worker_lock:
+                if not self._loops:
+                    import atexit
+
+                    atexit.register(self._close_loops)
+                self._loops.append(loop)
         return loop
+
+    def _close_loops(self) -> None:
+        # At exit (the worker threads are joined by then): a cached loop left open is a
+        # ResourceWarning under `python -X dev`, with its self-pipe sockets.
+        with self._worker_lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
     @staticmethod
     def _keeps_loop() -> bool:

@@ -30,6 +30,8 @@ from pydantic import ConfigDict, Field
 from ._check import shown
 from ._json import check_json
 from ._model import Model
+from .core import listeners
+from .core.listeners import LISTENERS
 from .errors import UsageError
 
 __all__ = [
@@ -93,6 +95,8 @@ def note(session: Any, entry: AuditEntry) -> None:
         noted = []
         session.audit_noted = noted
     noted.append(entry)
+    if LISTENERS:
+        listeners.noted(session, entry)
 
 
 def noted(session: Any) -> list[AuditEntry]:

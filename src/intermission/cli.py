@@ -1,8 +1,9 @@
 """``python -m intermission``: run the demo, list pending sessions, show one, decide and
 resume, resolve an effect of unknown outcome, sweep deadlines, print or check a session's
-audit trail — against a SQLite file or a PostgreSQL URL. Errors are one line and exit code
-2. Every field printed passes through ``visible``: a reason taken from model output cannot
-rewrite the approver's terminal (R42).
+audit trail, deliver notifications — against a SQLite file or a PostgreSQL URL. Errors are
+one line and exit code 2. Every field printed passes through ``visible``: a reason taken
+from model output cannot rewrite the approver's terminal. A command that only reads never
+creates a store.
 
 Who decides (or resolves an effect) is the operating system's user running the command (by
 its effective uid, at this host; its groups are its roles): ``--reviewer`` adds a display
@@ -25,7 +26,14 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._json import loads
 from ._text import visible as _v
 from .decisions import HITLDecision
-from .errors import AgentMismatchError, IntermissionError, UsageError, _utc
+from .errors import (
+    AgentMismatchError,
+    EffectOutcomeUnknownError,
+    IntermissionError,
+    NothingToResumeError,
+    UsageError,
+    _utc,
+)
 from .hitl import HITL, decide_graph
 from .hitl.graph import binding_deadline
 from .principals import Actor, label, os_principal
@@ -37,6 +45,17 @@ from .stores.open import open_store
 __all__ = ["main"]
 
 DEFAULT_STORE = "intermission-demo.sqlite"
+
+DESCRIPTION = (
+    "See what waits for a person, decide it and resume it: sessions paused by your agents "
+    "(or by the demo) in a SQLite file or a PostgreSQL database."
+)
+EPILOG = (
+    "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
+    "`python -m intermission COMMAND --help` says more about each command."
+)
+CREATES = frozenset({"demo", "serve", "notify"})
+"""Commands that may create the store they are given (the others only use one)."""
 
 
 def _table(args: argparse.Namespace) -> AgentTable:
@@ -94,6 +113,13 @@ def _clock_of(store: SessionStore) -> Clock:
     return clock
 
 
+def _waiting_on(n_calls: int, request: Any) -> str:
+    """What a pending session waits for, in a word or two."""
+    if n_calls:
+        return f"{n_calls} call" + ("s" if n_calls > 1 else "")
+    return "approval" if request is not None else "-"
+
+
 def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
     items = store.pending(limit=args.limit, agent=args.agent)
     unreadable = [(u.session_id, u.why) for u in getattr(items, "unreadable", [])]
@@ -101,7 +127,7 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
     now = _clock_of(store).now_ms()
     for item in items:
         try:
-            n = len(item.tasks)
+            waits = _waiting_on(len(item.tasks), item.request)
         except IntermissionError as exc:  # one bad row never hides the others
             unreadable.append((item.session_id, str(exc)))
             continue
@@ -109,9 +135,9 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         late = item.deadline_ms is not None and now >= item.deadline_ms
         reason += " [expired]" if late else ""
         reason += f" [{_v(item.progress)}]" if item.progress else ""
-        rows.append(f"{_v(item.session_id):<24} {agent:<16} {n:>5}  {reason}")
+        rows.append(f"{_v(item.session_id):<24} {agent:<16} {waits:<10}  {reason}")
     if rows:
-        print(f"{'SESSION':<24} {'AGENT':<16} {'TASKS':>5}  REASON")
+        print(f"{'SESSION':<24} {'AGENT':<16} {'WAITS FOR':<10}  REASON")
         print("\n".join(rows))
     else:
         print("no pending sessions")
@@ -130,6 +156,48 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"  python -m intermission forget {sid} {key} --store {at}")
 
 
+def _decisions(s: Any) -> list[str]:
+    """Each decision on the session, oldest first: tool calls (applied, or recorded for the
+    next resume) and graph approvals."""
+    lines: list[str] = []
+
+    def by(reviewer: str | None, time_ms: float | None) -> str:
+        who = reviewer or "an unnamed reviewer"
+        return f"by {who}" + (f" at {_utc(time_ms)}" if time_ms is not None else "")
+
+    for e in s.events:
+        if e.kind == "hitl_decided":
+            r = e.decision
+            edited = " with edited arguments" if r.modified_args else ""
+            note = f" — {r.comment}" if r.comment else ""
+            lines.append(
+                f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms)}: "
+                f"{e.tool_name} ({e.call_uuid}){note}"
+            )
+        elif e.kind == "approval_decided":
+            why = "; ".join(x for x in (e.reason, e.comment) if x)
+            lines.append(f"{e.verdict} {by(e.reviewer, e.ts)}: the approval" + (
+                f" — {why}" if why else ""))  # fmt: skip
+    for r in s.hitl.decisions.values():  # recorded, not applied yet
+        edited = " with edited arguments" if r.modified_args else ""
+        note = f" — {r.comment}" if r.comment else ""
+        lines.append(
+            f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms)}: {r.tool_name} "
+            f"({r.call_uuid}){note} [recorded: the next resume applies it]"
+        )
+    return lines
+
+
+def _answer(s: Any) -> str | None:
+    """The answer of the session's last finished request (not while it is pending)."""
+    if s.is_pending:
+        return None
+    for e in reversed(list(s.events)):
+        if e.kind in ("run_end", "team_end") and e.agent == s.agent:
+            return str(e.content) if e.content and not e.pending else None
+    return None
+
+
 def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
     s = store.load(args.session_id)
     print(f"session:  {_v(s.session_id)}")
@@ -142,7 +210,8 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"asked by: {_v(s.requester.name)} ({s.requester.via or 'api'})")
     now = s.clock.now_ms()
     expired = {t.call_uuid for t in HITL.expired_tasks(s, now)}
-    for task in HITL.pending_tasks(s):
+    waiting = HITL.pending_tasks(s)
+    for task in waiting:
         call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
         late = " [expired: the next resume rejects it]" if task.call_uuid in expired else ""
         print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}{late}")
@@ -157,6 +226,8 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         if deadline is not None:
             late = " [expired: the next resume rejects it]" if now >= deadline else ""
             print(f"deadline: {_utc(deadline)}{late}")
+    for line in _decisions(s):
+        print(f"decision: {_v(line)}")
     resolved = {r.get("key"): r for r in s.context.get(RESOLVED_KEY) or [] if isinstance(r, dict)}
     for key, entry in sorted(s.ledger.items()):
         note = ""
@@ -171,6 +242,13 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
         value = s.context.get(f"change.{line}")
         if value is not None:
             print(f"{line}:   {_v(value)}")
+    answer = _answer(s)
+    if answer is not None:
+        print(f"answer:   {_v(answer)}")
+    if len(waiting) > 1:
+        sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))
+        print(f"decide one call: python -m intermission approve {sid} --call CALL --store {at}"
+              " (or reject … --call CALL --reason …); the rest keep waiting")  # fmt: skip
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
@@ -178,7 +256,10 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     # claimed nothing), then recorded, saved and applied under one claim, waiting up to
     # --wait seconds while another resumer holds it (R39): a winning decision is never
     # left recorded but unapplied. A decision someone else recorded first stands.
+    # --call decides those calls of the batch only: the resume then pauses again on the
+    # calls still undecided (and applies the batch once every call is decided).
     batch: list[str] | None = None
+    only: list[str] = list(dict.fromkeys(args.call or ()))
 
     def agent_for(name: str | None) -> Any:  # one instance decides and resumes (R49)
         return _agent_for(args, name)
@@ -189,6 +270,8 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
         nonlocal batch
         if batch is None:  # the calls as first read: a later, new batch is not ours
             batch = [t.call_uuid for t in s.hitl.tasks]
+            if only:
+                batch = _chosen_calls(s, only)
         if batch:
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
@@ -206,6 +289,26 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
         store, args.session_id, decide, agent_for, wait_s=args.wait, adopt=args.adopt,
         principal=me,
     ))  # fmt: skip
+
+
+def _chosen_calls(s: Any, only: list[str]) -> list[str]:
+    """The ``--call`` ids, each a call of the session's batch that waits for a decision."""
+    if not s.hitl.tasks:
+        raise UsageError(
+            f"session {s.session_id!r} waits for an approval of the whole run, not for tool "
+            "calls: leave out --call"
+        )
+    open_ = {t.call_uuid for t in HITL.pending_tasks(s)}
+    batch = {t.call_uuid for t in s.hitl.tasks}
+    for uuid in only:
+        if uuid not in open_:
+            known = ", ".join(sorted(open_)) or "none"
+            what = "was decided already" if uuid in batch else "is not one of its calls"
+            raise UsageError(
+                f"call {uuid!r} of session {s.session_id!r} {what} (calls waiting: {known}; "
+                "`show` lists them)"
+            )
+    return only
 
 
 def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
@@ -252,6 +355,10 @@ def _applied(outcome: DecisionOutcome) -> None:
     print(f"session {_v(s.session_id)} {_v(state)}")
     if outcome.response.content:
         print(_v(outcome.response.content, keep_newlines=True))
+    waiting = HITL.pending_tasks(s) if s.is_pending else []
+    for task in waiting:  # (a batch decided in part: the rest still waits)
+        call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
+        print(f"still waiting: {_v(task.call_uuid)} {_v(call)}")
 
 
 def cmd_sweep(args: argparse.Namespace, store: SessionStore) -> None:
@@ -286,15 +393,24 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
         from .agui.auth import load_auth
 
         auth = load_auth(args.auth)
-    print(f"serving AG-UI on http://{args.host}:{args.port}/ (store {_v(args.store)})", flush=True)
-    if table.bundled:
-        print("serving the bundled examples for the demo's sessions only; pass --agents "
-              "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
     app = agui_app(factories, store, token=args.token, auth=auth, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
+    if args.notify:  # the dispatcher runs for the app's lifespan
+        from .notify import with_notifier
+
+        notifier = _notifier(args, store, args.public_url or f"http://{args.host}:{args.port}")
+        app = with_notifier(app, notifier)
+
+    def ready(url: str) -> None:  # said once the socket listens and the app started
+        print(f"serving AG-UI on {url} (store {_v(args.store)}); the reviewer console is "
+              f"at {url}", flush=True)  # fmt: skip
+        if table.bundled:
+            print("serving the bundled examples for the demo's sessions only; pass --agents "
+                  "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
+
     sweeper = DeadlineSweeper(store, args.sweep_every).start() if args.sweep_every else None
     try:
-        serve(app, args.host, args.port)
+        serve(app, args.host, args.port, on_ready=ready)
     finally:
         if sweeper is not None:
             sweeper.stop()
@@ -342,34 +458,85 @@ def _cell(value: Any) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-def _existing(target: str) -> None:
-    """Refuse a SQLite path with no file behind it (a reading command creates none)."""
-    if target.startswith(("postgresql://", "postgres://")) or target == "memory:":
+def _notifier(args: argparse.Namespace, store: SessionStore, public_url: str | None) -> Any:
+    """A Notifier from ``--notify``/``--config``; the store's saves write notifications
+    from now on (and every process that opens it after this one)."""
+    from .notify import notifier_from
+
+    notifier = notifier_from(store, getattr(args, "notify", None) or args.config, public_url)
+    store.outbox.enable()  # type: ignore[attr-defined]
+    names = ", ".join(t.name for t in notifier.targets)
+    print(f"notifications go to {_v(names)}", flush=True)
+    return notifier
+
+
+def cmd_notify(args: argparse.Namespace, store: SessionStore) -> None:
+    """Deliver the outbox's notifications until SIGTERM or ^C (``--once``: one pass)."""
+    import logging
+    import signal
+    import threading
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"
+    )
+    stop = threading.Event()
+    if not args.once:  # (before anything else: a SIGTERM while it starts ends it cleanly)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    notifier = _notifier(args, store, args.public_url)
+    if args.once:
+        print(f"delivered {notifier.deliver_pending()}", flush=True)
+        notifier.close()
         return
-    path = target.removeprefix("sqlite:///")
-    if not os.path.exists(path):
-        raise IntermissionError(
-            f"no store at {path!r}: audit reads an existing store and creates none; "
-            "pass the file or postgresql:// URL the sessions are stored in (--store)"
-        )
+    notifier.start()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        notifier.stop()
+
+
+def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
+    """List notifications (``--failed``: the dead ones), or make one due again."""
+    outbox = store.outbox  # type: ignore[attr-defined]
+    if args.retry:
+        row = outbox.retry(args.retry)
+        print(f"notification {_v(row.key)} ({row.kind}, session {_v(row.session_id)}) is due again")
+        return
+    rows = outbox.rows("dead" if args.failed else None, limit=args.limit)
+    if not rows:
+        print("no failed notifications" if args.failed else "the outbox is empty")
+        return
+    print(f"{'KEY':<36} {'KIND':<15} {'STATUS':<7} {'TRIES':>5}  {'CREATED':<23}  SESSION / ERROR")
+    for r in rows:
+        line = f"{r.key:<36} {r.kind:<15} {r.status:<7} {r.attempts:>5}  {_utc(r.created_ms)}  "
+        line += _v(r.session_id) + (f"  {_v(r.last_error)}" if r.last_error else "")
+        print(line)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    parser = argparse.ArgumentParser(prog="intermission", description=__doc__)
+    parser = argparse.ArgumentParser(prog="intermission", description=DESCRIPTION, epilog=EPILOG)
+    from ._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"intermission {__version__}")
     agents_help = (
-        "module:ATTR, a dict of your agents (or factories) by name; without it only the "
-        "demo's sessions are run, with the bundled examples"
+        "module:ATTR, a dict of your agents (or functions making them) by name; without it "
+        "only the demo's sessions are run, with the bundled examples"
     )
     parser.add_argument("--agents", help=agents_help)
     parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store_help = f"a SQLite file or a postgresql:// URL (default {DEFAULT_STORE})"
 
-    def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--store", default=DEFAULT_STORE, help="SQLite file or postgresql:// URL")
-        # (before or after the command: the command's own wins)
-        p.add_argument("--agents", default=argparse.SUPPRESS, help=agents_help)
+    def add(name: str, help_text: str, *, runs_agents: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name, help=help_text, description=help_text[:1].upper() + help_text[1:] + "."
+        )
+        p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
+        # (before or after the command: the command's own wins; taken, unused, elsewhere)
+        p.add_argument("--agents", default=argparse.SUPPRESS,
+                       help=agents_help if runs_agents else argparse.SUPPRESS)  # fmt: skip
         return p
 
     def adopt(p: argparse.ArgumentParser) -> None:
@@ -379,59 +546,73 @@ def build_parser() -> argparse.ArgumentParser:
             "policy) with the one from --agents, which takes it over",
         )  # fmt: skip
 
-    demo = add("demo", "run the change-approval example to its pause and save it")
-    demo.add_argument("--session", default="change-001")
-    pending = add("pending", "list pending sessions, newest first")
-    pending.add_argument("--agent")
-    pending.add_argument("--limit", type=int, default=50)
-    add("show", "show one session").add_argument("session_id")
-
     def wait(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--wait", type=float, default=DEFAULT_WAIT_S,
-            help="seconds to wait while someone else resumes the session (default 30)",
+            "--wait", type=float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+            help="how long to wait while someone else resumes the session (default 30)",
         )  # fmt: skip
 
-    shown_as = "a display name recorded with the decision (who decides is your OS user)"
-    approve = add("approve", "approve and resume")
-    wait(approve)
-    adopt(approve)
-    approve.add_argument("session_id")
-    approve.add_argument("--reviewer", help=shown_as)
-    approve.add_argument("--comment")
+    def decision(p: argparse.ArgumentParser, verb: str) -> None:
+        p.add_argument("session_id", metavar="SESSION", help="the session's id (see pending)")
+        p.add_argument(
+            "--call", action="append", metavar="CALL",
+            help=f"{verb} only this tool call of the batch (its id, as show lists it; "
+            "repeat for more); the others keep waiting",
+        )  # fmt: skip
+        p.add_argument(
+            "--reviewer",
+            help="a display name recorded with the decision (who decides is your OS user)",
+        )
+        p.add_argument("--comment", help="a note kept with the decision")
+        wait(p)
+        adopt(p)
+
+    demo = add("demo", "run the change-approval example to its pause and save it")
+    demo.add_argument(
+        "--session", default="change-001", help="the new session's id (default change-001)"
+    )
+    pending = add("pending", "list the sessions that wait for a person, newest first")
+    pending.add_argument("--agent", help="only the sessions of the agent with this name")
+    pending.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    add("show", "show one session: what it waits for, its decisions and effects").add_argument(
+        "session_id", metavar="SESSION", help="the session's id"
+    )
+    approve = add("approve", "approve what a session waits for, and resume it", runs_agents=True)
+    decision(approve, "approve")
     approve.set_defaults(reason=None)
-    reject = add("reject", "reject and resume")
-    wait(reject)
-    adopt(reject)
-    reject.add_argument("session_id")
-    reject.add_argument("--reason", required=True)
-    reject.add_argument("--reviewer", help=shown_as)
-    reject.add_argument("--comment")
-    resume = add("resume", "resume with the decisions recorded (expired tasks are rejected)")
+    reject = add("reject", "reject what a session waits for, and resume it", runs_agents=True)
+    decision(reject, "reject")
+    reject.add_argument("--reason", required=True, help="why (required; kept and shown)")
+    resume = add(
+        "resume", "resume with the decisions recorded (expired tasks are rejected)",
+        runs_agents=True,
+    )  # fmt: skip
+    resume.add_argument("session_id", metavar="SESSION", help="the session's id")
     wait(resume)
     adopt(resume)
-    resume.add_argument("session_id")
     resolve = add("resolve", "record that an effect of unknown outcome did happen")
-    resolve.add_argument("session_id")
+    resolve.add_argument("session_id", metavar="SESSION", help="the session's id")
     resolve.add_argument("key", help="the effect's key (see pending or show)")
     resolve.add_argument("--result", required=True, help="its result, as JSON")
     checked = "a display name of who checked the external system (who records it is your OS user)"
     resolve.add_argument("--reviewer", help=checked)
     forget = add("forget", "record that an effect of unknown outcome did not happen")
-    forget.add_argument("session_id")
+    forget.add_argument("session_id", metavar="SESSION", help="the session's id")
     forget.add_argument("key", help="the effect's key (see pending or show)")
     forget.add_argument("--reviewer", help=checked)
     audit = add("audit", "print a session's audit trail, or check it (--verify)")
-    audit.add_argument("session_id")
+    audit.add_argument("session_id", metavar="SESSION", help="the session's id")
     audit.add_argument(
         "--verify", action="store_true",
         help="check the hash chain: exit 1 naming the first broken record, else print "
         "the number of records and the head hash (keep it elsewhere to catch a rewrite)",
     )  # fmt: skip
     audit.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    serve = add("serve", "serve the agents over AG-UI, with a reviewer console at /")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = add(
+        "serve", "serve your agents over AG-UI, with a reviewer console at /", runs_agents=True
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
     serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
     serve.add_argument(
         "--auth", metavar="FILE",
@@ -455,12 +636,65 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = add("sweep", "record the warnings, escalations and expiries of approval deadlines")
     sweep.add_argument("--every", type=float, metavar="S", help="sweep again every S seconds")
     sweep.add_argument("--limit", type=int, default=100, help="sessions per sweep")
+    serve.add_argument("--notify", metavar="FILE", help="deliver notifications as FILE says")
+    serve.add_argument("--public-url", help="where reviewers open this console (deep links)")
+    notify = add("notify", "deliver the store's notifications (webhook, Slack, email)")
+    notify.add_argument("--config", required=True, metavar="FILE", help="YAML or JSON config")
+    notify.add_argument("--public-url", help="where reviewers open the console (deep links)")
+    notify.add_argument("--once", action="store_true", help="one pass, then exit")
+    outbox = add("outbox", "list the notifications in the outbox, or retry a failed one")
+    outbox.add_argument("--failed", action="store_true", help="only those that gave up")
+    outbox.add_argument("--retry", metavar="KEY", help="send a failed notification again")
+    outbox.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     return parser
+
+
+def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
+    """An error as one line for a terminal: what happened and what to type, never a Python
+    call to make."""
+    if isinstance(exc, AgentMismatchError):
+        if args.agents is None and args.command != "demo":
+            return demo_only_message(exc)
+        who = f"agent {exc.recorded!r}" if exc.recorded is not None else "another agent"
+        return (
+            f"session {exc.session_id!r} belongs to {who}, not to the {exc.agent!r} of "
+            f"--agents {args.agents} (another name, or other tools or approval policy); "
+            "nothing was changed. Pass the agents that made it, or add --adopt to hand the "
+            "session over to this one on purpose"
+        )
+    if isinstance(exc, NothingToResumeError) and exc.status is not None:
+        last = f"; its last decision was {exc.last_decision}" if exc.last_decision else ""
+        return (
+            f"session {exc.session_id!r} is {exc.status}: nothing waits for a decision "
+            f"(someone may have resumed it already){last}; nothing was changed"
+        )
+    if isinstance(exc, EffectOutcomeUnknownError) and exc.session_id is not None:
+        sid, key = shlex.quote(exc.session_id), shlex.quote(exc.key)
+        return (
+            f"session {exc.session_id!r} stopped at effect {exc.key!r}, which started but "
+            "never recorded its end: check the external system, then record what happened "
+            f"with `python -m intermission resolve {sid} {key} --result JSON` or "
+            f"`python -m intermission forget {sid} {key}`"
+        )
+    return str(exc)
+
+
+def _open(args: argparse.Namespace) -> SessionStore:
+    """The store of ``--store``; a command that only uses one never creates it."""
+    return open_store(args.store, create=args.command in CREATES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if os.environ.get("INTERMISSION_OTEL"):  # traces of this process's requests
+        from .otel.env import configure_from_env
+
+        try:
+            configure_from_env()
+        except IntermissionError as exc:
+            print(f"error: {_v(exc)}", file=sys.stderr)
+            return 2
     commands: dict[str, Callable[[argparse.Namespace, SessionStore], int | None]] = {
         "demo": cmd_demo,
         "pending": cmd_pending,
@@ -473,24 +707,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": cmd_serve,
         "sweep": cmd_sweep,
         "audit": cmd_audit,
+        "notify": cmd_notify,
+        "outbox": cmd_outbox,
     }
     try:
         if args.command in ("approve", "reject", "resume", "serve"):
             _table(args)  # a bad --agents fails first, in one line, before any store
-        if args.command == "audit":
-            _existing(args.store)
-        store = open_store(args.store)
+        store = _open(args)
     except IntermissionError as exc:
-        print(f"error: {_v(exc)}", file=sys.stderr)
+        print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
     try:
         code = commands[args.command](args, store)
-    except AgentMismatchError as exc:
-        bundled = args.agents is None and args.command != "demo"
-        print(f"error: {_v(demo_only_message(exc) if bundled else exc)}", file=sys.stderr)
-        return 2
     except IntermissionError as exc:
-        print(f"error: {_v(exc)}", file=sys.stderr)
+        print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
         return 130

@@ -37,13 +37,32 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── StoreUnavailableError                the database could not be reached (R40)
     │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
-    └── RunCancelledError                        a run was cancelled before it finished
+    ├── RunCancelledError                        a run was cancelled before it finished
+    ├── ServeError (OSError)                     the AG-UI server cannot listen where asked
+    └── NotifyError                              telling reviewers failed or is set up wrong
+        ├── NotifyConfigError (ValueError)       a notification config or target is wrong
+        ├── NotificationNotFoundError (KeyError) no notification with that key in the outbox
+        └── DeliveryError                        a target did not take a notification (retried)
+            ├── DeliveryRefusedError             the receiver answered with an error status
+            └── DeliveryUnreachableError         the receiver could not be reached
 
 Pausing is control flow, not an error: ``session.pending(True, reason)`` never raises, and
 nothing in this tree is used to unwind a pause.
 """
 
 from __future__ import annotations
+
+# (defined apart to keep this module small; every class here and there is
+# ``intermission.errors.X`` to users, in tracebacks and to pickle)
+from ._error_base import IntermissionError
+from ._notify_errors import (
+    DeliveryError,
+    DeliveryRefusedError,
+    DeliveryUnreachableError,
+    NotificationNotFoundError,
+    NotifyConfigError,
+    NotifyError,
+)
 
 __all__ = [
     "AgentMismatchError",
@@ -52,6 +71,9 @@ __all__ = [
     "DeadlinePassedError",
     "DecisionConflictError",
     "DecisionRefusedError",
+    "DeliveryError",
+    "DeliveryRefusedError",
+    "DeliveryUnreachableError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
@@ -62,12 +84,16 @@ __all__ = [
     "ModelCallError",
     "ModelError",
     "NotSerializableError",
+    "NotificationNotFoundError",
     "NothingToResolveError",
     "NothingToResumeError",
+    "NotifyConfigError",
+    "NotifyError",
     "RequestInProgressError",
     "ReviewerNotAllowedError",
     "RunCancelledError",
     "ScriptExhaustedError",
+    "ServeError",
     "SessionBusyError",
     "SessionNotFoundError",
     "SessionStateError",
@@ -82,10 +108,6 @@ __all__ = [
     "UnknownTaskError",
     "UsageError",
 ]
-
-
-class IntermissionError(Exception):
-    """Base of every error intermission raises on purpose."""
 
 
 class MissingDependencyError(IntermissionError, ImportError):
@@ -128,7 +150,21 @@ class SessionStateError(IntermissionError):
 
 
 class NothingToResumeError(SessionStateError):
-    """An empty ``prompt()`` asked to continue, but the run already ended (R4)."""
+    """An empty ``prompt()`` asked to continue, but the run already ended. From a store:
+    ``status`` is the stored session's status and ``last_decision`` its last decision
+    (``"APPROVE by alice at …"``), when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        status: str | None = None,
+        last_decision: str | None = None,
+    ) -> None:
+        self.status = status
+        self.last_decision = last_decision
+        super().__init__(message, session_id=session_id)
 
 
 class RequestInProgressError(SessionStateError):
@@ -533,3 +569,15 @@ class ToolUnavailableError(IntermissionError):
 
 class RunCancelledError(IntermissionError):
     """A run was cancelled before it finished; the session stays resumable."""
+
+
+class ServeError(IntermissionError, OSError):
+    """The AG-UI server cannot listen on ``host``:``port`` (the port is in use, the address
+    is not this machine's, the port needs privileges). Nothing was started."""
+
+    def __init__(self, host: str, port: int, why: str) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(
+            f"cannot serve on {host}:{port}: {why}; pick another port (or stop what listens there)"
+        )

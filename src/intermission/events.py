@@ -106,6 +106,8 @@ class ReasonEndEvent(EventBase):
     content: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     duration_ms: float = 0.0
+    usage: dict[str, int] | None = None
+    """Token counts when the model reported them (``input_tokens``, ``output_tokens``)."""
 
 
 class ActionStartEvent(EventBase):

@@ -55,7 +55,7 @@ def _free_port() -> int:
 class Lab:
     """A JupyterLab server for one test module."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.nb_dir = tmp / "notebooks"
         self.nb_dir.mkdir()
         for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -87,7 +87,8 @@ class Lab:
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser",
              "--ip=127.0.0.1", f"--port={self.port}", f"--IdentityProvider.token={TOKEN}",
-             "--allow-root", f"--notebook-dir={self.nb_dir}", "--ServerApp.open_browser=False"],
+             "--allow-root", f"--notebook-dir={self.nb_dir}", "--ServerApp.open_browser=False",
+             *extra_args],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 90

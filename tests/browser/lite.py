@@ -133,3 +133,46 @@ class LiteNotebook(Notebook):
         reply = self.page.evaluate(EXECUTE, code)
         assert reply["status"] == "ok", reply["out"]
         return str(reply["out"])
+
+
+LABELS_FIT = """async (root) => {
+  // every graph under root (inline SVGs, and SVG images drawn from data: URLs): each node's
+  // texts, as the browser lays them out, against the smallest shape of the node around them
+  const sources = [];
+  for (const svg of root.querySelectorAll('svg')) {
+    const outer = !svg.parentElement.closest('svg');
+    if (outer && svg.querySelector('g.node')) sources.push(svg.outerHTML);
+  }
+  for (const img of root.querySelectorAll('img[src^="data:image/svg+xml"]')) {
+    sources.push(await (await fetch(img.src)).text());
+  }
+  const host = document.createElement('div');
+  host.style.cssText = 'position:absolute;left:-20000px;top:0';
+  document.body.appendChild(host);
+  const overflow = [];
+  let texts = 0;
+  for (const source of sources) {
+    host.innerHTML = source;
+    for (const node of host.querySelectorAll('g.node')) {
+      const shapes = [...node.querySelectorAll('polygon, ellipse, path, rect')]
+        .map(s => s.getBBox()).filter(b => b.width > 0 && b.height > 0);
+      for (const text of node.querySelectorAll('text')) {
+        const b = text.getBBox();
+        const cx = b.x + b.width / 2, cy = b.y + b.height / 2;
+        const around = shapes.filter(s => s.x <= cx && cx <= s.x + s.width
+                                          && s.y <= cy && cy <= s.y + s.height);
+        if (!around.length) continue;
+        texts += 1;
+        const box = around.reduce((a, c) => a.width * a.height <= c.width * c.height ? a : c);
+        const over = Math.max(box.x - b.x, b.x + b.width - (box.x + box.width));
+        if (over > 0.5) overflow.push({text: text.textContent, over: +over.toFixed(1),
+                                       text_width: +b.width.toFixed(1),
+                                       box_width: +box.width.toFixed(1)});
+      }
+    }
+  }
+  host.remove();
+  return {graphs: sources.length, texts, overflow};
+}"""
+"""Where a graph's labels stick out of their boxes (a browser font wider than the one the
+layout measured): every graph under a root, each text against the shape around it."""

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 from tests._helpers import need, need_module
 from tests.browser.lab import CHROMIUM, ROOT
-from tests.browser.lite import LOCAL_ARGS, SITE, LiteNotebook, Site, offline_context
+from tests.browser.lite import (
+    LABELS_FIT,
+    LOCAL_ARGS,
+    SITE,
+    LiteNotebook,
+    Site,
+    offline_context,
+)
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 TUTORIALS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -185,7 +192,8 @@ def test_the_seam_runs_on_the_event_loop_in_the_browser(page: Any, site: Site) -
     ], out
 
 
-AS_TEXT = [t for t in TUTORIALS if t.startswith(("09_", "10_"))]  # a server, a subprocess
+# a server, a subprocess, the OpenTelemetry SDK (not bundled)
+AS_TEXT = [t for t in TUTORIALS if t.startswith(("09_", "10_", "12_"))]
 AUTOPILOT = [t for t in TUTORIALS if t not in CLICKED and t not in AS_TEXT]
 
 
@@ -212,6 +220,73 @@ def test_01_a_person_approves_in_the_hitl_panel(page: Any, site: Site) -> None:
     goes_on(nb, "panel.code_twin(", "User 1001 has been deleted.")
 
 
+SAMPLE_LOADING = """(() => {
+  // from the first moment of the page: what the loading box says, every 100 ms
+  window.__loading = [];
+  const sample = () => {
+    const box = document.getElementById('im-lite-loading');
+    window.__loading.push(box ? {
+      t: performance.now() / 1000, step: box.dataset.step || '',
+      downloaded: Number(box.dataset.downloaded || 0), total: Number(box.dataset.total || 0),
+      hidden: box.classList.contains('im-ll-hidden'), text: box.textContent,
+      readyS: box.dataset.readyS || null,
+    } : {t: performance.now() / 1000, step: 'none'});
+    setTimeout(sample, 100);
+  };
+  sample();
+})()"""
+
+
+def test_the_site_says_what_it_is_doing_while_python_loads(
+    browser: Any, site: Site, refused: list[str]
+) -> None:
+    """No blank spinner then "No Kernel": from the page's first moments a box says which
+    step runs (JupyterLab, then Python's download, then the kernel), what it downloads, how
+    much of how much, and finally how long it took — the same time this test measures."""
+    context = offline_context(browser, refused)
+    context.add_init_script(SAMPLE_LOADING)
+    page = context.new_page()
+    try:
+        nb = opened(page, site, "01_quickstart.ipynb")
+        page.wait_for_function(
+            "() => { const b = document.getElementById('im-lite-loading');"
+            " return b && b.dataset.step === 'ready'; }", timeout=30_000,
+        )  # fmt: skip
+        page.wait_for_function(
+            "() => document.getElementById('im-lite-loading').classList"
+            ".contains('im-ll-hidden')", timeout=30_000,
+        )  # fmt: skip
+        samples = page.evaluate("() => window.__loading")
+        manifest = page.evaluate(
+            "async () => (await fetch('../static/pyodide/loading.json')).json()"
+        )
+    finally:
+        context.close()
+    assert refused == []
+    shown = [s for s in samples if s["step"] != "none"]
+    before = [s for s in shown if s["step"] != "ready"]
+    # 1. the box is there while JupyterLab loads, saying so
+    assert before and before[0]["step"] == "page" and "Loading JupyterLab" in before[0]["text"]
+    # 2. then Python's download: what, how much of how much, moving forward
+    loading = [s for s in before if s["step"] == "download" and not s["hidden"]]
+    moving = [s for s in loading if 0 < s["downloaded"] < s["total"]]
+    assert moving, f"no download in progress was shown: {[s['text'] for s in before][-5:]}"
+    assert all(" of " in s["text"] and " MB" in s["text"] and "Now:" in s["text"] for s in moving)
+    assert any("Python interpreter" in s["text"] or "standard library" in s["text"] for s in moving)
+    counts = [s["downloaded"] for s in loading]
+    assert counts == sorted(counts), "the count went backwards"
+    # how much: what the build said a kernel's start downloads is what was downloaded
+    ready = next(s for s in shown if s["step"] == "ready")
+    assert ready["downloaded"] == manifest["total"] == ready["total"], (ready, manifest["total"])
+    assert "Python is ready" in ready["text"]
+    # 3. the box's time is this test's, both from the moment the page opened (the two poll
+    #    for idle a little apart; a box counting from elsewhere would be seconds off)
+    assert abs(float(ready["readyS"]) - nb.kernel_idle_s) <= 2.0, (ready, nb.kernel_idle_s)
+    print(f"\nthe loading box: {len(loading)} samples of the download; ready after "
+          f"{ready['readyS']} s (this test: {nb.kernel_idle_s:.2f} s); "
+          f"{manifest['total'] / 1e6:.1f} MB")  # fmt: skip
+
+
 def _decision_moment(nb: LiteNotebook) -> Any:
     from playwright.sync_api import expect
 
@@ -231,6 +306,10 @@ def test_04_a_person_rejects_with_a_reason_then_approves_in_a_second_run(
     nb.run_all()
     assert nb.problems() == [], nb.describe()
     widget = _decision_moment(nb)
+    # the graphs viz.js drew (the cell's and the widget's) fit their labels in their boxes
+    fit = nb.panel.evaluate(LABELS_FIT)
+    assert fit["graphs"] >= 2 and fit["texts"] > 20, fit
+    assert fit["overflow"] == [], fit["overflow"]
     widget.locator(".approval-reason input").fill("no rollback plan yet")
     widget.locator("button.approval-reject").click()
     expect(widget.locator(".approval-result")).to_contain_text(

@@ -18,7 +18,7 @@ from intermission import (
 )
 from intermission._json import canonical_dumps
 from intermission.stores import SQLiteStore
-from intermission.stores.base import row_of, session_from
+from intermission.stores.rows import row_of, session_from
 
 
 def _graph(n: int) -> Any:

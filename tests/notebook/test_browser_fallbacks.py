@@ -36,3 +36,19 @@ def test_the_hint_fits_where_it_runs() -> None:
     assert "apt-get install graphviz" in graph_view._DESKTOP_HINT
     assert "apt-get" not in graph_view._BROWSER_HINT and "browser" in graph_view._BROWSER_HINT
     assert NO_DOT_HINT is graph_view._DESKTOP_HINT  # CPython; the browser test checks the other
+
+
+def test_viz_js_lays_graphs_out_for_the_font_the_browser_draws_them_with() -> None:
+    """viz.js measures labels with its own font tables; laid out for Helvetica, a browser
+    drawing them in DejaVu Sans lets them stick out of their boxes (issue 29). The browser
+    path lays every label out for DejaVu Sans and asks for it first (the fit itself is
+    measured in a real browser: tests/browser/test_tutorials_in_lite.py)."""
+    from intermission.notebook import _viz_js
+
+    team, s = paused()
+    dot = GraphView(team, s).dot()
+    laid_out = _viz_js.for_browser(dot)
+    assert 'fontname="Helvetica"' in dot and "Helvetica" not in laid_out  # every label, legend too
+    assert laid_out.count('fontname="DejaVu Sans"') == dot.count('fontname="Helvetica"') >= 2
+    drawn = _viz_js.drawn_as_laid_out('<text font-family="DejaVu Sans" font-size="14.00">x</text>')
+    assert 'font-family="DejaVu Sans,Verdana,Helvetica,Arial,sans-serif"' in drawn

@@ -49,8 +49,11 @@ def _react() -> ReActAgent:
     def script(messages: list[Any], tools: Any) -> Any:
         last_user = max(i for i, m in enumerate(messages) if m.role == "user")
         seen = [m.content for m in messages[last_user:] if m.role == "tool"]
-        return f"{FORGED} {seen[-1]}" if seen else [ToolCall("deploy", {"target": "prod",
-                                                                         "why": FORGED})]
+        return (
+            f"{FORGED} {seen[-1]}"
+            if seen
+            else [ToolCall("deploy", {"target": "prod", "why": FORGED})]
+        )
 
     hitl = HITLInterceptor().on_tool("deploy", lambda trace, args: f"the model says {args['why']}")
     return (
@@ -179,7 +182,7 @@ def test_compare_renders_for_every_kind_of_agent() -> None:
     HITL.approve_all(b, reviewer="alice")
     agent.prompt().session(b).call()
     html = Compare(agent, a, b).html()  # a ReAct agent has no graph: no graphs shown
-    assert "class='im-cmp-graphs'" not in html and "<table>" in html
+    assert "class='im-cmp-graphs'" not in html and "<table" in html
     bundle = Compare(agent, a, b)._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"} and "status" in bundle["text/plain"]
     team = _team()
@@ -187,4 +190,4 @@ def test_compare_renders_for_every_kind_of_agent() -> None:
     team.prompt("go").session(g).call()
     assert "class='im-cmp-graphs'" in Compare(team, g, g.fork("team-b")).html()
     spec_only = Compare(team.spec, g, g.fork("team-c"))
-    assert "<table>" in spec_only.html()
+    assert "<table " in spec_only.html()

@@ -4,7 +4,9 @@ widget that opens; compare sessions side by side. Buttons are clicked as a perso
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -26,6 +28,12 @@ from intermission.notebook import (
 from intermission.stores import MemoryStore, SQLiteStore
 
 
+def images(html: str) -> list[str]:
+    """The SVG of every image in ``html`` (a stored graph is a data: URL)."""
+    found = re.findall(r"<img src='data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'", html)
+    return [base64.b64decode(data).decode() for data in found]
+
+
 def paused(checkpoints: str = "node") -> tuple[Any, InMemoryAgentSession, list[str]]:
     return paused_change(checkpoints=checkpoints)
 
@@ -44,7 +52,7 @@ def test_the_slider_shows_each_checkpoint_as_it_stood() -> None:
     assert "approval · not_reached" in h.graph.value
     then = h.at()
     assert len(then.events) == cps[1].events == 3
-    assert h.timeline.value.count("<tr><td class='im-t'>") == 3  # the timeline up to it
+    assert h.timeline.value.count("<tr><td class='im-t'") == 3  # the timeline up to it
     assert h.show(cps[0].index) == cps[0] and "start · current" in h.graph.value
     with pytest.raises(UsageError):
         h.show(99)
@@ -176,7 +184,8 @@ def test_compare_shows_paths_answers_and_effects_side_by_side() -> None:
     assert rows["tool calls not run (dry run)"][0] == ["1", "0", "0"]
     # the context keys whose values differ, and only those (issue 21)
     assert rows["context change.result"] == (
-        ["—", '"applied change-001"', '"Change rejected: too risky"'], True
+        ["—", '"applied change-001"', '"Change rejected: too risky"'],
+        True,
     )
     assert rows["context approval.reason"] == (["—", "—", '"too risky"'], True)
     assert not any(what == "context approval.request" for what in rows)  # all the same
@@ -191,7 +200,10 @@ def test_compare_shows_paths_answers_and_effects_side_by_side() -> None:
     executor = [g.node("executor_agent") for g in graphs]
     assert [n.highlight for n in executor] == [True, True, True]
     assert not graphs[0].node("proposal_agent").highlight
-    assert html.count('stroke="#d81b60"') > 0  # drawn outlined in the SVGs
+    pictures = images(html)
+    assert len(pictures) == 3  # one graph per session, as images (they read right untrusted)
+    assert sum(p.count('stroke="#d81b60"') for p in pictures) > 0  # outlined in the SVGs
+    assert html.count(">differs</span>") == sum(d for _, _, d in c.rows())  # said in words too
     assert "not run (dry run)" in html
     bundle = c._repr_mimebundle_()
     assert bundle["text/plain"] == text and bundle["text/html"] == html

@@ -59,8 +59,10 @@ def test_paused_change_graph_marks_approval_pending_with_reason_and_taken_path()
     }
     # one look everywhere (R33): with dot there is no mermaid text for Lab to prefer
     assert "text/vnd.mermaid" not in bundle
-    assert GraphView(team, s, mermaid=True)._repr_mimebundle_()["text/vnd.mermaid"].startswith(
-        "flowchart LR"
+    assert (
+        GraphView(team, s, mermaid=True)
+        ._repr_mimebundle_()["text/vnd.mermaid"]
+        .startswith("flowchart LR")
     )
     assert "[pending] approval" in bundle["text/plain"]
 
@@ -104,3 +106,29 @@ def test_deterministic_ids_render_identically() -> None:
 
     assert run() == run()
     _ = (FakeClock, SequentialIds)
+
+
+def test_the_html_of_a_graph_reads_right_in_an_untrusted_notebook() -> None:  # issue 29
+    """Untrusted, JupyterLab shows the HTML sanitised: an inline <svg> would lose its
+    drawing (its labels left as words) and a <style> would go. The HTML is the same SVG as
+    an image (a data: URL the sanitizer keeps) with the graph's text as its alt."""
+    import base64
+    import html
+
+    team, s = paused()
+    bundle = GraphView(team, s)._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert "<svg" not in page and "<style" not in page
+    (data,) = re.findall(r"<img src='data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'", page)
+    drawn = base64.b64decode(data).decode()
+    assert drawn.startswith("<svg") and 'xmlns="http://www.w3.org/2000/svg"' in drawn
+    assert "approval · pending" in _node_group(drawn, "approval")
+    (alt,) = re.findall(r"alt='([^']*)'", page)
+    assert html.unescape(alt) == bundle["text/plain"] == repr(GraphView(team, s))
+    # every colour first in a plain value the sanitizer keeps, theme variables after it
+    style = re.search(r"<div class='im-graph-image' style='([^']*)'", page)
+    assert style is not None
+    declarations = style.group(1).split(";")
+    assert declarations.index("background:#f4f5f6") < next(
+        i for i, d in enumerate(declarations) if d.startswith("background:color-mix")
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from intermission import (
     HITL,
@@ -92,7 +93,7 @@ def test_live_mode_redraws_while_a_stream_runs() -> None:
 
 def test_one_table_per_session_with_short_ids_and_scoped_resets() -> None:  # issue 15
     html = Timeline(run_session()).html()
-    assert html.count("<table>") == 1 and html.count("<colgroup>") == 1  # columns line up
+    assert html.count("<table ") == 1 and html.count("<colgroup>") == 1  # columns line up
     assert html.count("class='im-req-row'") == 3  # two requests and the ledger
     # Lab right-aligns and fixes table cells in outputs: the scoped CSS resets that
     assert ".im-timeline td" in html and "text-align:left!important" in html
@@ -101,3 +102,17 @@ def test_one_table_per_session_with_short_ids_and_scoped_resets() -> None:  # is
 
     short = id_html(uuid)
     assert f"title='{uuid}'" in short and ">0f8fad5b…<" in short
+
+
+def test_a_stored_timeline_keeps_its_meaning_without_its_stylesheet() -> None:  # issue 29
+    """Untrusted, JupyterLab drops the <style>: every cell says inline that it is aligned
+    left (Lab right-aligns table cells), and every badge carries its colour inline."""
+    page = Timeline(run_session()).html()
+    body = page.split("</style>", 1)[1]
+    cells = re.findall(r"<t[dh]\b[^>]*>", body)
+    assert cells and all("text-align:left" in c for c in cells), [
+        c for c in cells if "text-align:left" not in c
+    ][:3]
+    badges = re.findall(r"<span class='im-badge[^>]*>", body)
+    assert badges and all(re.search(r"background:#[0-9a-f]{6}", b) for b in badges)
+    assert all("color:#fff" in b for b in badges)

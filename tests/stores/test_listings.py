@@ -193,7 +193,8 @@ def test_the_cli_lists_a_stuck_session_and_resolves_or_forgets_its_effect(
             assert f"python -m intermission resolve {sid} {KEY} --result JSON" in listing.stdout
         # approving runs into the unknown effect: refused, nothing runs
         refused = cli("approve", "stuck-a", "--store", target, effects=effects)
-        assert refused.returncode == 2 and "resolve SESSION KEY" in refused.stderr
+        assert refused.returncode == 2, refused.stderr
+        assert f"`python -m intermission resolve stuck-a {KEY} --result JSON`" in refused.stderr
         bad = cli("resolve", "stuck-a", KEY, "--result", "{nope", "--store", target,
                   effects=effects)  # fmt: skip
         assert bad.returncode == 2 and bad.stderr.startswith("error: --result is JSON")

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._clock import Clock
 from .._ids import IdFactory
+from ..core import listeners
 from ..core.history import take_checkpoint as _checkpoint
+from ..core.listeners import LISTENERS
 from ._exclusive import enter, leave
 from .request import AgentRequest, AgentResponse
 
@@ -150,13 +152,17 @@ class AgentBase:
         since = session.events.next_seq
         try:
             response = await run
-        except BaseException:
+        except BaseException as exc:
             # an error or a cancel ends a request too (R43), unless it was refused before
             # it logged anything
             _checkpoint(session, failing=True, since=since)
+            if LISTENERS:
+                listeners.ended(session, exc)
             raise
         else:
             _checkpoint(session, failing=False)
+            if LISTENERS:
+                listeners.ended(session, None)
             return response
         finally:
             leave(session, me)

@@ -20,6 +20,9 @@ class ModelChunk:
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    """Token counts of the whole reply when the model reports them (``input_tokens``,
+    ``output_tokens``), usually with the last chunk."""
 
 
 @runtime_checkable

@@ -52,6 +52,20 @@ def _status_error(status: int, url: str, body: str) -> ModelCallError:
     )
 
 
+def _usage(body: Any) -> dict[str, int] | None:
+    """A Chat Completions body's token counts (``usage``), when it has them."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = {
+        mine: value
+        for mine, theirs in (("input_tokens", "prompt_tokens"), ("output_tokens",
+                                                                 "completion_tokens"))
+        if isinstance(value := usage.get(theirs), int) and not isinstance(value, bool)
+    }  # fmt: skip
+    return counts or None
+
+
 class OpenAIChatModel:
     """Chat Completions client. ``model``, ``base_url`` and ``api_key`` default to
     ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` (else the OpenAI API) and ``OPENAI_API_KEY``.
@@ -116,7 +130,8 @@ class OpenAIChatModel:
                 resp = await client.post(url, json=payload, headers=headers)
                 if resp.status_code >= 400:
                     raise _status_error(resp.status_code, url, resp.text)
-                message = resp.json()["choices"][0]["message"]
+                body = resp.json()
+                message = body["choices"][0]["message"]
                 calls = [
                     ToolCall(
                         c["function"]["name"],
@@ -125,9 +140,12 @@ class OpenAIChatModel:
                     )
                     for c in message.get("tool_calls") or []
                 ]
-                yield ModelChunk(text=message.get("content") or "", tool_calls=calls)
+                yield ModelChunk(
+                    text=message.get("content") or "", tool_calls=calls, usage=_usage(body)
+                )
                 return
             partial: dict[int, dict[str, str]] = {}
+            usage: dict[str, int] | None = None
             async with client.stream("POST", url, json=payload, headers=headers) as resp:
                 if resp.status_code >= 400:
                     body = (await resp.aread()).decode(errors="replace")
@@ -138,7 +156,9 @@ class OpenAIChatModel:
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    choices = json.loads(data).get("choices") or []
+                    chunk = json.loads(data)
+                    usage = _usage(chunk) or usage  # (sent when stream_options ask for it)
+                    choices = chunk.get("choices") or []
                     if not choices:
                         continue
                     delta = choices[0].get("delta") or {}
@@ -152,14 +172,15 @@ class OpenAIChatModel:
                         fn = tc.get("function") or {}
                         slot["name"] += fn.get("name") or ""
                         slot["args"] += fn.get("arguments") or ""
-            if partial:
+            if partial or usage:
                 yield ModelChunk(
                     tool_calls=[
                         ToolCall(
                             s["name"], _args(s["args"], s["name"]), s["id"] or self.ids("call")
                         )
                         for _, s in sorted(partial.items())
-                    ]
+                    ],
+                    usage=usage,
                 )
 
     def __repr__(self) -> str:

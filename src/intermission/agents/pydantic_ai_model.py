@@ -191,8 +191,9 @@ class PydanticAIModel:
                                 yield ModelChunk(text=delta)
                         response = stream.get()
                     calls = self._calls(response, messages)
-                    if calls:
-                        yield ModelChunk(tool_calls=calls)
+                    usage = _usage(response)
+                    if calls or usage:
+                        yield ModelChunk(tool_calls=calls, usage=usage)
                     return
                 except NotImplementedError:
                     pass  # this model cannot stream: ask for the whole reply
@@ -204,10 +205,23 @@ class PydanticAIModel:
         except Exception as exc:  # provider, transport and protocol errors alike
             raise ModelError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         text = "".join(p.content for p in response.parts if isinstance(p, m.TextPart))
-        yield ModelChunk(text=text, tool_calls=self._calls(response, messages))
+        yield ModelChunk(
+            text=text, tool_calls=self._calls(response, messages), usage=_usage(response)
+        )
 
     def __repr__(self) -> str:
         return f"PydanticAIModel({self.name!r})"
+
+
+def _usage(response: Any) -> dict[str, int] | None:
+    """The reply's token counts, when the provider reported any."""
+    usage = getattr(response, "usage", None)
+    counts = {
+        key: value
+        for key in ("input_tokens", "output_tokens")
+        if isinstance(value := getattr(usage, key, None), int) and not isinstance(value, bool)
+    }
+    return counts if any(counts.values()) else None
 
 
 def _can_stream(model: Any) -> bool:

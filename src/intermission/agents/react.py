@@ -153,8 +153,10 @@ class ReActAgent(AgentBase):
         if not prompt:
             # ended for good only once its end was delivered: a run stopped between its
             # final answer and its RunEnd (a stream's reader left) still finishes on resume
-            finished = trace is not None and trace.route == "end" and (
-                not top_level or session.status == "done"
+            finished = (
+                trace is not None
+                and trace.route == "end"
+                and (not top_level or session.status == "done")
             )
             if trace is None or trace.original_prompt is None or finished:
                 raise NothingToResumeError(
@@ -237,11 +239,12 @@ class ReActAgent(AgentBase):
         reason_id: str,
         texts: list[str],
         calls: list[ToolCall],
-    ) -> None:
+    ) -> dict[str, int] | None:
         """One model call: its text streamed as ReasonDelta events into ``texts``, its tool
-        calls into ``calls``; an empty reply raises a retryable ModelCallError. The
-        messages are built anew for every attempt (an on_reason_retry hook may edit the
-        working memory)."""
+        calls into ``calls``; returns its token counts when the model reports them. An
+        empty reply raises a retryable ModelCallError. The messages are built anew for
+        every attempt (an on_reason_retry hook may edit the working memory)."""
+        usage: dict[str, int] | None = None
         await scope.pace()
         reply = counted_reply(
             self.model, trace, self._messages(trace), [t.schema for t in self.tools.values()]
@@ -253,10 +256,12 @@ class ReActAgent(AgentBase):
                     scope.emit(ReasonDeltaEvent, reason_id=reason_id, text=chunk.text)
                     await scope.pace()  # the model is read as fast as the stream is
                 calls.extend(chunk.tool_calls)
+                usage = getattr(chunk, "usage", None) or usage
         finally:
             await reply.aclose()  # a reply left unfinished is given again (see counted_reply)
         if not texts and not calls:
             raise ModelCallError("the model gave an empty reply", retryable=True)
+        return usage
 
     async def _reason(
         self, session: AgentSession, trace: ReActTrace, scope: RunScope
@@ -278,10 +283,11 @@ class ReActAgent(AgentBase):
         started = scope.clock.now_ms()
         texts: list[str] = []
         calls: list[ToolCall] = []
+        usage: dict[str, int] | None = None
         attempt = 0
         while True:
             try:
-                await self._reply(trace, scope, reason_id, texts, calls)
+                usage = await self._reply(trace, scope, reason_id, texts, calls)
                 break
             except Exception as exc:  # (an error of the model, typed: see retry.py)
                 error = model_error(exc)
@@ -314,6 +320,7 @@ class ReActAgent(AgentBase):
             content=message.content,
             tool_calls=calls,
             duration_ms=duration,
+            **({"usage": usage} if usage else {}),
         )
         if session.is_pending:
             trace.turn -= 1  # R5/R6: a pending here discards the reply; resume asks again

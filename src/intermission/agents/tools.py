@@ -6,9 +6,10 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from typing import Any, get_type_hints, overload
+from typing import Any, Generic, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from typing_extensions import ParamSpec, TypeVar
 
 from ..errors import ToolDefinitionError
 from .models import ToolSchema
@@ -52,22 +53,29 @@ def holder(agent: Any, agent_name: str | None, tool_name: str) -> Any:
     return None
 
 
+P = ParamSpec("P", default=...)
+R = TypeVar("R", default=Any)
+# A tool keeps its function's signature for type checkers (``Tool[[user_id: int], str]``);
+# the defaults make a bare ``Tool`` mean any tool, as it did before it was generic.
+
+
 class ToolArgumentError(ValueError):
     """Arguments do not fit a tool's schema (becomes an observation, never crashes a run)."""
 
 
-class Tool:
+class Tool(Generic[P, R]):
     """A callable the model may ask for. Build one with :func:`tool`.
 
     ``destructive``: it may change the world (``HITLInterceptor().on_destructive()`` asks
-    before it runs); ``annotations``: hints shown to reviewers (an MCP tool's own)."""
+    before it runs); ``annotations``: hints shown to reviewers (an MCP tool's own). Calling
+    the tool calls the function, with its signature: type checkers see both."""
 
     destructive: bool = False
     annotations: dict[str, Any]
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         name: str | None = None,
         description: str = "",
         *,
@@ -142,12 +150,13 @@ class Tool:
         values = self.validate(args)
         if "session" in self.injected:
             values["session"] = session
-        result = self.fn(**values)
+        call: Callable[..., Any] = self.fn  # (by name, as the model gave them)
+        result = call(**values)
         if inspect.isawaitable(result):
             result = await result
         return result
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the underlying function directly."""
         return self.fn(*args, **kwargs)
 
@@ -166,11 +175,11 @@ def observation_text(result: Any) -> str:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
     *, name: str | None = None, description: str = "", destructive: bool = False
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     /,
@@ -178,7 +187,7 @@ def tool(
     name: str | None = None,
     description: str = "",
     destructive: bool = False,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
     """Turn a typed function (sync or async) into a :class:`Tool`. ``destructive=True``
     marks a tool that may change the world (see ``HITLInterceptor.on_destructive``).
 
@@ -200,6 +209,4 @@ def tool(
         if not callable(fn):
             raise ToolDefinitionError(f"@tool takes a function, not {type(fn).__name__}")
         return Tool(fn, name, description, destructive=destructive)
-    return lambda f: (
-        Tool(f, name, description, destructive=destructive) if callable(f) else tool(f)
-    )
+    return lambda f: Tool(f, name, description, destructive=destructive) if callable(f) else tool(f)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import signal
+import socket
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ..errors import MissingDependencyError
+from ..errors import MissingDependencyError, ServeError
 
 try:
     import ag_ui.core  # noqa: F401
@@ -30,8 +32,19 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_DRAIN_S", "MAX_BODY", "RESPONSE_SCHEMA", "AGUIApp", "agui_app", "serve"]
 
 
-def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(
+    app: ASGIApp,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    on_ready: Callable[[str], object] | None = None,
+) -> None:
     """Run an app with uvicorn until SIGTERM or SIGINT (127.0.0.1 unless told otherwise).
+
+    The address is taken first: one that cannot be listened on (a port in use) raises
+    :class:`~intermission.ServeError` and nothing starts. ``on_ready(url)`` is called once
+    the server listens and the app has started (``port=0`` picks a free port; the URL
+    names it).
 
     The stop is graceful: the server stops accepting connections and an
     :class:`AGUIApp` refuses new runs at once; runs in flight, those whose client left
@@ -42,6 +55,9 @@ def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 8000) -> None:
     except ImportError:
         raise MissingDependencyError("uvicorn", "agui") from None
     drain = app.drain_s if isinstance(app, AGUIApp) else DEFAULT_DRAIN_S
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    url = f"http://[{host}]:{bound}/" if ":" in host else f"http://{host}:{bound}/"
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -53,6 +69,25 @@ def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 8000) -> None:
                 app.stop()  # refuse new runs before anything else happens
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if on_ready is not None and not self.should_exit:
+                on_ready(url)
+
+    config = uvicorn.Config(app, host=host, port=bound, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=math.ceil(drain))  # fmt: skip
-    Server(config).run()
+    with sock:
+        Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (as uvicorn binds it), or ServeError."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:  # (OverflowError: a port past 65535)
+        sock.close()
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ServeError(host, port, why.lower() if why[:1].isupper() else why) from None
+    return sock

@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import otel
 from .._json import loads
 from ..errors import (
     IntermissionError,
@@ -161,6 +162,13 @@ class AGUIApp:
     def __init__(self, handle: ASGIApp, runs: Runs) -> None:
         self._handle = handle
         self._runs = runs
+        self._companions: list[tuple[Callable[[], Any], Callable[[], Any]]] = []
+
+    def run_beside(self, start: Callable[[], Any], stop: Callable[[], Any]) -> None:
+        """Run a companion for the app's lifespan (the notification dispatcher of
+        ``serve --notify``): ``start()`` at startup, ``stop()`` at shutdown, after the
+        drain (the runs that finish during it may still have something to tell)."""
+        self._companions.append((start, stop))
 
     @property
     def drain_s(self) -> float:
@@ -187,9 +195,13 @@ class AGUIApp:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
+                    for start, _ in self._companions:
+                        start()
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     await asyncio.to_thread(self.drain)
+                    for _, stop in reversed(self._companions):
+                        await asyncio.to_thread(stop)
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         await self._handle(scope, receive, send)
@@ -388,13 +400,23 @@ def agui_app(
         except UsageError as exc:
             return _error(422, str(exc))
         who = request.scope.get("state", {}).get(PRINCIPAL)
-        frames = runs.start(name, data, who)
+        traced = otel.server_run(request.headers, name, data.thread_id, data.run_id)
+        if traced is None:
+            frames, headers = runs.start(name, data, who), SSE_HEADERS
+        else:  # tracing on: the run (started in this context) continues the client's trace
+            with traced.entered():
+                frames = runs.start(name, data, who)
+            headers = {**SSE_HEADERS, **traced.headers}
         if frames is None:
+            if traced is not None:
+                traced.span.end()
             response = _error(503, "SERVER_STOPPING: this server is stopping; send the run "
                               "to another server or again once it is back")  # fmt: skip
             response.headers["Retry-After"] = "5"
             return response
-        return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+        if traced is not None:
+            frames = traced.frames(frames)
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
     async def interrupts(request: Request) -> Response:
         try:

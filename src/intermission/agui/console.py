@@ -2,17 +2,18 @@ r"""The reviewer console: one self-contained page (no build step, no CDN, no inn
 
 It asks once for the bearer token (when the server has auth) and shows who that signs you
 in as (``GET /whoami``): that principal decides. A server without auth asks for a reviewer
-name instead, recorded as asserted. It polls ``GET /interrupts``, shows what each approval
-still needs (a quorum's approvals so far), and decides through the AG-UI run endpoint
-itself (a ``resume`` covering every open interrupt of the thread). An interrupt that
-disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
-server's ``RUN_ERROR``, which names who won or why it was refused. Threads whose stored
-row cannot be read are listed apart (id and why), never hiding the others; threads stuck
-on an effect of unknown outcome are listed as needing a person, with buttons that record
-what the reviewer found (``POST /threads/{id}/effects``). Pages are followed by their
-``next`` cursor, which a thread that stays open never moves past, so a card stays until
-its thread is decided. Everything shown is set as text, bidi controls as visible escapes
-(U+202E shows as the text \u202e).
+name instead, recorded as asserted. It polls ``GET /interrupts`` (a link to
+``/#thread=ID&interrupt=ID``, as notifications send, lists that thread only and marks that
+interrupt), shows what each approval still needs (a quorum's approvals so far), and
+decides through the AG-UI run endpoint itself (a ``resume`` covering every open interrupt
+of the thread). An interrupt that disappears shows who took it (``GET /threads/{id}``); a
+refused decision shows the server's ``RUN_ERROR``, which names who won or why it was
+refused. Threads whose stored row cannot be read are listed apart (id and why), never
+hiding the others; threads stuck on an effect of unknown outcome are listed as needing a
+person, with buttons that record what the reviewer found (``POST /threads/{id}/effects``).
+Pages are followed by their ``next`` cursor, which a thread that stays open never moves
+past, so a card stays until its thread is decided. Everything shown is set as text, bidi
+controls as visible escapes (U+202E shows as the text \u202e).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ h1{font-size:1.3rem}.card{border:1px solid #bbb;border-radius:6px;padding:.8rem;
 .card.taken{background:#f3f3f3;color:#555}.meta{color:#666;font-size:12px}
 pre{background:#f7f7f7;padding:.4rem;white-space:pre-wrap;word-break:break-word}
 textarea{width:100%;box-sizing:border-box}.err{color:#a00}.ok{color:#070}
-button{margin-right:.4rem}
+button{margin-right:.4rem}.card.focus{border:2px solid #06c}
 .meta,pre,input,[data-testid=message],[data-testid=outcome]{unicode-bidi:isolate}#login{border:1px solid #888;padding:.8rem;border-radius:6px}
 </style></head><body>
 <h1>Open interrupts</h1>
@@ -47,7 +48,9 @@ button{margin-right:.4rem}
 <script>
 "use strict";
 const S = {reviewer: "", typed: "", token: "", me: null, cards: new Map(), staged: new Map(),
-           stuck: new Map()};
+           stuck: new Map(), focused: false};
+// a notification's link opens one interrupt: #thread=ID&interrupt=ID (only that thread is listed)
+function focus() { const f = new URLSearchParams(location.hash.slice(1)); return {thread: f.get("thread"), interrupt: f.get("interrupt")}; }
 const $ = (id) => document.getElementById(id);
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
@@ -226,18 +229,24 @@ async function refresh() {
     entry.card.classList.add("taken"); entry.card.setAttribute("data-state", "resolved"); entry.controls.remove();
     entry.out.className = "meta"; entry.out.textContent = shown("resolved elsewhere");
   }
-  $("status").textContent = shown(data.interrupts.length + " open interrupt(s)"
+  const f = focus();
+  if (f.thread) data.interrupts = data.interrupts.filter(x => x.threadId === f.thread);
+  const gone = f.interrupt && !data.interrupts.some(x => x.interrupt.id === f.interrupt) ? " (the linked interrupt is no longer open)" : "";
+  $("status").textContent = shown((f.thread ? "thread " + f.thread + ": " : "") + data.interrupts.length + " open interrupt(s)" + gone
     + (data.stuck.length ? ", " + data.stuck.length + " effect(s) of unknown outcome" : "")
     + (data.unreadable.length ? ", " + data.unreadable.length + " unreadable thread(s)" : "")
     + ", updated " + when(Date.now()));
   const seen = new Set();
   for (const item of data.interrupts) {
     const k = key(item); seen.add(k);
-    if (!S.cards.has(k)) $("list").append(render(item));
-    else {  // what it still needs, as others decide
+    if (S.cards.has(k)) {  // what it still needs, as others decide
       const meta = (item.interrupt.metadata || {}).intermission || {};
       S.cards.get(k).progress.textContent = shown(meta.progress || "");
+      continue;
     }
+    const card = render(item);
+    $("list").append(card);
+    if (item.interrupt.id === f.interrupt && !S.focused) { card.classList.add("focus"); card.setAttribute("data-focus", "true"); card.scrollIntoView(); S.focused = true; }
   }
   for (const [k, entry] of S.cards) {
     if (seen.has(k) || entry.card.classList.contains("taken")) continue;
@@ -266,6 +275,7 @@ $("login").addEventListener("submit", async (ev) => {
   $("status").textContent = shown("reviewing as " + S.reviewer);
   refresh(); setInterval(refresh, 1000);
 });
+window.addEventListener("hashchange", () => { S.cards.clear(); S.focused = false; $("list").replaceChildren(); if ($("login").hidden) refresh(); });
 $("reviewer").value = sessionStorage.getItem("intermission.reviewer") || "";
 $("token").value = sessionStorage.getItem("intermission.token") || "";
 </script></body></html>

@@ -16,6 +16,7 @@ run twice.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -110,12 +111,11 @@ class Runs:
             if self.stopping is not None:
                 return None
             self._live.add(live)
-        worker = threading.Thread(
-            target=self._work,
-            args=(name, data, put, live, principal),
-            name="agui-run",
-            daemon=True,
-        )
+        worker = threading.Thread(  # (it runs in the request's context: a trace continues)
+            target=contextvars.copy_context().run,
+            args=(self._work, name, data, put, live, principal),
+            name="agui-run", daemon=True,
+        )  # fmt: skip
         worker.start()
         return self._frames(frames)
 

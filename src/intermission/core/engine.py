@@ -21,10 +21,12 @@ from .._ids import RANDOM_IDS, IdFactory
 from .._sync import run_sync
 from ..errors import FlowRuntimeError, NothingToResumeError, SnapshotSchemaError, UsageError
 from ..events import NodeEndEvent, NodeStartEvent
+from . import listeners
 from .context import FlowContext
 from .events_log import RunScope
 from .graph import Graph, Node
 from .history import take_checkpoint as _record
+from .listeners import LISTENERS
 from .session_status import SessionStatus
 from .spec import GraphSpec
 from .state import GraphRun
@@ -191,6 +193,8 @@ class FlowEngine:
                 session.status = "failed" if isinstance(exc, Exception) else stopped
                 if standalone:
                     _record(session, failing=True)
+                    if LISTENERS:
+                        listeners.ended(session, exc)
             raise
         if session is not None:
             session.status = (
@@ -198,6 +202,8 @@ class FlowEngine:
             )
             if standalone:  # (an agent's request records its own end)
                 _record(session, failing=False)
+                if LISTENERS:
+                    listeners.ended(session, None)
         return FlowResult(status, budget.used, tuple(run.tokens))
 
     def _run(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
@@ -15,6 +15,8 @@ from .._json import canonical_dumps
 from ..errors import SnapshotSchemaError
 from ..events import Event, EventBase, event_adapter
 from ..limits import MAX_EVENTS
+from . import listeners
+from .listeners import LISTENERS
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -60,6 +62,17 @@ def build_event(cls: type[E], fields: dict[str, Any]) -> E:
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
+
+
+_KINDS: dict[type[Any], str] = {}
+
+
+def _kind_of(cls: type[Any]) -> str:
+    """The ``kind`` tag of an event class (computed once)."""
+    name = _KINDS.get(cls)
+    if name is None:
+        name = _KINDS[cls] = cls.model_fields["kind"].default
+    return name
 
 
 class Restored:
@@ -118,6 +131,9 @@ class EventLog(Sequence[Event]):
         self.stored_chars = 0
         """How long the JSON array of the events a store holds is (with
         :meth:`unsaved_chunk`, what the next save's whole log comes to: R50's limit)."""
+        self.first_new_seq = 0
+        """The sequence number of the first event added since this log was loaded, restored
+        or last stored: what a save adds is the events from here on (see :meth:`since`)."""
 
     @classmethod
     def from_stored(
@@ -166,6 +182,55 @@ class EventLog(Sequence[Event]):
         self._saved_n = count
         self._parts = parts
         self.stored_chars = chars
+        self.first_new_seq = self.next_seq
+
+    def since(self, seq: int, kinds: Container[str]) -> tuple[list[Event], set[str]]:
+        """The events of ``kinds`` numbered ``seq`` or later, oldest first, and the kinds of
+        every event numbered so (a scan from the newest back: what a save adds costs what
+        it adds, not the whole log). Node events recorded lazily are built only when asked
+        for."""
+        found: list[Event] = []
+        seen: set[str] = set()
+        for item in reversed(self._items):  # (added events are never in the unparsed prefix)
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < seq:
+                    break
+                name = _kind_of(cls)
+                seen.add(name)
+                if name in kinds:
+                    found.append(build_event(cls, fields))
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < seq:
+                break
+            seen.add(event.kind)
+            if event.kind in kinds:
+                found.append(event)
+        found.reverse()
+        return found, seen
+
+    def last(self, kinds: Container[str], before: int, test: Callable[[Any], bool]) -> Any:
+        """The newest event of ``kinds`` numbered below ``before`` for which ``test`` holds,
+        or None; events recorded lazily are built only when they match."""
+        for item in reversed(self._items):
+            kind = type(item)
+            if kind is tuple:
+                cls, fields = item
+                if fields["seq"] < before and _kind_of(cls) in kinds:
+                    event = build_event(cls, fields)
+                    if test(event):
+                        return event
+                continue
+            event = item.event if kind is Restored else item
+            if event.seq < before and event.kind in kinds and test(event):
+                return event
+        if self._unparsed is not None:  # the stored prefix, only when the rest had none
+            for event in reversed(self._events()):
+                if event.seq < before and event.kind in kinds and test(event):
+                    return event
+        return None
 
     def chars_after(self, replace: bool, chunk: str) -> int:
         """How long the stored log's JSON array is once :meth:`unsaved_chunk`'s
@@ -321,7 +386,7 @@ class RunScope:
     reader has taken every event so far and asked for the next, so a run never gets ahead
     of its reader (R41)."""
 
-    __slots__ = ("agent", "clock", "log", "pacer", "run_id", "session_id", "sink")
+    __slots__ = ("agent", "clock", "log", "pacer", "run_id", "session", "session_id", "sink")
 
     def __init__(
         self,
@@ -334,6 +399,7 @@ class RunScope:
     ) -> None:
         self.run_id = run_id
         self.agent = agent
+        self.session = session
         self.session_id = session.session_id
         self.log: EventLog = session.events
         self.clock = clock or getattr(session, "clock", None) or SYSTEM_CLOCK
@@ -350,6 +416,7 @@ class RunScope:
         scope = RunScope.__new__(RunScope)
         scope.run_id = run_id
         scope.agent = agent
+        scope.session = self.session
         scope.session_id = self.session_id
         scope.log = self.log
         scope.clock = self.clock
@@ -372,10 +439,13 @@ class RunScope:
         }  # fmt: skip
         if started >= 0:
             fields["duration_ms"] = ts - started
-        if self.sink is not None:
+        if self.sink is not None or LISTENERS:  # (someone reads it now: build it now)
             event = build_event(cls, fields)
             log.append(event)  # type: ignore[arg-type]
-            self.sink(event)  # type: ignore[arg-type]
+            if self.sink is not None:
+                self.sink(event)  # type: ignore[arg-type]
+            if LISTENERS:
+                listeners.event(self.session, event)
         else:
             log.append_lazy(cls, fields)
         return ts
@@ -394,4 +464,6 @@ class RunScope:
         log.append(event)  # type: ignore[arg-type]
         if self.sink is not None:
             self.sink(event)  # type: ignore[arg-type]
+        if LISTENERS:
+            listeners.event(self.session, event)
         return event

@@ -103,6 +103,8 @@ def fork_session(
     snapshot["generation"] = new_generation()  # a fork's new proposals are its own effects
     if effects == "dry-run":
         snapshot["effects"] = "dry-run"
+    if session.meta:  # (what extensions keep goes with the fork: a trace links to its origin)
+        snapshot["meta"] = session.meta
     # restored from its text: the fork's history reads its base state from that text,
     # lazily, instead of dumping the new session again; its events are the parent's
     # (validated there), kept as text until read and written in full by its first save

@@ -23,6 +23,7 @@ from ..errors import (
 from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
 from ..principals import Actor
+from . import listeners
 from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
@@ -36,6 +37,7 @@ from .ledger import (
     new_family,
     new_generation,
 )
+from .listeners import LISTENERS
 from .session_status import SessionStatus
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
@@ -186,6 +188,11 @@ class InMemoryAgentSession:
         self.effect_wait_s = 30.0
         """How long ``once`` waits for a fork of the family that is running the same
         effect, to return its result (then EffectOutcomeUnknownError)."""
+        self.meta: dict[str, dict[str, Any]] = {}
+        """What extensions keep with the session, saved in its snapshot and carried by its
+        forks: one JSON object per extension name, versioned by the extension (tracing
+        keeps the span a paused request ended with under ``otel``). Empty unless an
+        extension is in use, and then nothing of it is stored."""
 
     @classmethod
     def of(
@@ -376,6 +383,8 @@ class InMemoryAgentSession:
         _check.function("fn", fn)
         done = self._ledger_start(key)
         if done is not None:
+            if LISTENERS:
+                listeners.effect(self, key, "replayed")
             return done.result  # type: ignore[no-any-return]
         try:
             result = fn()
@@ -383,6 +392,8 @@ class InMemoryAgentSession:
             self._ledger_end(key, error=exc)
             raise
         self._ledger_end(key, result)
+        if LISTENERS:
+            listeners.effect(self, key, "ran")
         return result
 
     async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
@@ -390,6 +401,8 @@ class InMemoryAgentSession:
         _check.function("fn", fn)
         done = self._ledger_start(key)
         if done is not None:
+            if LISTENERS:
+                listeners.effect(self, key, "replayed")
             return done.result  # type: ignore[no-any-return]
         try:
             result = fn()
@@ -399,6 +412,8 @@ class InMemoryAgentSession:
             self._ledger_end(key, error=exc)
             raise
         self._ledger_end(key, result)
+        if LISTENERS:
+            listeners.effect(self, key, "ran")
         return result
 
     def resolve_effect(

@@ -51,7 +51,7 @@ _DEFAULTS: dict[str, Any] = {
     "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
     "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
-    "family": None, "generation": None, "effects": "real",
+    "family": None, "generation": None, "effects": "real", "meta": {},
 }  # fmt: skip
 
 
@@ -91,6 +91,7 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "family": session.family,
         "generation": session.generation,
         "effects": session.effects,
+        "meta": session.meta,
     }
 
 
@@ -189,6 +190,8 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
     extra["generation"] = session.generation
     if session.effects != "real":
         extra["effects"] = session.effects
+    if session.meta:
+        extra["meta"] = session.meta
     tail = canonical_dumps(extra)[1:-1]
     stored_history = history.text()  # (marks keep their text: most never change)
     if stored_history is not None:
@@ -404,6 +407,9 @@ def check_snapshot(snap: SessionSnapshot) -> None:
         _check.count("max_events", snap.max_events, 0, MAX_EVENTS)
         _check.count("max_messages", snap.max_messages, 0, MAX_MESSAGES)
         _check.count("next_seq", snap.next_seq, 1, 2**62)
+        for name, value in snap.meta.items():
+            _check.text("a meta key", name, empty=False)
+            check_json(f"meta.{name}", value)
     except IntermissionError as exc:
         raise SnapshotSchemaError(str(exc)) from None
     for name, trace in snap.traces.items():
@@ -460,6 +466,7 @@ def restore_session(session: InMemoryAgentSession, data: Any) -> None:
         for event in snap.events:
             log.append(event)
     log.next_seq = snap.next_seq
+    log.first_new_seq = snap.next_seq  # what a snapshot holds is not new to a store
     _fill(session, snap, log, data if isinstance(data, str) else None)
 
 
@@ -547,6 +554,7 @@ def _fill(
     # (a snapshot from before generations gets one now; its next save keeps it)
     session.generation = snap.generation or new_generation()
     session.effects = snap.effects
+    session.meta = dict(snap.meta) if snap.meta else {}
     history = snap.history
     if history is None or not history.marks:
         session._history = History.from_data(

@@ -119,6 +119,10 @@ class SessionSnapshot(Model):
     family: str | None = None
     generation: str | None = None
     effects: Literal["real", "dry-run"] = "real"
+    meta: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """What extensions keep with the session (see ``InMemoryAgentSession.meta``): a JSON
+    object per extension name, each versioned by its extension; left out when empty, so
+    snapshots of sessions that use none are as they were, and older ones load."""
 
     def to_json(self) -> str:
         """Canonical JSON (compact, defaults left out, keys in a fixed order: see

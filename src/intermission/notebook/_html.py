@@ -7,7 +7,20 @@ import html
 import json
 from typing import Any
 
-__all__ = ["CSS", "esc", "expired_html", "id_html", "plain", "pre_json", "short_id"]
+from ..core.render_text import HIGHLIGHT
+
+__all__ = [
+    "CELL",
+    "CSS",
+    "TABLE",
+    "badge",
+    "esc",
+    "expired_html",
+    "id_html",
+    "plain",
+    "pre_json",
+    "short_id",
+]
 
 _BIDI_CONTROLS = {
     code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -47,9 +60,34 @@ def expired_html(deadline_ms: float | None, now_ms: float) -> str:
         return ""
     from ..errors import _utc
 
+    return " " + badge("expired", "im-bad", "im-expired", f"deadline {_utc(deadline_ms)}")
+
+
+# Stored outputs are shown untrusted (a fresh clone, GitHub, nbviewer, Binder): JupyterLab's
+# sanitizer then drops every <style> and inline declarations it cannot check (theme
+# variables, color-mix), keeping classes and plain inline styles. So what carries meaning —
+# a badge's colour, left-aligned cells of a table — is also said inline in plain values;
+# the <style> below adds the theme's touches where the notebook is trusted.
+TABLE = "border-collapse:collapse;width:100%;table-layout:fixed;margin:0"
+"""Inline style of intermission's tables (Lab centres and fixes tables of outputs)."""
+CELL = "text-align:left;vertical-align:top;padding:2px 6px"
+"""Inline style of a table cell (Lab right-aligns and centres them vertically)."""
+BADGE_COLOURS = {
+    "im-run": "#546e7a", "im-reason": "#7e57c2", "im-action": "#00796b", "im-tool": "#1565c0",
+    "im-hitl": "#bf360c", "im-node": "#795548", "im-team": "#455a64", "im-bad": "#c62828",
+    "im-skip": "#616161", "im-differs": HIGHLIGHT,  # what differs between compared sessions
+}  # fmt: skip
+"""A badge's background by its class: white text on each reads in both themes."""
+
+
+def badge(text: str, css: str, extra: str = "", title: str | None = None) -> str:
+    """A coloured badge (``css`` one of BADGE_COLOURS) whose colour survives sanitising."""
+    colour = BADGE_COLOURS.get(css, BADGE_COLOURS["im-run"])
+    tip = f" title='{esc(title)}'" if title is not None else ""
     return (
-        f" <span class='im-badge im-bad im-expired' title='deadline {esc(_utc(deadline_ms))}'>"
-        "expired</span>"
+        f"<span class='im-badge {css}{' ' + extra if extra else ''}'{tip} style='display:"
+        f"inline-block;border-radius:9px;padding:0 7px;font-size:11px;color:#fff;"
+        f"white-space:nowrap;background:{colour}'>{esc(text)}</span>"
     )
 
 

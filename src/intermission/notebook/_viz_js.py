@@ -10,14 +10,34 @@ caller shows the graph's source instead.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .._concurrency import BACKEND, IN_BROWSER, run_sync
 
-__all__ = ["svg"]
+__all__ = ["drawn_as_laid_out", "for_browser", "svg"]
 
 _viz: Any = None
 _missing = False
+
+# viz.js measures text with built-in font metrics, and a browser draws it with the fonts it
+# has: laid out for Helvetica, labels drawn in DejaVu Sans (Linux's usual sans) stick out of
+# their boxes. Laid out for DejaVu Sans — whose metrics viz.js knows, and which Verdana
+# matches — and drawn with that family first, the boxes fit where DejaVu or Verdana is
+# installed, and have room to spare where the text falls back to narrower Helvetica or Arial.
+_LAYOUT_FONT = "DejaVu Sans"
+_DRAWN_WITH = "DejaVu Sans,Verdana,Helvetica,Arial,sans-serif"
+_FAMILY = re.compile(r'font-family="DejaVu Sans[^"]*"')
+
+
+def for_browser(dot: str) -> str:
+    """``dot`` laid out for the font a browser draws it with (see ``_LAYOUT_FONT``)."""
+    return dot.replace('fontname="Helvetica"', f'fontname="{_LAYOUT_FONT}"')
+
+
+def drawn_as_laid_out(svg: str) -> str:
+    """The SVG asking the browser for the fonts it was laid out for, in order."""
+    return _FAMILY.sub(f'font-family="{_DRAWN_WITH}"', svg)
 
 
 def _url() -> str:
@@ -52,6 +72,6 @@ def svg(dot: str) -> str | None:
 
     try:
         options = to_js({"format": "svg"}, dict_converter=Object.fromEntries)
-        return str(_viz.renderString(dot, options))
+        return drawn_as_laid_out(str(_viz.renderString(for_browser(dot), options)))
     except Exception:  # a DOT viz.js refuses: show the source, as without dot
         return None

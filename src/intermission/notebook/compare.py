@@ -12,11 +12,11 @@ from typing import Any
 
 from .._text import visible
 from ..core.ir import GraphIR, NodeIR, extract
-from ..core.render_text import HIGHLIGHT, to_dot, to_text
+from ..core.render_text import to_dot, to_text
 from ..errors import UsageError
 from ..hitl.graph import ApprovalKeys
-from ._html import CSS, esc
-from .graph_view import svg_of
+from ._html import CELL, CSS, TABLE, badge, esc
+from .graph_view import graph_image, svg_of
 from .timeline import _BADGE, _detail, effect_label, ledger_state
 
 __all__ = ["Compare"]
@@ -226,24 +226,34 @@ class Compare:
         return "\n".join(line.rstrip() for line in lines)
 
     def _html(self, graph_irs: list[GraphIR], rows: list[Row], shared: int) -> str:
-        heads = "".join(f"<th>{esc(n)}</th>" for n in self.names)
+        # (every style that carries meaning is inline, in plain values: an untrusted
+        # notebook drops the <style>; see _html.TABLE)
+        heads = "".join(f"<th style='{CELL}'>{esc(n)}</th>" for n in self.names)
         body = "".join(
-            f"<tr class='{'im-diff' if differs else ''}'><td>{esc(what)}</td>"
-            + "".join(f"<td>{esc(v)}</td>" for v in values)
+            f"<tr class='{'im-diff' if differs else ''}'><td style='{CELL}'>{esc(what)}"
+            + (" " + badge("differs", "im-differs") if differs else "")
+            + "</td>"
+            + "".join(f"<td style='{CELL}'>{esc(v)}</td>" for v in values)
             + "</tr>"
             for what, values, differs in rows
         )
         parts = [CSS, "<div class='im-compare'>"]
-        graphs = "".join(  # (none for an agent without a graph: a ReAct agent)
-            f"<div class='im-cmp-graph'><b>{esc(name)}</b>{_svg(ir)}</div>"
-            for name, ir in zip(self.names, graph_irs, strict=True)
-        ) if graph_irs else ""
+        box = "<div class='im-cmp-graph' style='margin:4px 0'><b>{}</b>{}</div>"
+        graphs = (
+            "".join(  # (none for an agent without a graph: a ReAct agent)
+                box.format(esc(n), _svg(ir)) for n, ir in zip(self.names, graph_irs, strict=True)
+            )
+            if graph_irs
+            else ""
+        )
         if graphs:
             parts.append(
-                f"<p>Nodes and paths that differ are outlined in <b style='color:{HIGHLIGHT}'>"
-                f"magenta</b>.</p><div class='im-cmp-graphs'>{graphs}</div>"
+                f"<p>Nodes and paths that differ are outlined in {badge('magenta', 'im-differs')}"
+                f".</p><div class='im-cmp-graphs'>{graphs}</div>"
             )
-        parts.append(f"<table><tr><th>what</th>{heads}</tr>{body}</table>")
+        parts.append(
+            f"<table style='{TABLE}'><tr><th style='{CELL}'>what</th>{heads}</tr>{body}</table>"
+        )
         parts.append(self._timelines(shared))
         parts.append("</div>")
         return "".join(parts)
@@ -254,17 +264,18 @@ class Compare:
             for s in self.sessions
         ]  # (streamed text chunks: their text is in the ReasonEnd row)
         t0 = next((s.events[0].ts for s in self.sessions if len(s.events)), 0.0)
-        head = "".join(f"<th>{esc(n)}</th>" for n in self.names)
+        head = "".join(f"<th style='{CELL}'>{esc(n)}</th>" for n in self.names)
         rows = [
-            f"<tr><td colspan='{len(self.sessions)}'><i>{shared} events in common (the "
-            "history before the fork point)</i></td></tr>"
+            f"<tr><td colspan='{len(self.sessions)}' style='{CELL}'><i>{shared} events in "
+            "common (the history before the fork point)</i></td></tr>"
         ]
         for column in zip_longest(*logs):
             cells = "".join(
-                "<td></td>" if e is None else f"<td>{_cell(e, t0)}</td>" for e in column
+                "<td></td>" if e is None else f"<td style='{CELL}'>{_cell(e, t0)}</td>"
+                for e in column
             )
             rows.append(f"<tr>{cells}</tr>")
-        return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+        return f"<table style='{TABLE}'><tr>{head}</tr>{''.join(rows)}</table>"
 
     def _repr_mimebundle_(
         self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
@@ -282,15 +293,11 @@ def _svg(ir: GraphIR) -> str:
     svg = svg_of(dot)
     if svg is None:
         return f"<pre>{esc(to_text(ir))}</pre>"
-    return f"<div class='im-graph-card'>{svg}</div>"
+    return graph_image(svg, to_text(ir))
 
 
 def _cell(event: Any, t0: float) -> str:
     name, css = _BADGE.get(event.kind, (event.kind, "im-run"))
     if event.kind == "tool_call_end" and event.error == "dry_run":
         name, css = "not run (dry run)", "im-skip"
-    return (
-        f"<span class='im-t'>+{event.ts - t0:.0f} ms</span> "
-        f"<span class='im-badge {css}'>{esc(name)}</span> {_detail(event)}"
-    )
-
+    return f"<span class='im-t'>+{event.ts - t0:.0f} ms</span> {badge(name, css)} {_detail(event)}"

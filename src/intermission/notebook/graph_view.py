@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +15,7 @@ from . import _viz_js
 from ._html import esc
 from ._live import LiveDisplay
 
-__all__ = ["NO_DOT_HINT", "GraphView", "show_graph", "svg_of"]
+__all__ = ["NO_DOT_HINT", "GraphView", "graph_image", "show_graph", "svg_of"]
 
 _DESKTOP_HINT = (
     "graphviz's `dot` program is not installed (apt-get install graphviz), so here is the "
@@ -50,12 +51,14 @@ def svg_of(dot: str) -> str | None:
 
 
 _PAGE = re.compile(r'<polygon fill="white" stroke="(?:none|transparent)"')
-# a light card in the light theme, a soft grey one in the dark theme (never glaring white)
+# A light card in the light theme, a soft grey one in the dark theme (never glaring white).
+# Every declaration comes first in a form an untrusted notebook's sanitizer keeps (plain
+# colours): JupyterLab drops theme variables and color-mix there, and the fallback stays.
 _CARD_STYLE = (
     "max-width:100%;box-sizing:border-box;overflow:hidden;padding:6px;border-radius:6px;"
-    "background:#f4f5f6;"
+    "margin:4px 0;background:#f4f5f6;"
     "background:color-mix(in srgb,var(--jp-layout-color0,#fff) 22%,#e3e6ea);"
-    "border:1px solid var(--jp-border-color2,#e0e0e0)"
+    "border:1px solid #e0e0e0;border:1px solid var(--jp-border-color2,#e0e0e0)"
 )
 
 
@@ -64,10 +67,27 @@ def _no_page(svg: str) -> str:
     return _PAGE.sub('<polygon fill="none" stroke="none"', svg, count=1)
 
 
+def graph_image(svg: str, alt: str) -> str:
+    """HTML for a stored output: the SVG as an image on a card, ``alt`` its text.
+
+    A notebook opened from a clone, GitHub, nbviewer or Binder is not trusted: JupyterLab
+    then shows the sanitised HTML, which drops inline ``<svg>`` (leaving its labels as one
+    paragraph of words) and every ``<style>``, but keeps an ``<img>`` with a ``data:`` URL
+    and plain inline styles — so the picture reads the same trusted or not.
+    """
+    data = base64.b64encode(_no_page(svg).encode()).decode("ascii")
+    return (
+        f"<div class='im-graph-image' style='{_CARD_STYLE}'>"
+        f"<img src='data:image/svg+xml;base64,{data}' alt='{esc(alt)}' "
+        "style='max-width:100%;height:auto;display:block'></div>"
+    )
+
+
 class GraphView(LiveDisplay):
     """Draw a spec, graph or team, with a session's state when given.
 
-    It displays itself (``_repr_mimebundle_``): Graphviz's SVG and plain text. Mermaid text
+    It displays itself (``_repr_mimebundle_``): Graphviz's SVG, the same picture as an HTML
+    image that reads right in an untrusted notebook too, and plain text. Mermaid text
     only when ``dot`` is missing, or with ``mermaid=True``: JupyterLab ranks its mermaid
     renderer above SVG, so one graph would otherwise look two ways on one page (R33).
     ``display()`` shows it with a display id and ``update()`` redraws in place.
@@ -108,9 +128,9 @@ class GraphView(LiveDisplay):
         bundle = {"text/plain": to_text(ir)}
         if svg is not None:
             bundle["image/svg+xml"] = svg
-            # JupyterLab shows SVG in an <img> it never scales down, and prefers HTML: the
-            # same SVG inline, on a card, fits the output's width (style inline: no <style>)
-            bundle["text/html"] = f"<div style='{_CARD_STYLE}'>{_no_page(svg)}</div>"
+            # JupyterLab prefers HTML (and, untrusted, never shows SVG): the picture as an
+            # image on a card, fitting the output's width, the graph's text its alt
+            bundle["text/html"] = graph_image(svg, bundle["text/plain"])
             if self.with_mermaid:
                 bundle["text/vnd.mermaid"] = to_mermaid(ir)
         else:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._html import CSS, esc, id_html, pre_json
+from ._html import CELL, CSS, TABLE, badge, esc, id_html, pre_json
 from ._live import LiveDisplay
 
 __all__ = ["Timeline", "ledger_state", "render_timeline"]
@@ -70,7 +70,7 @@ def _detail(e: Any) -> str:
         head = f"{esc(e.tool_name)} {id_html(e.call_uuid)}"
         return f"<details><summary>{head}</summary>{pre_json(e.args)}</details>"
     if k == "tool_call_end":
-        err = f" <span class='im-badge im-bad'>{esc(e.error)}</span>" if e.error else ""
+        err = " " + badge(e.error, "im-bad") if e.error else ""
         skipped = (e.error or "") == "dry_run"
         css = "im-skipped" if skipped else ""
         return (
@@ -81,8 +81,7 @@ def _detail(e: Any) -> str:
         )
     if k == "hitl_pending":
         items = "".join(
-            f"<li>{esc(t.tool_name)} {id_html(t.call_uuid)}: {esc(t.reason)}"
-            f"{pre_json(t.args)}</li>"
+            f"<li>{esc(t.tool_name)} {id_html(t.call_uuid)}: {esc(t.reason)}{pre_json(t.args)}</li>"
             for t in e.tasks
         )
         return f"<span class='im-reason-text'>{esc(e.reason)}</span><ul>{items}</ul>"
@@ -112,6 +111,10 @@ def _detail(e: Any) -> str:
     return ""
 
 
+_HEAD = f"{CELL};padding-top:6px;font-weight:bold;border-top:1px solid #9e9e9e"
+"""A request's header row: a rule above it, in a grey both themes show."""
+
+
 def render_timeline(
     events: Sequence[Any],
     ledger: dict[str, Any] | None = None,
@@ -126,9 +129,9 @@ def render_timeline(
     parts = [CSS, "<div class='im-timeline'>"]
     if len(shown) < len(events):
         parts.append(f"<p><i>showing the last {len(shown)} of {len(events)} events</i></p>")
-    parts.append(
-        "<table><colgroup><col class='im-c-t'><col class='im-c-a'><col class='im-c-k'>"
-        "<col></colgroup><tbody>"
+    parts.append(  # (col widths as attributes too: kept where the <style> is not)
+        f"<table style='{TABLE}'><colgroup><col class='im-c-t' width='80'>"
+        "<col class='im-c-a' width='110'><col class='im-c-k' width='105'><col></colgroup><tbody>"
     )
     t0 = events[0].ts if events else 0.0
     request = 0
@@ -150,26 +153,28 @@ def render_timeline(
             else:
                 label = "continued"
             parts.append(
-                f"<tr><th colspan='4' class='im-req-row'><span class='im-req-head'>"
-                f"Request {request}</span> · {esc(e.agent)} · {label}</th></tr>"
+                f"<tr><th colspan='4' class='im-req-row' style='{_HEAD}'><span "
+                f"class='im-req-head'>Request {request}</span> · {esc(e.agent)} · {label}</th></tr>"
             )
         name, css = _BADGE.get(e.kind, (e.kind, "im-run"))
         if e.kind == "run_end" and e.is_abnormal:
             css = "im-bad"
         parts.append(
-            f"<tr><td class='im-t'>+{_ms(e.ts - t0)}</td><td>{esc(e.agent)}</td>"
-            f"<td><span class='im-badge {css}'>{esc(name)}</span></td><td>{_detail(e)}</td></tr>"
+            f"<tr><td class='im-t' style='{CELL}'>+{_ms(e.ts - t0)}</td>"
+            f"<td style='{CELL}'>{esc(e.agent)}</td><td style='{CELL}'>{badge(name, css)}</td>"
+            f"<td style='{CELL}'>{_detail(e)}</td></tr>"
         )
     if ledger:
         parts.append(
-            "<tr><th colspan='4' class='im-req-row'>Side effects (ledger)</th></tr>"
+            f"<tr><th colspan='4' class='im-req-row' style='{_HEAD}'>Side effects (ledger)"
+            "</th></tr>"
         )
         for key, entry in sorted(ledger.items()):
             value = entry.result if entry.status == "completed" else entry.error
             parts.append(
-                f"<tr><td colspan='2'>{esc(effect_label(key))}</td>"
-                f"<td>{esc(ledger_state(entry, session_id))}</td>"
-                f"<td>{esc(value)}</td></tr>"
+                f"<tr><td colspan='2' style='{CELL}'>{esc(effect_label(key))}</td>"
+                f"<td style='{CELL}'>{esc(ledger_state(entry, session_id))}</td>"
+                f"<td style='{CELL}'>{esc(value)}</td></tr>"
             )
     parts.append("</tbody></table></div>")
     return "".join(parts)

@@ -10,35 +10,27 @@ visible.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from functools import partial
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from .._clock import SYSTEM_CLOCK, Clock
-from .._json import canonical_dumps
 from ..audit import AuditEntry, AuditRecord, AuditVerification
 from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
-from ..core.snapshot import restore_stored, state_json
-from ..decisions import HITLTask
 from ..errors import (
     ConflictError,
     LeaseLostError,
     NothingToResumeError,
     SessionBusyError,
-    SnapshotSchemaError,
     StoreError,
     UsageError,
-    _utc,
 )
-from ..hitl.graph import ApprovalKeys, approval_deadline
 from .lease import Leases
+from .listings import PendingPage, PendingSession, StuckSession, UnreadableSession
+from .rows import StoredRow, row_of
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -65,308 +57,6 @@ interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`
 never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str, float, str | None]
-
-
-class PendingSession(_Row):
-    """One entry of ``store.pending()``. Tasks and request are parsed when first read, so
-    listing a page costs what the indexed query costs. A tuple of the stored columns
-    underneath: a page of rows becomes a page of entries without a call per field."""
-
-    def __new__(
-        cls,
-        session_id: str,
-        agent: str | None,
-        reason: str | None,
-        tasks_json: str = "[]",
-        deadline_ms: float | None = None,
-        updated_ms: float = 0.0,
-        request_json: str = "null",
-        pending_since: float | None = None,
-        progress: str | None = None,
-    ) -> PendingSession:
-        """An entry from its columns (stores build them with :meth:`from_rows`)."""
-        since = updated_ms if pending_since is None else pending_since
-        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json, since,
-               progress)  # fmt: skip
-        return tuple.__new__(cls, row)
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
-        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
-        pending_since, progress)`` (further columns are ignored)."""
-        return list(map(partial(tuple.__new__, cls), rows))
-
-    @property
-    def session_id(self) -> str:
-        """The session's id."""
-        return self[0]
-
-    @property
-    def agent(self) -> str | None:
-        """The agent (or graph) the session belongs to."""
-        return self[1]
-
-    @property
-    def reason(self) -> str | None:
-        """Why it waits (the reason given to ``pending``)."""
-        return self[2]
-
-    @property
-    def deadline_ms(self) -> float | None:
-        """The earliest task deadline, if any."""
-        return self[4]
-
-    @property
-    def updated_ms(self) -> float:
-        """When it was last saved (by the store's clock)."""
-        return self[5]
-
-    @property
-    def pending_since(self) -> float:
-        """When it became pending (by the store's clock); saves while it stays pending
-        keep it, so pages keyed on it never skip or repeat a session that stays open."""
-        return self[7]
-
-    @property
-    def progress(self) -> str | None:
-        """What its approvals with a policy have and still need, in words (None: it has
-        none), e.g. ``deploy: 1 of 2 approvals (alice, sre) — waiting for one more from
-        sre``."""
-        return self[8] if len(self) > 8 else None
-
-    @property
-    def tasks(self) -> list[HITLTask]:
-        """The undecided tool calls (empty for graph approvals). A stored column that
-        cannot be read raises SnapshotSchemaError (listings report the session as
-        unreadable)."""
-        cache = self.__dict__
-        tasks: list[HITLTask] | None = cache.get("tasks")
-        if tasks is None:
-            try:
-                parsed = [HITLTask.model_validate(t) for t in json.loads(self[3] or "[]")]
-            except (ValueError, TypeError) as exc:  # (pydantic's ValidationError is one)
-                raise _unreadable_column(self[0], "tasks", exc) from None
-            tasks = cache["tasks"] = parsed
-        return tasks
-
-    @property
-    def request(self) -> Any:
-        """What the human is asked to review (``approval.request`` of graph approvals)."""
-        cache = self.__dict__
-        if "request" not in cache:
-            try:
-                cache["request"] = json.loads(self[6]) if self[6] else None
-            except ValueError as exc:
-                raise _unreadable_column(self[0], "request", exc) from None
-        return cache["request"]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PendingSession) and (self[0], self[5]) == (other[0], other[5])
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash((self[0], self[5]))
-
-    def __repr__(self) -> str:
-        return f"PendingSession({self[0]!r}, agent={self[1]!r}, reason={self[2]!r})"
-
-
-def _unreadable_column(session_id: str, column: str, exc: BaseException) -> SnapshotSchemaError:
-    first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return SnapshotSchemaError(
-        f"the stored {column} of session {session_id!r} cannot be read ({first}); the row "
-        "was damaged or written by another program: look at it with `python -m "
-        "intermission show`, or delete it",
-        path=column,
-    )
-
-
-class UnreadableSession(NamedTuple):
-    """A stored session a listing left out because its row cannot be read: ``why`` says
-    what is wrong (cut short, written by a newer intermission, damaged)."""
-
-    session_id: str
-    why: str
-    pending_since: float | None = None
-    """Its place in ``pending()`` order (None when it is not known)."""
-
-
-class PendingPage(list[PendingSession]):
-    """A page of ``store.pending()``: the readable entries, newest first, and
-    :attr:`unreadable`, the rows of the same range that could not be read (reported, not
-    listed: one bad row never hides the others)."""
-
-    unreadable: list[UnreadableSession]
-    ids: list[str]
-    """Every row of the page's range in order, readable or not (their session ids)."""
-
-    def __init__(
-        self,
-        entries: Iterable[PendingSession] = (),
-        unreadable: Iterable[UnreadableSession] = (),
-        ids: Iterable[str] | None = None,
-    ) -> None:
-        super().__init__(entries)
-        self.unreadable = list(unreadable)
-        self.ids = [p[0] for p in self] if ids is None else list(ids)
-
-    @property
-    def last(self) -> PendingSession | None:
-        """The oldest row this page covered, readable or not: ``before=page.last`` pages
-        on without meeting an unreadable row twice."""
-        last = self[-1] if self else None
-        for u in self.unreadable:
-            if u.pending_since is None:
-                continue
-            key = (u.pending_since, u.session_id)
-            if last is None or key < (last.pending_since, last.session_id):
-                last = PendingSession(u.session_id, None, None, pending_since=u.pending_since)
-        return last
-
-
-class StuckSession(NamedTuple):
-    """A session that needs a person: an effect it started (``session.once``) never
-    recorded its outcome (its process died, or the write was lost), and nobody holds the
-    session's claim now (a holder that died is listed once its lease lapsed). Check the
-    external system, then resolve or forget the effect
-    (:func:`~intermission.stores.resolve_unknown_effect`, ``python -m intermission
-    resolve|forget``, the console)."""
-
-    session_id: str
-    agent: str | None
-    status: str
-    key: str
-    """The effect's idempotency key."""
-    started_ms: float
-    damage: str | None = None
-    """Why its ledger entry cannot be read (None: it can). A damaged entry is listed, not
-    left to blank the listing; it is fixed by hand (``started_ms`` is then 0)."""
-
-    @property
-    def why(self) -> str:
-        """One line for a listing."""
-        if self.damage is not None:
-            return (
-                f"the ledger entry of effect {self.key!r} cannot be read ({self.damage}): "
-                "it was damaged or written by another program; restore it from a backup, or "
-                "delete the session"
-            )
-        return (
-            f"effect {self.key!r} started at {_utc(self.started_ms)} and its outcome was "
-            "never recorded: check the external system, then resolve it (it happened) or "
-            "forget it (it did not)"
-        )
-
-
-_UNSET: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRow:
-    """The indexed columns derived from a snapshot."""
-
-    session_id: str
-    status: str
-    agent: str | None
-    reason: str | None
-    tasks_json: str
-    deadline_ms: float | None
-    request_json: str
-    state_json: str
-    """The canonical snapshot without its event log (stores keep the log apart)."""
-    due_ms: float | None = None
-    """When the next deadline step of an approval with a policy falls due (the sweeper's
-    index; None: nothing scheduled)."""
-    progress: str | None = None
-    """Where its approvals with a policy stand (see PendingSession.progress)."""
-
-
-def column_text(text: str | None) -> str | None:
-    """A display copy of free text for a listing column: NUL and lone surrogates, which
-    no database keeps in a text column, written as escapes (the snapshot keeps the exact
-    text; the same on every store)."""
-    if text is None or (text.isascii() and "\x00" not in text):
-        return text
-    return "".join(
-        f"\\u{ord(c):04x}" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in text
-    )
-
-
-def _tasks_json(tasks: list[Any]) -> str:
-    """The listed tasks, without their argument schemas (the snapshot keeps those)."""
-    if not tasks:
-        return "[]"
-    return canonical_dumps([t.model_dump(mode="json", exclude={"args_schema"}) for t in tasks])
-
-
-def row_of(session: InMemoryAgentSession) -> StoredRow:
-    """The row of a session: its canonical snapshot text and the indexed columns."""
-    hitl = session.hitl
-    tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
-    deadlines = [d for t in tasks if (d := _deadline_of(t)) is not None]
-    if not hitl.tasks and session.is_pending:  # a graph approval's own deadline (R23b)
-        graph_deadline = (
-            approval_deadline(session) if hitl.approval_keys is None else _graph_deadline(session)
-        )
-        deadlines += [graph_deadline] if graph_deadline is not None else []
-    request = session.context.get("approval.request")
-    due, progress = _policy_columns(session)
-    return StoredRow(
-        session_id=session.session_id,
-        status=session.status,
-        agent=column_text(session.agent),
-        reason=column_text(session.pending_reason),
-        tasks_json=_tasks_json(tasks),
-        deadline_ms=min(deadlines) if deadlines else None,
-        request_json=canonical_dumps(request) if request is not None else "null",
-        state_json=state_json(session),
-        due_ms=due,
-        progress=progress,
-    )
-
-
-def _deadline_of(task: HITLTask) -> float | None:
-    """A task's deadline as listings show it: for a policy's, its last (an escalation
-    keeps it open past the first)."""
-    if task.policy is not None and task.policy.expires_after_ms is not None:
-        return task.decide_by_ms
-    return task.deadline_ms
-
-
-def _graph_deadline(session: InMemoryAgentSession) -> float | None:
-    from ..hitl.graph import binding_deadline, keys_of
-
-    try:
-        return binding_deadline(session, keys_of(session.hitl.approval_keys) or ApprovalKeys())
-    except UsageError:  # (a hand-edited policy key): listed without a deadline
-        return None
-
-
-def _policy_columns(session: InMemoryAgentSession) -> tuple[float | None, str | None]:
-    """``due_ms`` and ``progress`` of a session's approvals with a policy (None, None for
-    one without: a scan of its tasks)."""
-    hitl = session.hitl
-    if hitl.approval_keys is None and all(t.policy is None for t in hitl.tasks):
-        return None, None
-    from ..hitl.timeouts import due_ms, progress_of
-
-    parts = []
-    if session.is_pending:
-        for task in hitl.tasks:
-            if task.policy is not None and task.call_uuid not in hitl.decisions:
-                found = progress_of(session, task.call_uuid)
-                if found is not None:
-                    parts.append(f"{task.tool_name}: {found.text}")
-        if not hitl.tasks:
-            found = progress_of(session)
-            if found is not None and session.context.get(found.target) is None:
-                parts.append(found.text)
-    return due_ms(session), column_text("; ".join(parts)) if parts else None
-
-
 _CLAIMANT: tuple[int, str] | None = None
 
 
@@ -377,54 +67,6 @@ def claim_token() -> str:
     if _CLAIMANT is None or _CLAIMANT[0] != pid:  # computed once per process (and fork)
         _CLAIMANT = (pid, f"{socket.gethostname()}:{pid}:")
     return _CLAIMANT[1] + os.urandom(4).hex()
-
-
-def pending_of(
-    session_id: str,
-    agent: str | None,
-    reason: str | None,
-    tasks_json: str,
-    deadline: float | None,
-    updated: float,
-    request_json: str,
-    pending_since: float | None = None,
-    progress: str | None = None,
-) -> PendingSession:
-    """Build a PendingSession from stored columns (nothing parsed yet)."""
-    return PendingSession(
-        session_id, agent, reason, tasks_json, deadline, updated, request_json, pending_since,
-        progress,
-    )  # fmt: skip
-
-
-def session_from(
-    state: str,
-    chunks: Sequence[tuple[int, str]],
-    version: int,
-    ledger: dict[str, LedgerEntry],
-    clock: Clock = SYSTEM_CLOCK,
-) -> InMemoryAgentSession:
-    """Rebuild a session from its row and its event chunks (see restore_stored); ledger
-    rows (written live) win over the snapshot's. The session tells time by ``clock``, the
-    store's: every process judges its deadlines alike."""
-    session = InMemoryAgentSession.__new__(InMemoryAgentSession)
-    restore_stored(session, state, chunks)
-    session.ledger.update(ledger)
-    session.ledger_dirty = set()  # what the store holds is not for it to write again
-    session.store_version = version
-    session.clock = clock
-    return session
-
-
-def ledger_text(entry: LedgerEntry) -> str:
-    """How a store keeps a ledger entry (canonical JSON: lone surrogates escaped)."""
-    return canonical_dumps(entry.model_dump(mode="json"))
-
-
-def ledger_of(text: str) -> LedgerEntry:
-    """A stored ledger entry (json.loads reads escaped lone surrogates; pydantic's JSON
-    parser refuses them)."""
-    return LedgerEntry.model_validate(json.loads(text))
 
 
 class _Claimable(Protocol):
@@ -483,6 +125,8 @@ def check_options(lease_ms: Any, **flags: Any) -> None:
     for name, value in flags.items():
         if name == "outage_s":
             _check.number(name, value, 0, 3600)
+        elif name == "outbox" and value is None:
+            pass  # (the database's own setting)
         else:
             _check.flag(name, value)
 
@@ -537,6 +181,7 @@ def not_resumable(session_id: str, status: str) -> NothingToResumeError:
         "may have resumed it already); nothing was claimed. To send a new prompt, use "
         "store.claim(session_id)",
         session_id=session_id,
+        status=status,
     )
 
 

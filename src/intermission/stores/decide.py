@@ -204,13 +204,17 @@ class _AppliedMeanwhile(Exception):
 def _finished(session: InMemoryAgentSession) -> NothingToResumeError:
     """The refusal for a session that is no longer waiting, naming its last decision."""
     last = _seen_since(session, 0)
-    tail = ""
+    decision = None
     if last:
         d = last[-1]
         when = f" at {_utc(d.time_ms)}" if d.time_ms is not None else ""
-        tail = f"; its last decision was {d.verdict} by {d.reviewer or 'an unnamed reviewer'}{when}"
+        decision = f"{d.verdict} by {d.reviewer or 'an unnamed reviewer'}{when}"
     base = not_resumable(session.session_id, session.status)
-    return NothingToResumeError(f"{base}{tail}", session_id=session.session_id)
+    tail = f"; its last decision was {decision}" if decision else ""
+    return NothingToResumeError(
+        f"{base}{tail}", session_id=session.session_id, status=session.status,
+        last_decision=decision,
+    )  # fmt: skip
 
 
 def _claim(stack: ExitStack, store: SessionStore, session_id: str, wait_s: float) -> Any:

@@ -34,13 +34,14 @@ from .base import (
     check_options,
     check_page,
     check_saved,
-    column_text,
     not_resumable,
-    pending_of,
     row_of,
-    session_from,
 )
 from .lease import Leases
+from .listings import pending_of
+from .outbox_memory import MemoryOutbox
+from .outbox_rules import derive
+from .rows import column_text, session_from
 
 __all__ = ["MemoryStore"]
 
@@ -91,7 +92,10 @@ class _PendingIndex:
 
 
 class MemoryStore(StoreMethods):
-    """A dict of snapshots with the full store contract (versions, claims, ledger)."""
+    """A dict of snapshots with the full store contract (versions, claims, ledger).
+
+    ``outbox=True``: saves write the notifications they cause to ``store.outbox`` (see
+    :mod:`intermission.notify`)."""
 
     def __init__(
         self,
@@ -99,8 +103,9 @@ class MemoryStore(StoreMethods):
         clock: Clock | None = None,
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
+        outbox: bool | None = False,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat)
+        check_options(lease_ms, heartbeat=heartbeat, outbox=outbox)
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self._rows: dict[str, _Entry] = {}
@@ -112,6 +117,7 @@ class MemoryStore(StoreMethods):
         """Each session id's audit records (kept after a delete, see audit_chain)."""
         self._lock = threading.RLock()
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
+        self.outbox = MemoryOutbox(self, bool(outbox))
 
     def _free(self, entry: _Entry, token: str | None, now: float) -> bool:
         return entry.claimed_by is None or entry.claim_until < now or entry.claimed_by == token
@@ -133,6 +139,7 @@ class MemoryStore(StoreMethods):
         sid = row.session_id
         noted: list[AuditEntry] = getattr(session, "audit_noted", None) or []
         n_noted = len(noted)  # written with this save; forgotten once it is done
+        notes = derive(session, now, row) if self.outbox.enabled else None
         with self._lock:
             entry = self._rows.get(sid)
             if expected == 0:
@@ -178,11 +185,16 @@ class MemoryStore(StoreMethods):
                     ledger[key] = new
                     if new.by in (None, sid):  # (see SQLStore._save_tx)
                         effects.append(effect_audit(key, new))
+            if notes:
+                self.outbox.write(notes, now)
             records = with_effects(noted[:n_noted], effects) if effects else noted[:n_noted]
             if records:
                 self._audit_append(sid, records, now)
         if n_noted:
             forget_noted(session, n_noted)
+        if notes:
+            self.outbox.wake.set()
+        log.first_new_seq = log.next_seq  # what the next save adds starts here (see derive)
         session.ledger_dirty.clear()
         if session.ledger_hook is None:
             session.ledger_hook = self._write_ledger

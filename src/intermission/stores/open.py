@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from .._check import shown
+from ..errors import UsageError
 from .base import SessionStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
 __all__ = ["open_store"]
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
 
 def open_store(target: str, **options: Any) -> SessionStore:
     """``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
-    (``sqlite:///path`` or a plain path)."""
+    (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
+    UsageError. ``create=False``: open only a store that exists (see SQLiteStore)."""
+    if not isinstance(target, str) or not target:
+        raise UsageError(f"a store is a file path or a URL, not {shown(target)}")
     if target.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
         return PostgresStore(target, **options)
     if target == "memory:":
+        options.pop("create", None)  # (a memory store is always new)
         return MemoryStore(**options)
+    scheme = _SCHEME.match(target)
+    if scheme is not None and not target.startswith("sqlite:///"):
+        raise UsageError(
+            f"{scheme.group(1)}:// is not a store intermission knows: give a SQLite file "
+            "path (or sqlite:///path), a postgresql:// URL, or memory:"
+        )
     path = target.removeprefix("sqlite:///") if target.startswith("sqlite:///") else target
     return SQLiteStore(path, **options)

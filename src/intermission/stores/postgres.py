@@ -9,11 +9,24 @@ from typing import Any
 
 from .._clock import Clock
 from .._compat import require
-from ..errors import StoreUnavailableError, UsageError
+from ..errors import StoreError, StoreUnavailableError, UsageError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
 
 __all__ = ["PostgresStore"]
+
+_REFUSED = (
+    "password authentication failed",
+    "authentication failed",
+    "no password supplied",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "permission denied",
+    "invalid connection option",
+    "invalid dsn",
+    "invalid integer value",
+)
+"""What libpq says when the server (or the URL) refuses for good, not for now."""
 
 
 class PostgresStore(SQLStore):
@@ -47,7 +60,9 @@ class PostgresStore(SQLStore):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
         connect_timeout_s: float = 5.0,
+        create: bool = True,
     ) -> None:
         if not isinstance(dsn, str) or not dsn:
             raise UsageError("dsn is a PostgreSQL connection string (postgresql://…)")
@@ -56,7 +71,15 @@ class PostgresStore(SQLStore):
         self._psycopg = require("psycopg", "postgres")
         self.integrity_errors = (self._psycopg.IntegrityError,)
         self.driver_errors = (self._psycopg.Error,)
-        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        super().__init__(
+            clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s,
+            outbox=outbox, create=create,
+        )  # fmt: skip
+
+    schema_table_sql = "SELECT 1 WHERE to_regclass('im_schema') IS NOT NULL"
+
+    def _where(self) -> str:
+        return "the PostgreSQL database"
 
     def _connect(self) -> Any:
         try:
@@ -64,9 +87,14 @@ class PostgresStore(SQLStore):
                 self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             )
         except self._psycopg.OperationalError as exc:  # (the message never holds a password)
-            raise StoreUnavailableError(
-                f"cannot connect to the PostgreSQL store ({str(exc).strip()})"
-            ) from exc
+            why = " ".join(str(exc).split())  # (one line: libpq adds "\n\tIs the server…")
+            if any(marker in why for marker in _REFUSED):
+                # the server answered and said no: waiting for it changes nothing
+                raise StoreError(
+                    f"the PostgreSQL server refused the connection ({why}): check the user, "
+                    "password, database name and host in the URL; nothing was written"
+                ) from exc
+            raise StoreUnavailableError(f"cannot connect to the PostgreSQL store ({why})") from exc
 
     def _lost(self, exc: BaseException, conn: Any) -> bool:
         # a restart, a failover, pg_terminate_backend: OperationalError (AdminShutdown is
@@ -86,6 +114,7 @@ class PostgresStore(SQLStore):
         # serialise schema creation between processes starting at the same time
         with self._tx() as run:
             run("SELECT pg_advisory_xact_lock(724871)")
+            self._check_exists(run)
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
             self._apply_migrations(run, row[0] if row and row[0] is not None else 0)

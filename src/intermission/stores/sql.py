@@ -14,7 +14,7 @@ from ..audit import AuditEntry, forget_noted
 from ..core.ledger import LedgerEntry, advances, effect_audit
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import SCHEMA_VERSION as SNAPSHOT_SCHEMA
-from ..core.snapshot import check_size, parse_snapshot, state_json
+from ..core.snapshot import check_size, parse_snapshot
 from ..errors import (
     ConflictError,
     LeaseLostError,
@@ -25,154 +25,48 @@ from ..errors import (
 )
 from ._pool import Pool, until_back
 from .audit_chain import with_effects
-from .audit_sql import AUDIT_MIGRATION, AuditSQL
+from .audit_sql import AuditSQL
 from .base import (
     DEFAULT_LEASE_MS,
-    RESUMABLE,
-    PendingPage,
-    PendingSession,
     StoreMethods,
-    StuckSession,
-    UnreadableSession,
     check_id,
     check_options,
-    check_page,
     check_saved,
-    column_text,
-    ledger_of,
-    ledger_text,
-    not_resumable,
     row_of,
-    session_from,
 )
 from .clock import ServerClock
 from .lease import Leases
+from .outbox_rules import derive
+from .outbox_sql import SQLOutbox
+from .outbox_sql import write as write_outbox
+from .rows import ledger_of, ledger_text, session_from
+from .sql_claims import SQLClaims
+from .sql_listings import PENDING_SELECT, SQLListings
+from .sql_schema import MIGRATIONS, SCHEMA_VERSION
+from .sql_schema import SESSION_COLUMNS as _ROW
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 6
-
-# Each migration is a list of statements; {real} and {int} are the dialect's column types,
-# {cover} the columns the dialect adds to the pending indexes.
-MIGRATIONS: list[list[str]] = [
-    [
-        """CREATE TABLE im_sessions (
-            id TEXT PRIMARY KEY,
-            version {int} NOT NULL,
-            status TEXT NOT NULL,
-            agent TEXT,
-            reason TEXT,
-            tasks TEXT NOT NULL,
-            deadline_ms {real},
-            request TEXT,
-            snapshot TEXT NOT NULL,
-            updated_ms {real} NOT NULL,
-            claimed_by TEXT,
-            claim_until {real}
-        )""",
-        # partial indexes: only pending rows are listed, so only they pay for an index entry
-        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id) WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id) "
-        "WHERE status = 'pending'",
-        """CREATE TABLE im_ledger (
-            session_id TEXT NOT NULL,
-            key TEXT NOT NULL,
-            status TEXT NOT NULL,
-            entry TEXT NOT NULL,
-            PRIMARY KEY (session_id, key)
-        )""",
-    ],
-    [
-        # The event log leaves the snapshot: its first chunk lives in the row (a pause
-        # writes one row), later chunks in im_events (a resume appends the events it
-        # added instead of rewriting, and growing, the row). A load leaves them unparsed
-        # until someone reads them. Rows of version 1 keep their log inside the snapshot
-        # until their next save.
-        "ALTER TABLE im_sessions ADD COLUMN events TEXT",
-        "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
-        """CREATE TABLE im_events (
-            session_id TEXT NOT NULL,
-            part {int} NOT NULL,
-            n {int} NOT NULL,
-            events TEXT NOT NULL,
-            PRIMARY KEY (session_id, part)
-        )""",
-        # covering indexes where the dialect allows (SQLite): a page of pending() then
-        # reads only index pages, not one table page per (snapshot-sized) row
-        "DROP INDEX im_sessions_pending",
-        "DROP INDEX im_sessions_pending_agent",
-        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id{cover}) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
-        "WHERE status = 'pending'",
-    ],
-    [
-        # a fork shares its family's ledger (R44): ledger rows are keyed by the family's id
-        # (NULL: the session's own)
-        "ALTER TABLE im_sessions ADD COLUMN family TEXT",
-    ],
-    [
-        # Pages of pending() are keyed on when a session became pending, which saves
-        # while it stays pending keep (updated_ms moves with every save, so a session
-        # decided in part, still open, jumped past a reader's cursor and was skipped).
-        "ALTER TABLE im_sessions ADD COLUMN pending_since {real}",
-        "UPDATE im_sessions SET pending_since = updated_ms WHERE status = 'pending'",
-        # What a save wrote, to tell a row that cannot be read (cut short, written by a
-        # newer intermission) without parsing it: listings report it instead of failing.
-        # NULL: a row from before, taken as readable (a load still reports it).
-        "ALTER TABLE im_sessions ADD COLUMN snapshot_len {int}",
-        "ALTER TABLE im_sessions ADD COLUMN snapshot_schema {int}",
-        "DROP INDEX im_sessions_pending",
-        "DROP INDEX im_sessions_pending_agent",
-        # (a listing now reads each listed row for its length check, so covering columns
-        # would only make every pause write a bigger index entry)
-        "CREATE INDEX im_sessions_pending ON im_sessions (pending_since, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, pending_since, id) "
-        "WHERE status = 'pending'",
-        # effects of unknown outcome (started, never ended) are few: listed from here
-        "CREATE INDEX im_ledger_started ON im_ledger (session_id, key) WHERE status = 'started'",
-    ],
-    AUDIT_MIGRATION,  # the audit trail (see audit_sql)
-    [
-        # approvals with a policy: when the session's next deadline step (a warning, an
-        # escalation, an expiry) falls due — the sweeper's index, partial so that sessions
-        # without one cost nothing — and where its approvals stand, for listings
-        "ALTER TABLE im_sessions ADD COLUMN due_ms {real}",
-        "ALTER TABLE im_sessions ADD COLUMN progress TEXT",
-        "CREATE INDEX im_sessions_due ON im_sessions (due_ms) WHERE due_ms IS NOT NULL",
-    ],
-]
-
-_ROW = "snapshot, version, events, events_n, family"
 _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
-"""The columns a session is rebuilt from (see SQLStore._session)."""
 _EVENTS_KEY = len(',"events":')
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
-
-_PENDING = (
-    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request, pending_since, "
-    "progress, snapshot_schema, snapshot_len - {length} FROM im_sessions "
-    "WHERE status = 'pending'"
-)
 
 
 class _Duplicate(Exception):
     """An insert met an existing id (turned into ConflictError outside the transaction)."""
 
 
-_RESUMABLE_SQL = "(" + ", ".join(f"'{status}'" for status in RESUMABLE) + ")"
-
-
-class SQLStore(AuditSQL, StoreMethods, Pool):
+class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver).
 
     ``lease_ms``: how long a claim outlives a holder that stopped renewing it (a live
     holder renews it a third of the way through). ``heartbeat=False`` turns renewal off
     (tests of dead holders). ``outage_s``: how long a write that must not be lost (a
     ledger entry of an effect that ran, the save ending a resume) waits for a database
-    that went away before it gives up with StoreUnavailableError.
+    that went away before it gives up with StoreUnavailableError. ``outbox``: saves write
+    the notifications they cause (``store.outbox``, see :mod:`intermission.notify`); True
+    also records it in the database, None (the default) follows what the database records.
     """
 
     returning = True
@@ -199,8 +93,13 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
+        create: bool = True,
     ) -> None:
-        check_options(lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        check_options(
+            lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox, create=create
+        )
+        self.create = create
         super().__init__()
         self._server: ServerClock | None = None
         if clock is None and self.server_now is not None:
@@ -210,18 +109,32 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
         else:  # SQLite (one machine), or a clock a test gives: stamped from Python
             self.clock = clock or SYSTEM_CLOCK
             self._now_sql = "?"
-        self._pending_sql = _PENDING.format(length=self.length_sql)
+        self._pending_sql = PENDING_SELECT.format(length=self.length_sql)
         self.lease_ms = lease_ms
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
         self._migrate()
+        self.outbox = SQLOutbox(self, outbox)
 
     def _migrate(self) -> None:
         with self._tx() as run:
+            self._check_exists(run)
             run("CREATE TABLE IF NOT EXISTS im_schema (version INTEGER NOT NULL)")
             row = run("SELECT MAX(version) FROM im_schema").fetchone()
             self._apply_migrations(run, row[0] if row and row[0] is not None else 0)
             self._read_server_clock(run)
+
+    schema_table_sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'im_schema'"
+    """A row when the database holds a store (its schema table)."""
+
+    def _check_exists(self, run: Callable[..., Any]) -> None:
+        """With ``create=False``: refuse a database that holds no store (makes nothing)."""
+        if not self.create and run(self.schema_table_sql).fetchone() is None:
+            raise StoreError(f"{self._where()} holds no intermission store; nothing was created")
+
+    def _where(self) -> str:
+        """The database, as an error names it."""
+        return "the database"
 
     def _read_server_clock(self, run: Callable[..., Any]) -> None:
         """Take the server clock's offset when the store opens (later claims and renewals
@@ -301,6 +214,9 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
         inline_chunk = (chunk, count) if inline else ("[]", 0)
         noted: list[AuditEntry] = getattr(session, "audit_noted", None) or []
         n_noted = len(noted)  # written with this save; forgotten once it committed
+        # (the outbox's times: the store's clock; PostgreSQL's own in ``now`` is SQL)
+        told_ms = self.clock.now_ms() if self.outbox.enabled else 0.0
+        notes = derive(session, told_ms, row) if self.outbox.enabled else None
         with self._tx() as run:
             if expected == 0:
                 pending = row.status == "pending"
@@ -334,11 +250,15 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
                     # ran it (not a dry-run fork's copy of its parent's ledger)
                     if stored is entry and entry.by in (None, sid):
                         effects.append(effect_audit(key, entry))
+            if notes:  # in the save's transaction: both commit, or neither
+                write_outbox(run, notes, told_ms)
             records = with_effects(noted[:n_noted], effects) if effects else noted[:n_noted]
             if records:  # the audit last: its chain lock is the last lock a save takes
                 self._audit_write(run, sid, records, self.clock.now_ms())
         if n_noted:
             forget_noted(session, n_noted)
+        if notes:
+            self.outbox.wake.set()
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts, chars)
@@ -539,251 +459,6 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
             if found is not None:  # its audit stays, its chain ended (see audit_chain)
                 self._audit_close(run, session_id, self.clock.now_ms())
 
-    def pending_query(
-        self, limit: int, agent: str | None, before: PendingSession | None
-    ) -> tuple[str, tuple[Any, ...]]:
-        """The SQL of :meth:`pending` (exposed so tests can EXPLAIN it)."""
-        sql = self._pending_sql
-        params: tuple[Any, ...] = ()
-        if agent is not None:
-            sql += " AND agent = ?"
-            params += (column_text(agent),)  # as the column keeps it (see row_of)
-        if before is not None:
-            since = before.pending_since
-            sql += " AND (pending_since < ? OR (pending_since = ? AND id < ?))"
-            params += (since, since, before.session_id)
-        sql += " ORDER BY pending_since DESC, id DESC LIMIT ?"
-        return sql, (*params, limit)
-
-    def pending(
-        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
-    ) -> PendingPage:
-        """Pending sessions, newest first, by when they became pending (a key saves while
-        a session stays pending do not move); page with ``before=page.last``. A row that
-        cannot be read is left out and reported in ``page.unreadable``."""
-        check_page(limit, agent, before)
-        sql, params = self.pending_query(limit, agent, before)
-        with self._tx("query") as run:
-            rows = run(sql, params).fetchall()
-        # columns 9 and 10: the schema the row was written with, and how much of the
-        # snapshot a save wrote is missing (NULL in rows from before these stamps)
-        ok = [not r[10] and (r[9] is None or r[9] == SNAPSHOT_SCHEMA) for r in rows]
-        if all(ok):
-            return PendingPage(PendingSession.from_rows(rows))
-        bad = [
-            UnreadableSession(r[0], _why(r[9], r[10], self.length_unit), r[7])
-            for r, fine in zip(rows, ok, strict=True)
-            if not fine
-        ]
-        good = [r for r, fine in zip(rows, ok, strict=True) if fine]
-        return PendingPage(PendingSession.from_rows(good), bad, [r[0] for r in rows])
-
-    def stuck(self, limit: int = 100) -> list[StuckSession]:
-        """Sessions that need a person: an effect they started never recorded its outcome
-        and nobody holds their claim now (see :class:`StuckSession`)."""
-        _check.count("limit", limit, 1, 10_000)
-        out: list[StuckSession] = []
-        after: tuple[Any, ...] = ()
-        with self._tx("read") as run:
-            # started entries a page at a time until ``limit`` are stuck: effects running
-            # now are started too, and however many they are, they hide none that is stuck
-            while len(out) < limit:
-                sql = "SELECT session_id, key, entry FROM im_ledger WHERE status = 'started'"
-                if after:
-                    sql += " AND (session_id > ? OR (session_id = ? AND key > ?))"
-                started = run(f"{sql} ORDER BY session_id, key LIMIT ?", (*after, limit))
-                started = started.fetchall()
-                out += self._stuck_of(run, started)
-                if len(started) < limit:
-                    break
-                after = (started[-1][0], started[-1][0], started[-1][1])
-        return sorted(out)[:limit]
-
-    def _stuck_of(self, run: Callable[..., Any], started: list[Any]) -> list[StuckSession]:
-        """The stuck sessions among ``started`` ledger rows (family, key, entry)."""
-        by: dict[str, list[tuple[str, str, LedgerEntry]]] = {}
-        # an entry that cannot be read is listed as such, never blanks the listing; who
-        # started it is unknown, so it goes to the sessions of its family
-        damaged: dict[str, list[tuple[str, str]]] = {}
-        for family, key, text in started:
-            try:
-                entry = ledger_of(text)
-            except ValueError as exc:  # (pydantic's ValidationError is one)
-                damaged.setdefault(family, []).append((key, str(exc).splitlines()[0][:200]))
-                continue
-            by.setdefault(entry.by or family, []).append((family, key, entry))
-        if not by and not damaged:
-            return []
-        marks = ", ".join("?" for _ in by) or "NULL"
-        where = f"id IN ({marks})"
-        if damaged:
-            fams = ", ".join("?" for _ in damaged)
-            where += f" OR family IN ({fams}) OR (family IS NULL AND id IN ({fams}))"
-        rows = run(
-            f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
-            f"{self._now_sql} FROM im_sessions WHERE {where}",
-            (*self._now(), *by, *damaged, *damaged),
-        ).fetchall()
-        # an effect whose session is gone (a fork deleted since) is its family's: every
-        # session of the family that reaches it stops there
-        gone = {sid for sid in by} - {row[0] for row in rows}
-        orphans: dict[str, list[tuple[str, LedgerEntry]]] = {}
-        for sid in gone:
-            for ledger_id, key, entry in by[sid]:
-                orphans.setdefault(ledger_id, []).append((key, entry))
-        if orphans:
-            fams = ", ".join("?" for _ in orphans)
-            rows += run(
-                f"SELECT id, agent, status, family, claimed_by IS NOT NULL AND claim_until >= "
-                f"{self._now_sql} FROM im_sessions WHERE family IN ({fams}) OR "
-                f"(family IS NULL AND id IN ({fams}))",
-                (*self._now(), *orphans, *orphans),
-            ).fetchall()
-        out: list[StuckSession] = []
-        for sid, agent, status, family, held in dict((r[0], r) for r in rows).values():
-            if held:  # (one running now is not stuck)
-                continue
-            for ledger_id, key, entry in by.get(sid, []):
-                # (an effect of the family's other generation is not)
-                if (family or sid) == ledger_id:
-                    out.append(StuckSession(sid, agent, status, key, entry.started_ms))
-            for key, entry in orphans.get(family or sid, []):
-                out.append(StuckSession(sid, agent, status, key, entry.started_ms))
-            for key, why in damaged.get(family or sid, []):
-                out.append(StuckSession(sid, agent, status, key, 0.0, why))
-        return out
-
-    def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
-        """Sessions whose next deadline step (a warning, an escalation, an expiry of an
-        approval with a policy) has fallen due by ``now_ms`` (default: the store's clock),
-        the longest due first: one query on a partial index."""
-        _check.count("limit", limit, 1, 100_000)
-        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
-        # judged by the store's clock in the statement (PostgreSQL's own) unless given
-        at, now = (self._now_sql, self._now()) if now_ms is None else ("?", (now_ms,))
-        with self._tx("query") as run:
-            rows = run(
-                f"SELECT id FROM im_sessions WHERE due_ms IS NOT NULL AND due_ms <= {at} "
-                "ORDER BY due_ms, id LIMIT ?",
-                (*now, limit),
-            ).fetchall()
-        return [str(r[0]) for r in rows]
-
-    # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
-    def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
-        now, at = self._now(), self._now_sql
-        # A claim is a lease: it must be atomic and visible to every other process at once,
-        # but it need not survive a power cut (nothing of the resume survives one either),
-        # so it skips the fsync that a durable commit pays.
-        claim = (
-            f"UPDATE im_sessions SET claimed_by = ?, claim_until = {at} + ? "
-            f"WHERE id = ? AND (claimed_by IS NULL OR claim_until < {at})"
-        )
-        if resumable_only:
-            claim += f" AND status IN {_RESUMABLE_SQL}"
-        params = (token, *now, self.lease_ms, session_id, *now)
-        with self._tx("lease") as run:
-            # claim and read in one transaction (one statement where RETURNING exists)
-            if self._server is not None:  # and refresh the server clock's offset
-                sent = time.monotonic()
-                row = run(f"{claim} RETURNING {_ROW}, claim_until", params).fetchone()
-                if row is not None:
-                    self._server.observe(row[-1] - self.lease_ms, sent, time.monotonic())
-                    row = row[:-1]
-                rows = None if row is None else (*row, *self._side_rows(run, session_id, row[-1]))
-            elif self.returning:
-                row = run(f"{claim} RETURNING {_ROW}", params).fetchone()
-                rows = None if row is None else (*row, *self._side_rows(run, session_id, row[-1]))
-            else:
-                claimed_now = run(claim, params).rowcount == 1
-                rows = self._rows(run, session_id) if claimed_now else None
-            if rows is None:
-                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
-        if rows is None:
-            if found is None:
-                raise SessionNotFoundError(session_id)
-            if resumable_only and found[0] not in RESUMABLE:
-                raise not_resumable(session_id, found[0])
-            raise SessionBusyError(session_id)
-        try:
-            return self._session(session_id, rows)
-        except BaseException:  # a row that cannot be read: nobody may hold it for a lease
-            self._release(session_id, token)
-            raise
-
-    def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
-        def release() -> None:
-            with self._tx("lease") as run:
-                run(
-                    "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
-                    "WHERE id = ? AND claimed_by = ?",
-                    (session_id, token),
-                )
-
-        if wait:  # after a failed save: wait for the database as the save did
-            until_back(release, self.outage_s)
-        else:
-            release()
-
-    def _renew(self, session_id: str, token: str) -> bool:
-        sql = (
-            f"UPDATE im_sessions SET claim_until = {self._now_sql} + ? "
-            "WHERE id = ? AND claimed_by = ?"
-        )
-        params = (*self._now(), self.lease_ms, session_id, token)
-        with self._tx("lease") as run:
-            if self._server is None:
-                return bool(run(sql, params).rowcount == 1)
-            sent = time.monotonic()
-            row = run(f"{sql} RETURNING claim_until", params).fetchone()
-            if row is not None:
-                self._server.observe(row[0] - self.lease_ms, sent, time.monotonic())
-            return row is not None
-
-    def _holder(self, session_id: str) -> str | None:
-        try:
-            with self._tx("read") as run:
-                row = run(
-                    "SELECT claimed_by FROM im_sessions WHERE id = ?", (session_id,)
-                ).fetchone()
-        except StoreError:
-            return None
-        return None if row is None else row[0]
-
-    def _claim_until(self, session_id: str) -> float | None:
-        """When the claim on the session lapses (epoch ms; None: not claimed)."""
-        try:
-            with self._tx("read") as run:
-                row = run(
-                    "SELECT claim_until FROM im_sessions WHERE id = ? AND claimed_by IS NOT NULL",
-                    (session_id,),
-                ).fetchone()
-        except StoreError:
-            return None
-        return None if row is None or row[0] is None else float(row[0])
-
-    def _final_save(self, session: InMemoryAgentSession) -> None:
-        until_back(
-            lambda: self._save(session, release=True),
-            self.outage_s,
-            check=lambda: self._committed(session),
-        )
-
-    def _committed(self, session: InMemoryAgentSession) -> int | None:
-        """After a save whose commit went unanswered: its version if it did commit."""
-        with self._tx("read") as run:
-            row = run(
-                "SELECT version, snapshot FROM im_sessions WHERE id = ?", (session.session_id,)
-            ).fetchone()
-        expected = session.store_version + 1
-        if row is None or row[0] != expected or row[1] != state_json(session):
-            return None
-        session.store_version = expected
-        session.events.mark_stored(-1, 0)  # which chunks went in is unknown: rewrite next
-        session.ledger_dirty.clear()
-        forget_noted(session, len(getattr(session, "audit_noted", None) or ()))  # written too
-        return expected
-
     # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:
         """Validate a snapshot (JSON text, dict or model) and store it: ``version`` 0 inserts,
@@ -810,18 +485,3 @@ class SQLStore(AuditSQL, StoreMethods, Pool):
         """How many sessions are stored."""
         with self._tx("read") as run:
             return int(run("SELECT COUNT(*) FROM im_sessions").fetchone()[0])
-
-
-def _why(schema: int | None, missing: int | None, unit: str) -> str:
-    """Why a pending row cannot be read, from its stamps (see ``pending``)."""
-    if schema is not None and schema != SNAPSHOT_SCHEMA:
-        return (
-            f"written with snapshot schema {schema}, which this intermission cannot read (it "
-            f"reads {SNAPSHOT_SCHEMA}): upgrade intermission"
-        )
-    gap = missing or 0
-    return (
-        f"its stored snapshot is {abs(gap)} {unit} {'shorter' if gap > 0 else 'longer'} than "
-        "the one saved: the row was cut short or changed outside intermission; restore it "
-        "from a backup, or delete the session"
-    )

@@ -41,16 +41,23 @@ class SQLiteStore(SQLStore):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outage_s: float = 10.0,
+        outbox: bool | None = None,
+        create: bool = True,
     ) -> None:
         if not isinstance(path, (str, Path)) or not str(path):
             raise UsageError(f"path is a file path (or ':memory:'), not {shown(path)}")
         if synchronous not in ("FULL", "NORMAL"):
             raise UsageError(f"synchronous is 'FULL' or 'NORMAL', not {shown(synchronous)}")
         self.path = str(path)
+        if create is False and self.path != ":memory:":
+            _check_holds_store(self.path)
         self.synchronous = synchronous
         self._memory_conn: sqlite3.Connection | None = None
         self._memory_lock = threading.Lock()
-        super().__init__(clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s)
+        super().__init__(
+            clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s,
+            outbox=outbox, create=create,
+        )  # fmt: skip
 
     def _connect(self) -> Any:
         if self.path == ":memory:":
@@ -59,6 +66,9 @@ class SQLiteStore(SQLStore):
                 self._memory_conn = self._open()
             return self._memory_conn
         return self._open()
+
+    def _where(self) -> str:
+        return f"the SQLite file {self.path!r}"
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -93,6 +103,29 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+def _check_holds_store(path: str) -> None:
+    """StoreError unless ``path`` is a SQLite file holding a store. Read only: opening the
+    store proper would turn an empty file into a database (WAL mode writes its header)."""
+    if not Path(path).exists():
+        raise StoreError(
+            f"there is no SQLite store at {path!r} (no such file); nothing was created"
+        )
+    try:
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'im_schema'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:  # not a database, no permission
+        raise StoreError(f"cannot open the SQLite store {path!r}: {exc}") from exc
+    if found is None:
+        raise StoreError(
+            f"the SQLite file {path!r} holds no intermission store; nothing was created"
+        )
 
 
 class _SQLiteTransaction:

@@ -1,0 +1,96 @@
+"""2e. What tracing costs: a node step (100-node linear graph, in memory) and a pause and a
+claimed resume of the 3-node approval graph on SQLite, with ``intermission.otel`` on (the
+OpenTelemetry SDK, a simple processor, an in-memory exporter) and off, interleaved in one
+process. Off is the code path every untraced process runs: one falsy check per event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _shared import (
+    Pool,
+    approval_spec,
+    claimed_resume,
+    median_rounds,
+    row,
+    timed,
+    warm_wal,
+)
+
+
+def bench_otel(rounds: int, tmp: Path) -> None:
+    print("\n2e. tracing on vs off (OpenTelemetry SDK, in-memory exporter)")
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError as exc:
+        print("   the otel extra is not installed:", exc)
+        return
+    import intermission.otel as otel
+    from intermission import END, FlowEngine, GraphSpec, InMemoryAgentSession
+    from intermission.stores import SQLiteStore
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def traced(fn: Callable[[], float]) -> Callable[[], float]:
+        def sample() -> float:
+            otel.instrument(provider)
+            try:
+                return fn()
+            finally:
+                otel.uninstrument()
+                exporter.clear()
+
+        return sample
+
+    n = 100
+    spec = GraphSpec("line")
+    spec.add_start().link_add("n0")
+    for i in range(n):
+        spec.add_activity(f"n{i}").task(
+            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
+        ).link_add(f"n{i + 1}" if i + 1 < n else END)
+    spec.add_end()
+    line = spec.build()
+    engine = FlowEngine()
+
+    def node_run() -> None:
+        session = InMemoryAgentSession.of("b")
+        engine.eval(line, session.context)
+
+    def steps() -> float:
+        return timed(node_run, 20) / n
+
+    med = median_rounds({"off": steps, "on": traced(steps)}, rounds)
+    off, on = med["off"] * 1e6, med["on"] * 1e6
+    row("node step: tracing on vs off", f"{on:.2f} µs", f"{on / off:.2f}× off ({off:.2f} µs)")
+
+    graph = approval_spec()
+    store = SQLiteStore(tmp / "otel.db")
+    counter = iter(range(10**9))
+    per = 40
+    pools = {"off": Pool("o", counter, per), "on": Pool("t", counter, per)}
+
+    def pause_one(sid: str) -> Any:
+        s = InMemoryAgentSession.of(sid)
+        engine.eval(graph, s.context)
+        store.save(s)
+
+    resume_one = claimed_resume(store, engine, graph)
+    pauses = {"off": pools["off"].pause(pause_one), "on": traced(pools["on"].pause(pause_one))}
+    resumes = {"off": pools["off"].resume(resume_one), "on": traced(pools["on"].resume(resume_one))}
+    warm_wal(pauses["off"], tmp / "otel.db-wal")
+    p = median_rounds(pauses, rounds)
+    for _ in range(rounds + 2):  # sessions for every resume round (traced ones carry meta)
+        pauses["off"]()
+        pauses["on"]()
+    r = median_rounds(resumes, rounds, warmup=0)
+    for what, med in (("pause → parked", p), ("resume → done (claimed)", r)):
+        off, on = med["off"] * 1e3, med["on"] * 1e3
+        row(f"{what}: tracing on vs off", f"{on:.3f} ms", f"{on / off:.2f}× off ({off:.3f} ms)")
+    store.close()

@@ -1,0 +1,81 @@
+"""Who listens to what the core does: a registry that is empty unless an instrumentation
+(tracing: :mod:`intermission.otel`) registers itself.
+
+The core emits; it never knows who listens. Every event a run records, every action noted
+on a session, every effect the ledger returns or runs and every request's end pass through
+the functions here, and only when :data:`LISTENERS` is not empty: with nobody listening,
+the cost is one falsy check at each of those points (and node events stay unbuilt, as
+they are without a stream). A listener that raises is logged and never stops a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal, Protocol
+
+__all__ = ["LISTENERS", "Listener", "add", "effect", "ended", "event", "noted", "remove"]
+
+log = logging.getLogger("intermission.listeners")
+
+
+class Listener(Protocol):
+    """What a listener is told (every call is synchronous, on the thread that acted)."""
+
+    def on_event(self, session: Any, event: Any) -> None:
+        """An event was recorded on ``session`` (inside a request or outside one: a
+        decision written by a reviewer, a deadline swept)."""
+
+    def on_note(self, session: Any, entry: Any) -> None:
+        """An audit entry was noted on ``session`` (a decision, a refusal, an expiry …)."""
+
+    def on_effect(self, session: Any, key: str, outcome: Literal["ran", "replayed"]) -> None:
+        """``session.once(key, …)`` ran its effect, or returned the ledger's recorded result
+        instead (the key is the caller's idempotency key: never to be exported)."""
+
+    def on_end(self, session: Any, error: BaseException | None) -> None:
+        """A top-level request on ``session`` ended (``error``: it raised or was
+        cancelled); called before the caller gets the result, so before any save."""
+
+
+LISTENERS: list[Listener] = []
+"""The registered listeners; the core checks it is empty before doing anything else."""
+
+
+def add(listener: Listener) -> None:
+    """Register ``listener`` (once)."""
+    if listener not in LISTENERS:
+        LISTENERS.append(listener)
+
+
+def remove(listener: Listener) -> None:
+    """Unregister ``listener`` (nothing happens when it is not registered)."""
+    if listener in LISTENERS:
+        LISTENERS.remove(listener)
+
+
+def _tell(method: str, *args: Any) -> None:
+    for listener in tuple(LISTENERS):
+        try:
+            getattr(listener, method)(*args)
+        except Exception:  # a listener never breaks what it watches
+            log.exception("listener %r failed in %s", listener, method)
+
+
+def event(session: Any, item: Any) -> None:
+    """Tell every listener about an event (call only when LISTENERS is not empty)."""
+    _tell("on_event", session, item)
+
+
+def noted(session: Any, entry: Any) -> None:
+    """Tell every listener about a noted audit entry."""
+    _tell("on_note", session, entry)
+
+
+def effect(session: Any, key: str, outcome: Literal["ran", "replayed"]) -> None:
+    """Tell every listener that an effect ran or was replayed from the ledger."""
+    _tell("on_effect", session, key, outcome)
+
+
+def ended(session: Any, error: BaseException | None) -> None:
+    """Tell every listener that a top-level request ended."""
+    _tell("on_end", session, error)

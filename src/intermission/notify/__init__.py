@@ -1,0 +1,39 @@
+"""Tell the reviewer: notifications from the store's outbox (extra ``notify`` for the HTTP
+targets).
+
+A store opened with ``outbox=True`` writes, in the same transaction as each save, the
+notifications that save causes: a pause, a warning before a deadline, an escalation, an
+expiry, a decision, an effect of unknown outcome. A :class:`Notifier` delivers them at
+least once, each with a key that stays the same on every attempt, to :class:`Webhook`
+(signed JSON), :class:`SlackWebhook` and :class:`Email` targets::
+
+    store = SQLiteStore("app.db", outbox=True)
+    notifier = Notifier(store, [Webhook(url, secret=SECRET)], public_url="https://review.example")
+    notifier.deliver_pending()     # once; `python -m intermission notify` loops over it
+
+:func:`verify` checks a webhook's signature on the receiving side.
+"""
+
+from __future__ import annotations
+
+from .config import NotifyConfig, load_config, notifier_from, targets_of
+from .dispatcher import Notifier, with_notifier
+from .email import Email
+from .notification import Notification
+from .signing import verify
+from .targets import SlackWebhook, Target, Webhook
+
+__all__ = [
+    "Email",
+    "Notification",
+    "Notifier",
+    "NotifyConfig",
+    "SlackWebhook",
+    "Target",
+    "Webhook",
+    "load_config",
+    "notifier_from",
+    "targets_of",
+    "verify",
+    "with_notifier",
+]

@@ -1,0 +1,285 @@
+"""Where notifications go: a signed JSON webhook and a Slack-compatible incoming webhook
+(HTTP, with httpx: extra ``notify``). Each target has a name (what logs and the outbox's
+``done`` list say: never its URL, which may hold a token) and routes by kind and role."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any, ClassVar, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from .. import _check
+from .._check import shown
+from .._compat import require
+from .._text import visible
+from .._version import __version__
+from ..errors import (
+    DeliveryRefusedError,
+    DeliveryUnreachableError,
+    NotifyConfigError,
+    UsageError,
+)
+from ..stores.outbox import KINDS
+from .notification import Notification
+from .signing import KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+__all__ = ["SlackWebhook", "Target", "Webhook", "check_routing"]
+
+
+@runtime_checkable
+class Target(Protocol):
+    """Anything that delivers a notification: ``send`` returns once the receiver took it,
+    or raises a :class:`~intermission.errors.DeliveryError`."""
+
+    name: str
+
+    def routes(self, n: Notification) -> bool:
+        """Whether this target wants ``n`` (its kind and who may decide)."""
+        ...
+
+    def send(self, n: Notification) -> None:
+        """Deliver ``n``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def _names(value: Any, what: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise NotifyConfigError(f"{what} is a list of names, not {shown(value)}")
+    items = list(value)
+    if not all(isinstance(v, str) and v and v.isprintable() for v in items):
+        raise NotifyConfigError(f"{what} is a list of names, not {shown(items)}")
+    return frozenset(items)
+
+
+def check_routing(kinds: Any, roles: Any) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """Validated ``kinds`` and ``roles`` filters (None: all)."""
+    out_kinds = _names(kinds, "kinds")
+    if out_kinds is not None and (not out_kinds or not out_kinds <= set(KINDS)):
+        raise NotifyConfigError(f"kinds are some of {', '.join(KINDS)}, not {shown(kinds)}")
+    return out_kinds, _names(roles, "roles")
+
+
+def check_name(name: Any) -> str | None:
+    """A target's name: what logs and the outbox call it (None: made from its address)."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name or len(name) > 100 or not name.isprintable():
+        raise NotifyConfigError(f"name is a short printable text, not {shown(name)}")
+    return name
+
+
+def check_timeout(timeout_s: Any) -> float:
+    """Seconds a receiver has to answer."""
+    try:
+        return float(_check.number("timeout_s", timeout_s, 0.1, 300))
+    except UsageError as exc:
+        raise NotifyConfigError(str(exc)) from None
+
+
+def _check_url(url: Any, what: str) -> str:
+    ok = isinstance(url, str) and url.startswith(("https://", "http://")) and url.isprintable()
+    if not ok or " " in url or not urlsplit(url).hostname:
+        raise NotifyConfigError(f"{what} is an http(s) URL (not shown: it may hold a token)")
+    return str(url)
+
+
+def _default_name(kind: str, *parts: Any) -> str:
+    digest = hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()[:8]
+    return f"{kind}-{digest}"
+
+
+class _Routed:
+    name: str
+    kinds: frozenset[str] | None
+    roles: frozenset[str] | None
+
+    def routes(self, n: Notification) -> bool:
+        """Kinds this target takes (all by default), and, for a notification naming who
+        may decide, only when one of this target's roles is among them."""
+        if self.kinds is not None and n.kind not in self.kinds:
+            return False
+        return self.roles is None or not n.roles or bool(self.roles & set(n.roles))
+
+
+class _HideTargetURLs(logging.Filter):
+    """httpx logs every request's URL at INFO; a target's URL may hold a credential (a
+    Slack webhook's does), so its requests are not logged (ours say what happened)."""
+
+    urls: ClassVar[set[str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(str(a) in self.urls for a in args)
+
+
+class _HTTP(_Routed):
+    """A POST of JSON with httpx: 2xx is taken; anything else is a typed error that says
+    the status (never the body), with the receiver's ``Retry-After`` when it sent one."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._client: Any = None
+        if not _HideTargetURLs.urls:
+            logging.getLogger("httpx").addFilter(_HideTargetURLs())
+        _HideTargetURLs.urls.add(url)
+
+    def _post(self, body: bytes, headers: dict[str, str], key: str) -> None:
+        httpx = require("httpx", "notify")
+        if self._client is None:
+            # no redirects: a signed body goes where it was configured to, nowhere else
+            self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+        try:
+            response = self._client.post(self.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise DeliveryUnreachableError(
+                f"could not reach the receiver ({type(exc).__name__})", target=self.name,
+                key=key,
+            ) from None  # fmt: skip
+        if not 200 <= response.status_code < 300:
+            raise DeliveryRefusedError(
+                f"the receiver answered HTTP {response.status_code}", target=self.name,
+                status=response.status_code, key=key,
+                retry_after_s=_retry_after(response.headers.get("retry-after")),
+            )  # fmt: skip
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None or not value.strip().isdigit():
+        return None
+    return min(float(value), 86400.0)
+
+
+class Webhook(_HTTP):
+    """POST the notification's JSON body (:meth:`Notification.body`), signed.
+
+    Headers: ``Idempotency-Key`` (the notification's key, the same on every retry),
+    ``Intermission-Timestamp`` and ``Intermission-Signature`` (``v1=`` HMAC-SHA256 over
+    ``timestamp + "." + body`` with ``secret``; see :mod:`intermission.notify.signing`).
+
+    Example:
+        >>> Webhook("https://hooks.example.com/im", secret="s3cret", kinds=["pending"]).kinds
+        frozenset({'pending'})
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secret: str | bytes,
+        *,
+        name: str | None = None,
+        kinds: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(_check_url(url, "url"), check_timeout(timeout_s))
+        if not isinstance(secret, (str, bytes)) or len(secret) < 16:
+            raise NotifyConfigError("secret is a string of at least 16 characters (not shown)")
+        if isinstance(secret, str):
+            try:
+                secret.encode()
+            except UnicodeEncodeError:
+                raise NotifyConfigError("secret is text UTF-8 can encode (not shown)") from None
+        self._secret = secret
+        self.name = check_name(name) or _default_name("webhook", url)
+        self.kinds, self.roles = check_routing(kinds, roles)
+
+    def send(self, n: Notification) -> None:
+        """Sign and POST ``n``'s body."""
+        body = json.dumps(n.body(), ensure_ascii=False, separators=(",", ":")).encode()
+        stamp = str(int(time.time()))
+        self._post(body, {
+            "Content-Type": "application/json",
+            "User-Agent": f"intermission/{__version__}",
+            KEY_HEADER: n.key,
+            TIMESTAMP_HEADER: stamp,
+            SIGNATURE_HEADER: sign(self._secret, stamp, body),
+        }, n.key)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"Webhook(name={self.name!r})"
+
+
+def _mrkdwn(text: str) -> str:
+    """Text Slack shows as it is: its three control characters escaped (a ``<!channel>`` or
+    ``<https://x|label>`` from a model's output stays text)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class SlackWebhook(_HTTP):
+    """POST a Slack incoming-webhook message: ``text`` (the notification in one line, for
+    clients that show no blocks) and ``blocks`` (a header, the interrupts, a context line,
+    and a button per interrupt that opens the console's page for it — with a public URL).
+    Slack-compatible receivers (Mattermost, Rocket.Chat, Discord's ``/slack`` endpoint)
+    take the same payload."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        kinds: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(_check_url(url, "url"), check_timeout(timeout_s))
+        self.name = check_name(name) or _default_name("slack", url)
+        self.kinds, self.roles = check_routing(kinds, roles)
+
+    @staticmethod
+    def payload(n: Notification) -> dict[str, Any]:
+        """The message for ``n``."""
+        lines = [f"*{_mrkdwn(n.what(i))}*" for i in range(len(n.interrupts))]
+        if n.reason:
+            lines.append(_mrkdwn(f"Reason: {visible(n.reason)}"))
+        for name in ("verdict", "reviewer", "comment", "resolution", "effect"):
+            if n.detail.get(name) is not None:
+                lines.append(_mrkdwn(f"{name.capitalize()}: {visible(n.detail[name])}"))
+        context = f"session `{_mrkdwn(n.session_id)}`"
+        if n.agent:
+            context += f" · agent {_mrkdwn(n.agent)}"
+        if n.deadline_ms is not None:
+            context += f" · decide by {n.body()['deadline_at']}"
+        blocks: list[dict[str, Any]] = [
+            {"type": "header", "text": {"type": "plain_text", "text": n.headline[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]
+                                         or _mrkdwn(n.subject())}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]},
+        ]  # fmt: skip
+        buttons = [
+            {"type": "button", "action_id": f"open-{i}", "url": item["link"],
+             "text": {"type": "plain_text", "text": ("Open in the console" if i == 0
+                                                     else f"Open #{i + 1}")}}
+            for i, item in enumerate(n.interrupts[:5]) if item.get("link")
+        ]  # fmt: skip
+        if not buttons and n.link:
+            buttons = [{"type": "button", "action_id": "open-0", "url": n.link,
+                        "text": {"type": "plain_text", "text": "Open in the console"}}]  # fmt: skip
+        if buttons:
+            blocks.append({"type": "actions", "elements": buttons})
+        text = _mrkdwn(n.subject()) + (f" <{_mrkdwn(n.link)}|open>" if n.link else "")
+        return {"text": text, "blocks": blocks}
+
+    def send(self, n: Notification) -> None:
+        """POST the message."""
+        body = json.dumps(self.payload(n), ensure_ascii=False).encode()
+        self._post(body, {"Content-Type": "application/json"}, n.key)
+
+    def __repr__(self) -> str:
+        return f"SlackWebhook(name={self.name!r})"

@@ -1,0 +1,519 @@
+"""The listener that turns what the core emits into spans.
+
+Each top-level request on a session is one trace (or a child of the caller's span): a
+root ``invoke_agent``/``invoke_workflow`` span and, under it, a stack of open spans —
+member agents, graph nodes, model calls, tool calls — pushed and popped by the request's
+events. Parallel branches run one node at a time, so their spans are siblings. At the
+request's end whatever is still open ends (a node the pause stopped in says it did not
+complete), the pause is recorded, and the root's context is kept in the session for the
+next request to link to.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .._version import __version__
+from ..core import listeners
+from . import _pause
+from . import attributes as A
+from ._decisions import decision_attrs, note_attrs
+from ._naming import agent_of, messages_json, model_of, output_json, provider_of
+
+__all__ = ["Tracing"]
+
+
+@dataclass(slots=True)
+class _Open:
+    key: tuple[str, ...]
+    span: Span
+    ran: int = 0
+    replayed: int = 0
+
+
+@dataclass(slots=True)
+class _Request:
+    root: Span
+    session: Any
+    stack: list[_Open] = field(default_factory=list)
+    token: object | None = None
+    approved: dict[str, Any] = field(default_factory=dict)
+    not_run: set[str] = field(default_factory=set)
+
+    @property
+    def top(self) -> Span:
+        return self.stack[-1].span if self.stack else self.root
+
+
+class Tracing:
+    """Spans for every request of this process (see :func:`intermission.otel.instrument`)."""
+
+    def __init__(self, provider: Any, *, capture_content: bool, experimental: bool) -> None:
+        source = provider if provider is not None else trace.get_tracer_provider()
+        self.tracer = source.get_tracer("intermission", __version__)
+        self.capture = capture_content
+        self.experimental = experimental
+        self._requests: dict[str, _Request] = {}
+        self._lock = threading.Lock()
+        self._retired = False
+        """Switched off: only the requests in flight are followed, to their end."""
+
+    # -- the listener -------------------------------------------------------------------
+    def on_event(self, session: Any, ev: Any) -> None:
+        """Route one event (see :class:`~intermission.core.listeners.Listener`)."""
+        kind = ev.kind
+        sid = ev.session_id
+        req = self._requests.get(sid)
+        if req is None and self._retired:
+            return
+        if kind in ("run_start", "team_start"):
+            if req is None:
+                self._begin(session, ev, kind)
+            else:
+                self._member(req, ev, kind)
+            return
+        if req is None:
+            if kind == "node_start":  # a graph evaluated on its own (FlowEngine.eval)
+                req = self._begin(session, ev, "graph")
+            else:
+                self._outside(session, ev)
+                return
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, req, ev)
+
+    def on_note(self, session: Any, entry: Any) -> None:
+        """An audit entry: an event on the request's current span, or a span of its own."""
+        action = str(getattr(entry, "action", ""))
+        if action.startswith("effect."):
+            return  # (effects are told by the ledger, without their keys)
+        req = self._requests.get(getattr(session, "session_id", ""))
+        if req is None and self._retired:
+            return
+        attrs = note_attrs(entry, self.capture)
+        name = "intermission." + action
+        if req is not None:
+            req.top.add_event(name, attrs)
+        else:
+            self._instant(session, name, attrs)
+
+    def on_effect(self, session: Any, key: str, outcome: str) -> None:
+        """The ledger ran an effect or returned its recorded result (the key stays here)."""
+        req = self._requests.get(getattr(session, "session_id", ""))
+        if req is None:
+            return
+        if req.stack:
+            top = req.stack[-1]
+            if outcome == "replayed":
+                top.replayed += 1
+            else:
+                top.ran += 1
+        req.top.add_event(A.EFFECT_REPLAYED if outcome == "replayed" else A.EFFECT_RAN)
+
+    def on_end(self, session: Any, error: BaseException | None) -> None:
+        """The request ended: close its spans, record a pause, keep the root's context."""
+        with self._lock:
+            req = self._requests.pop(session.session_id, None)
+            done = self._retired and not self._requests
+        if done:
+            listeners.remove(self)  # switched off, and its last request in flight ended
+        if req is None:
+            return
+        failed = isinstance(error, Exception)
+        while req.stack:
+            item = req.stack.pop()
+            if item.key[0] == "node":
+                item.span.set_attribute(A.NODE_COMPLETED, False)
+            if failed:
+                _fail(item.span, error)
+            item.span.end()
+        root = req.root
+        status = str(getattr(session, "status", ""))
+        root.set_attribute(A.STATUS, status)
+        pause_id: str | None = None
+        if failed:
+            _fail(root, error)
+        elif error is not None:
+            root.set_attribute(A.CANCELLED, True)
+        if not failed and getattr(session, "is_pending", False):
+            pause_id = _pause.new_pause_id()
+            attrs, interrupts = _pause.pause_record(session)
+            root.add_event(A.PAUSE_EVENT, {A.PAUSE_ID: pause_id, **attrs})
+            if self.experimental:
+                reason = "human_input" if interrupts else "_OTHER"
+                common = {A.EXECUTION_ID: session.session_id, A.GEN_PAUSE_ID: pause_id}
+                root.add_event(A.PAUSED, {**common, A.GEN_PAUSE_REASON: reason})
+                checkpoint = _pause.checkpoint_id(session)
+                if checkpoint is not None:
+                    root.add_event(A.CHECKPOINTED, {**common, A.CHECKPOINT_ID: checkpoint})
+        _pause.write_record(session, root, status, pause_id)
+        self._unfocus(req)
+        root.end()
+
+    def retire(self) -> None:
+        """Switched off: start nothing new, follow the requests in flight to their end and
+        stop listening then (ending their spans now would leave the innermost one current
+        in the context each request runs in: a later span, of any session, would nest
+        under it)."""
+        with self._lock:
+            self._retired = True
+            idle = not self._requests
+        if idle:
+            listeners.remove(self)
+
+    def take_over(self, old: Tracing) -> None:
+        """Follow ``old``'s requests in flight from now on (instrument() called again)."""
+        listeners.remove(old)
+        with old._lock:
+            moved, old._requests = old._requests, {}
+            old._retired = True
+        with self._lock:
+            for sid, req in moved.items():
+                self._requests.setdefault(sid, req)
+
+    # -- requests -------------------------------------------------------------------------
+    def _begin(self, session: Any, ev: Any, kind: str) -> _Request:
+        """A top-level request: its root span, linked to where the session stood."""
+        sid = session.session_id
+        if kind == "run_start":
+            name = ev.agent
+            op, title, who = "invoke_agent", f"invoke_agent {name}", A.AGENT_NAME
+        else:
+            name = ev.agent if kind == "team_start" else ev.graph_id
+            op, title, who = "invoke_workflow", f"invoke_workflow {name}", A.WORKFLOW_NAME
+        model = getattr(agent_of(session, ev.agent), "model", None)
+        attrs: dict[str, Any] = {
+            A.OPERATION: op, who: name, A.CONVERSATION: sid, A.PROVIDER: provider_of(model),
+            A.RUN_ID: ev.run_id,
+        }  # fmt: skip
+        if kind == "team_start":
+            attrs[A.AGENT_NAME] = name
+        requested = model_of(model)
+        if requested is not None:
+            attrs[A.REQUEST_MODEL] = requested
+        new_prompt = kind != "graph" and getattr(ev, "prompt", None) is not None
+        attrs[A.REQUEST_KIND] = (
+            "prompt" if new_prompt else "resume" if kind != "graph" else "continue"
+        )
+        links = []
+        record = _pause.read_record(session)
+        resumed_from: tuple[str, str] | None = None
+        if record is not None and record.get("session") != sid:
+            links.append(_pause.link_to(record, "fork"))  # the fork's first request
+            parent = getattr(session, "parent", None)
+            if isinstance(parent, tuple) and len(parent) == 2:
+                attrs[A.FORK_PARENT] = str(parent[0])
+                attrs[A.FORK_CHECKPOINT] = int(parent[1])
+                resumed_from = ("checkpoint", f"{parent[0]}#{parent[1]}")
+        elif record is not None and not new_prompt and record.get("status") in (
+            "pending", "paused", "failed",
+        ):  # fmt: skip
+            links.append(_pause.link_to(record, "resume"))
+            if isinstance(record.get("pause"), str):
+                attrs[A.PAUSE_ID] = record["pause"]
+                resumed_from = ("pause", record["pause"])
+            at = record.get("at")
+            if isinstance(at, (int, float)):
+                attrs[A.PAUSE_WAIT] = max(0.0, float(session.clock.now_ms()) - float(at))
+        if links:
+            linked = links[0]
+            attrs[A.LINK_TYPE] = (linked.attributes or {}).get(A.LINK_TYPE, "resume")
+            attrs[A.LINKED_TRACE] = format(linked.context.trace_id, "032x")
+            attrs[A.LINKED_SPAN] = format(linked.context.span_id, "016x")
+        root = self.tracer.start_span(
+            title, kind=SpanKind.INTERNAL, attributes=attrs, links=links,
+            context=otel_context.get_current(),
+        )  # fmt: skip
+        if self.experimental and resumed_from is not None and not new_prompt:
+            root.add_event(A.RESUMED, {
+                A.EXECUTION_ID: sid, A.RESUMED_FROM_TYPE: resumed_from[0],
+                A.RESUMED_FROM_ID: resumed_from[1],
+                **({A.GEN_PAUSE_ID: resumed_from[1]} if resumed_from[0] == "pause" else {}),
+            })  # fmt: skip
+        if self.capture and kind == "run_start" and ev.prompt:
+            root.set_attribute(A.INPUT_MESSAGES, messages_json([_User(ev.prompt)]))
+        req = _Request(root=root, session=session)
+        with self._lock:
+            self._requests[sid] = req
+        self._focus(req)
+        return req
+
+    def _member(self, req: _Request, ev: Any, kind: str) -> None:
+        """A member agent (or team) running inside a team's request."""
+        model = getattr(agent_of(req.session, ev.agent), "model", None)
+        op = "invoke_agent" if kind == "run_start" else "invoke_workflow"
+        attrs: dict[str, Any] = {
+            A.OPERATION: op, A.AGENT_NAME: ev.agent, A.CONVERSATION: ev.session_id,
+            A.PROVIDER: provider_of(model), A.RUN_ID: ev.run_id,
+        }  # fmt: skip
+        if kind == "team_start":
+            attrs[A.WORKFLOW_NAME] = ev.agent
+        requested = model_of(model)
+        if requested is not None:
+            attrs[A.REQUEST_MODEL] = requested
+        self._push(req, ("run", ev.run_id), f"{op} {ev.agent}", attrs)
+
+    def _outside(self, session: Any, ev: Any) -> None:
+        """An event recorded outside any request of this process (a reviewer's decision
+        on a graph approval, a deadline swept): a span of its own."""
+        if ev.kind == "approval_decided":
+            attrs = {
+                A.VERDICT: str(ev.verdict).lower(), A.ACTION: "decision.recorded",
+            }  # fmt: skip
+            for key, value in ((A.REVIEWER, ev.reviewer), (A.REASON, ev.reason)):
+                if value is not None:
+                    attrs[key] = value
+            self._instant(session, A.DECISION_RECORDED, attrs)
+
+    def _instant(self, session: Any, name: str, attrs: dict[str, Any]) -> None:
+        """A span that only carries an event, linked to where the session stood."""
+        sid = getattr(session, "session_id", "")
+        record = _pause.read_record(session)
+        links = [_pause.link_to(record, "resume")] if record is not None else []
+        span = self.tracer.start_span(
+            name, kind=SpanKind.INTERNAL, links=links,
+            attributes={A.CONVERSATION: sid, **{k: v for k, v in attrs.items() if k != A.ACTION}},
+        )  # fmt: skip
+        span.add_event(name, attrs)
+        span.end()
+
+    # -- the stack ------------------------------------------------------------------------
+    def _push(
+        self, req: _Request, key: tuple[str, ...], name: str, attrs: dict[str, Any],
+        kind: SpanKind = SpanKind.INTERNAL,
+    ) -> _Open:  # fmt: skip
+        parent = trace.set_span_in_context(req.top)
+        span = self.tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
+        item = _Open(key, span)
+        req.stack.append(item)
+        self._focus(req)
+        return item
+
+    def _pop(self, req: _Request, key: tuple[str, ...]) -> _Open | None:
+        """Close the span under ``key`` and whatever opened after it (None: not open)."""
+        found = next((i for i in range(len(req.stack) - 1, -1, -1) if req.stack[i].key == key),
+                     None)  # fmt: skip
+        if found is None:
+            return None
+        while len(req.stack) > found + 1:
+            inner = req.stack.pop()
+            if inner.key[0] == "node":
+                inner.span.set_attribute(A.NODE_COMPLETED, False)
+            inner.span.end()
+        item = req.stack.pop()
+        self._focus(req)
+        return item
+
+    def _focus(self, req: _Request) -> None:
+        """Make the innermost open span current, so spans of user code (a tool's HTTP
+        call) nest under it."""
+        self._unfocus(req)
+        req.token = otel_context.attach(trace.set_span_in_context(req.top))
+
+    @staticmethod
+    def _unfocus(req: _Request) -> None:
+        token, req.token = req.token, None
+        if token is None:
+            return
+        # quietly: a token set in another context (a task already gone) cannot be detached,
+        # and the API's own detach would log that as an error
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        try:
+            if runtime is not None:
+                runtime.detach(token)
+            else:
+                otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception:
+            pass
+
+    # -- events ---------------------------------------------------------------------------
+    def _node_start(self, req: _Request, ev: Any) -> None:
+        for i in range(len(req.stack) - 1, -1, -1):
+            key = req.stack[i].key
+            if key[0] == "node" and key[1] == ev.graph_id:
+                # a node of this graph still open: its branch parked, a sibling starts
+                self._pop(req, key).span.end()  # type: ignore[union-attr]
+                break
+        attrs = {A.NODE_ID: ev.node_id, A.NODE_KIND: ev.node_kind, A.GRAPH_ID: ev.graph_id}
+        self._push(req, ("node", ev.graph_id, ev.node_id), f"node {ev.node_id}", attrs)
+
+    def _node_end(self, req: _Request, ev: Any) -> None:
+        item = self._pop(req, ("node", ev.graph_id, ev.node_id))
+        if item is not None:
+            item.span.set_attribute(A.NODE_COMPLETED, True)
+            item.span.end()
+
+    def _reason_start(self, req: _Request, ev: Any) -> None:
+        agent = agent_of(req.session, ev.agent)
+        model = getattr(agent, "model", None)
+        requested = model_of(model)
+        attrs: dict[str, Any] = {
+            A.OPERATION: "chat", A.PROVIDER: provider_of(model), A.CONVERSATION: ev.session_id,
+            A.TURN: ev.turn,
+        }  # fmt: skip
+        if requested is not None:
+            attrs[A.REQUEST_MODEL] = requested
+        if self.capture:
+            state = req.session.traces.get(ev.agent)
+            memory = getattr(state, "working_memory", None)
+            if memory is not None:
+                attrs[A.INPUT_MESSAGES] = messages_json(memory)
+            system = getattr(agent, "system_prompt", None)
+            if system:
+                attrs[A.SYSTEM_INSTRUCTIONS] = json.dumps([{"type": "text", "content": system}])
+        local = type(model).__name__ == "ScriptedModel"
+        name = f"chat {requested}" if requested else "chat"
+        kind = SpanKind.INTERNAL if local else SpanKind.CLIENT
+        self._push(req, ("reason", ev.reason_id), name, attrs, kind)
+
+    def _reason_end(self, req: _Request, ev: Any) -> None:
+        item = self._pop(req, ("reason", ev.reason_id))
+        if item is None:
+            return
+        span = item.span
+        span.set_attribute(A.FINISH_REASONS, ["tool_call" if ev.tool_calls else "stop"])
+        usage = getattr(ev, "usage", None)
+        if isinstance(usage, dict):
+            for key, name in (("input_tokens", A.INPUT_TOKENS), ("output_tokens",
+                                                                  A.OUTPUT_TOKENS)):  # fmt: skip
+                if isinstance(usage.get(key), int):
+                    span.set_attribute(name, usage[key])
+        if self.capture:
+            span.set_attribute(A.OUTPUT_MESSAGES, output_json(ev.content, ev.tool_calls))
+        span.end()
+
+    def _tool_start(self, req: _Request, ev: Any) -> None:
+        if ev.call_uuid in req.not_run:
+            return  # (its not-run span was recorded with the decision)
+        attrs: dict[str, Any] = {
+            A.OPERATION: "execute_tool", A.TOOL_NAME: ev.tool_name, A.TOOL_CALL_ID: ev.call_uuid,
+            A.TOOL_TYPE: "function", A.CONVERSATION: ev.session_id,
+        }  # fmt: skip
+        state = req.session.traces.get(ev.agent)
+        effect = getattr(state, "effect_ids", None)
+        if isinstance(effect, dict):
+            attrs[A.EFFECT_ID] = effect.get(ev.call_uuid, ev.call_uuid)
+        record = req.approved.get(ev.call_uuid)
+        if record is not None:
+            attrs.update(decision_attrs(record, self.capture))
+        if self.capture:
+            attrs[A.TOOL_ARGUMENTS] = json.dumps(ev.args, ensure_ascii=False, default=str)
+        self._push(req, ("tool", ev.call_uuid), f"execute_tool {ev.tool_name}", attrs)
+
+    def _tool_end(self, req: _Request, ev: Any) -> None:
+        if ev.call_uuid in req.not_run:
+            return
+        item = self._pop(req, ("tool", ev.call_uuid))
+        if item is None:
+            return
+        span = item.span
+        error = ev.error
+        replayed = item.replayed > 0 and item.ran == 0
+        executed = not replayed and error not in ("dry_run", "not_found", "invalid_arguments")
+        span.set_attribute(A.EXECUTED, executed)
+        if replayed:
+            span.set_attribute(A.REPLAYED, True)
+        if error == "dry_run":
+            span.set_attribute(A.DRY_RUN, True)
+        elif error is not None:
+            span.set_attribute(A.ERROR_TYPE, str(error))
+            span.set_status(Status(StatusCode.ERROR))
+        if self.capture and ev.observation is not None:
+            span.set_attribute(A.TOOL_RESULT, ev.observation)
+        span.end()
+
+    def _decided(self, req: _Request, ev: Any) -> None:
+        """A decision applied on resume: an event, and a not-run span for a rejected or
+        skipped call (a person said no: visible, never mistaken for a call not asked)."""
+        record = ev.decision
+        attrs = decision_attrs(record, self.capture)
+        attrs[A.TOOL_NAME] = ev.tool_name
+        req.top.add_event(A.DECISION_APPLIED, attrs)
+        verdict = attrs[A.VERDICT]
+        if verdict == "approve":
+            req.approved[ev.call_uuid] = record
+            return
+        req.not_run.add(ev.call_uuid)
+        span_attrs: dict[str, Any] = {
+            A.OPERATION: "execute_tool", A.TOOL_NAME: ev.tool_name, A.TOOL_CALL_ID: ev.call_uuid,
+            A.TOOL_TYPE: "function", A.CONVERSATION: ev.session_id, A.EXECUTED: False, **attrs,
+        }  # fmt: skip
+        state = req.session.traces.get(ev.agent)
+        effect = getattr(state, "effect_ids", None)
+        if isinstance(effect, dict):
+            span_attrs[A.EFFECT_ID] = effect.get(ev.call_uuid, ev.call_uuid)
+        parent = trace.set_span_in_context(req.top)
+        span = self.tracer.start_span(
+            f"execute_tool {ev.tool_name}", context=parent, kind=SpanKind.INTERNAL,
+            attributes=span_attrs,
+        )  # fmt: skip
+        span.end()
+
+    def _pending(self, req: _Request, ev: Any) -> None:
+        attrs: dict[str, Any] = {
+            A.PAUSE_INTERRUPTS: [t.call_uuid for t in ev.tasks],
+            A.PAUSE_TOOLS: [t.tool_name for t in ev.tasks],
+        }
+        if ev.reason is not None:
+            attrs[A.PAUSE_REASON] = ev.reason
+        req.top.add_event(A.HITL_PENDING, attrs)
+
+    def _expired(self, req: _Request, ev: Any) -> None:
+        req.top.add_event(A.TASK_EXPIRED, {
+            A.TARGET: ev.call_uuid, A.TOOL_NAME: ev.tool_name, A.RESOLUTION: ev.resolution,
+        })  # fmt: skip
+
+    def _approval(self, req: _Request, ev: Any) -> None:
+        attrs: dict[str, Any] = {A.VERDICT: str(ev.verdict).lower()}
+        for key, value in ((A.REVIEWER, ev.reviewer), (A.REASON, ev.reason)):
+            if value is not None:
+                attrs[key] = value
+        req.top.add_event(A.DECISION_RECORDED, attrs)
+
+    def _run_end(self, req: _Request, ev: Any) -> None:
+        target = req.root
+        for item in reversed(req.stack):
+            if item.key == ("run", ev.run_id):
+                target = item.span
+                break
+        target.set_attribute(A.ABNORMAL, bool(ev.is_abnormal))
+        if self.capture and ev.content:
+            target.set_attribute(A.OUTPUT_MESSAGES, output_json(ev.content, []))
+
+
+class _User:
+    """A prompt as a message (for the opt-in input of a request's root span)."""
+
+    role = "user"
+    tool_calls = ()
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+
+def _fail(span: Span, error: BaseException | None) -> None:
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    span.set_attribute(A.ERROR_TYPE, type(error).__name__)
+
+
+_HANDLERS = {
+    "node_start": Tracing._node_start,
+    "node_end": Tracing._node_end,
+    "reason_start": Tracing._reason_start,
+    "reason_end": Tracing._reason_end,
+    "tool_call_start": Tracing._tool_start,
+    "tool_call_end": Tracing._tool_end,
+    "hitl_decided": Tracing._decided,
+    "hitl_pending": Tracing._pending,
+    "hitl_expired": Tracing._expired,
+    "approval_decided": Tracing._approval,
+    "run_end": Tracing._run_end,
+    "team_end": Tracing._run_end,
+}

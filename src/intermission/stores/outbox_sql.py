@@ -1,0 +1,166 @@
+"""The outbox of the SQL stores: rows in ``im_outbox``, written inside the save's
+transaction, taken by dispatchers under a lease (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
+several dispatchers never take one row at once; SQLite: its write lock serialises them),
+deleted once delivered."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import _check
+from ..errors import NotificationNotFoundError
+from .outbox import OutboxRow, Status, Written, check_rows, check_take
+
+__all__ = ["SQLOutbox", "write"]
+
+_COLUMNS = "key, session_id, kind, status, created_ms, due_ms, attempts, done, last_error, payload"
+_INSERT = (
+    "INSERT INTO im_outbox (key, session_id, kind, payload, created_ms, status, due_ms, "
+    "attempts, done) VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, '[]')"
+)
+
+
+def write(run: Callable[..., Any], rows: list[Written], now_ms: float) -> None:
+    """Insert a save's notifications (inside its transaction)."""
+    for r in rows:
+        if r.once is not None:
+            told = run(
+                "INSERT INTO im_outbox_told (mark, at_ms) VALUES (?, ?) "
+                "ON CONFLICT (mark) DO NOTHING",
+                (r.once, now_ms),
+            )
+            if told.rowcount != 1:
+                continue  # told already
+        run(_INSERT, (r.key, r.session_id, r.kind, r.payload, now_ms, now_ms))
+
+
+def _json(text: Any, empty: Any) -> Any:
+    """A stored JSON column; ``empty`` when it cannot be read (a row damaged outside
+    intermission is listed, and goes dead, rather than stopping every delivery)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
+def _row(values: Any) -> OutboxRow:
+    key, sid, kind, status, created, due, attempts, done, error, payload = values
+    return OutboxRow(
+        key=key, session_id=sid, kind=kind, status=status, created_ms=float(created),
+        due_ms=float(due), attempts=int(attempts), done=tuple(map(str, _json(done, []))),
+        last_error=error, payload=_json(payload, {}),
+    )  # fmt: skip
+
+
+class SQLOutbox:
+    """``store.outbox`` of a SQL store (see :class:`~intermission.stores.outbox.Outbox`)."""
+
+    def __init__(self, store: Any, enabled: bool | None) -> None:
+        self.store = store
+        self.wake = threading.Event()
+        self.enabled = self._recorded() if enabled is None else enabled
+        if enabled:
+            self._record(True)
+
+    # -- the switch, kept in the database so every process opening it follows ----------
+    def _recorded(self) -> bool:
+        with self.store._tx("read") as run:
+            row = run("SELECT value FROM im_settings WHERE name = 'outbox'").fetchone()
+        return row is not None and row[0] == "on"
+
+    def _record(self, on: bool) -> None:
+        with self.store._tx() as run:
+            run(
+                "INSERT INTO im_settings (name, value) VALUES ('outbox', ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                ("on" if on else "off",),
+            )
+
+    def enable(self, on: bool = True) -> None:
+        """See :meth:`Outbox.enable`."""
+        _check.flag("on", on)
+        self._record(on)
+        self.enabled = on
+
+    def now_ms(self) -> float:
+        """The store's clock."""
+        return float(self.store.clock.now_ms())
+
+    # -- dispatchers --------------------------------------------------------------------
+    def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
+        """See :meth:`Outbox.take`."""
+        check_take(owner, limit, lease_ms)
+        now = self.now_ms()
+        lock = " FOR UPDATE SKIP LOCKED" if self.store.for_update else ""
+        with self.store._tx() as run:
+            found = run(
+                f"SELECT {_COLUMNS} FROM im_outbox WHERE status = 'pending' AND due_ms <= ? "
+                "AND (taken_until IS NULL OR taken_until < ?) ORDER BY due_ms, created_ms "
+                f"LIMIT ?{lock}",
+                (now, now, limit),
+            ).fetchall()
+            for values in found:
+                run(
+                    "UPDATE im_outbox SET taken_by = ?, taken_until = ? WHERE key = ?",
+                    (owner, now + lease_ms, values[0]),
+                )
+        return [_row(v) for v in found]
+
+    def delivered(self, key: str) -> None:
+        """See :meth:`Outbox.delivered` (whoever delivered it: a dispatcher whose lease
+        ran out still did)."""
+        with self.store._tx() as run:
+            run("DELETE FROM im_outbox WHERE key = ?", (key,))
+
+    def release(self, key: str, owner: str) -> None:
+        """See :meth:`Outbox.release`."""
+        with self.store._tx() as run:
+            run(
+                "UPDATE im_outbox SET taken_by = NULL, taken_until = NULL "
+                "WHERE key = ? AND taken_by = ?",
+                (key, owner),
+            )
+
+    def failed(
+        self, key: str, owner: str, error: str, done: Iterable[str], due_ms: float, dead: bool
+    ) -> None:
+        """See :meth:`Outbox.failed`."""
+        with self.store._tx() as run:
+            run(
+                "UPDATE im_outbox SET status = ?, due_ms = ?, done = ?, attempts = attempts + 1, "
+                "last_error = ?, taken_by = NULL, taken_until = NULL "
+                "WHERE key = ? AND status = 'pending' AND taken_by = ?",
+                ("dead" if dead else "pending", due_ms, json.dumps(sorted(done)), error[:500],
+                 key, owner),
+            )  # fmt: skip
+
+    # -- looking and fixing ---------------------------------------------------------------
+    def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
+        """See :meth:`Outbox.rows`."""
+        check_rows(status, limit)
+        where, params = ("", ()) if status is None else (" WHERE status = ?", (status,))
+        with self.store._tx("read") as run:
+            found = run(
+                f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [_row(v) for v in found]
+
+    def retry(self, key: str) -> OutboxRow:
+        """See :meth:`Outbox.retry`."""
+        _check.text("key", key)
+        with self.store._tx() as run:
+            cur = run(
+                "UPDATE im_outbox SET status = 'pending', due_ms = ?, attempts = 0, "
+                "taken_by = NULL, taken_until = NULL WHERE key = ?",
+                (self.now_ms(), key),
+            )
+            if cur.rowcount != 1:
+                raise NotificationNotFoundError(key)
+            values = run(f"SELECT {_COLUMNS} FROM im_outbox WHERE key = ?", (key,)).fetchone()
+        self.wake.set()
+        return _row(values)

@@ -1,0 +1,130 @@
+"""The tables of the SQL stores and how they came to be: each migration, applied in order
+once per database (``im_schema`` records how far it went)."""
+
+from __future__ import annotations
+
+from .audit_sql import AUDIT_MIGRATION
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SESSION_COLUMNS"]
+
+SCHEMA_VERSION = 7
+
+# Each migration is a list of statements; {real} and {int} are the dialect's column types,
+# {cover} the columns the dialect adds to the pending indexes.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE im_sessions (
+            id TEXT PRIMARY KEY,
+            version {int} NOT NULL,
+            status TEXT NOT NULL,
+            agent TEXT,
+            reason TEXT,
+            tasks TEXT NOT NULL,
+            deadline_ms {real},
+            request TEXT,
+            snapshot TEXT NOT NULL,
+            updated_ms {real} NOT NULL,
+            claimed_by TEXT,
+            claim_until {real}
+        )""",
+        # partial indexes: only pending rows are listed, so only they pay for an index entry
+        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id) WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id) "
+        "WHERE status = 'pending'",
+        """CREATE TABLE im_ledger (
+            session_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            entry TEXT NOT NULL,
+            PRIMARY KEY (session_id, key)
+        )""",
+    ],
+    [
+        # The event log leaves the snapshot: its first chunk lives in the row (a pause
+        # writes one row), later chunks in im_events (a resume appends the events it
+        # added instead of rewriting, and growing, the row). A load leaves them unparsed
+        # until someone reads them. Rows of version 1 keep their log inside the snapshot
+        # until their next save.
+        "ALTER TABLE im_sessions ADD COLUMN events TEXT",
+        "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
+        """CREATE TABLE im_events (
+            session_id TEXT NOT NULL,
+            part {int} NOT NULL,
+            n {int} NOT NULL,
+            events TEXT NOT NULL,
+            PRIMARY KEY (session_id, part)
+        )""",
+        # covering indexes where the dialect allows (SQLite): a page of pending() then
+        # reads only index pages, not one table page per (snapshot-sized) row
+        "DROP INDEX im_sessions_pending",
+        "DROP INDEX im_sessions_pending_agent",
+        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id{cover}) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
+        "WHERE status = 'pending'",
+    ],
+    [
+        # a fork shares its family's ledger (R44): ledger rows are keyed by the family's id
+        # (NULL: the session's own)
+        "ALTER TABLE im_sessions ADD COLUMN family TEXT",
+    ],
+    [
+        # Pages of pending() are keyed on when a session became pending, which saves
+        # while it stays pending keep (updated_ms moves with every save, so a session
+        # decided in part, still open, jumped past a reader's cursor and was skipped).
+        "ALTER TABLE im_sessions ADD COLUMN pending_since {real}",
+        "UPDATE im_sessions SET pending_since = updated_ms WHERE status = 'pending'",
+        # What a save wrote, to tell a row that cannot be read (cut short, written by a
+        # newer intermission) without parsing it: listings report it instead of failing.
+        # NULL: a row from before, taken as readable (a load still reports it).
+        "ALTER TABLE im_sessions ADD COLUMN snapshot_len {int}",
+        "ALTER TABLE im_sessions ADD COLUMN snapshot_schema {int}",
+        "DROP INDEX im_sessions_pending",
+        "DROP INDEX im_sessions_pending_agent",
+        # (a listing now reads each listed row for its length check, so covering columns
+        # would only make every pause write a bigger index entry)
+        "CREATE INDEX im_sessions_pending ON im_sessions (pending_since, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, pending_since, id) "
+        "WHERE status = 'pending'",
+        # effects of unknown outcome (started, never ended) are few: listed from here
+        "CREATE INDEX im_ledger_started ON im_ledger (session_id, key) WHERE status = 'started'",
+    ],
+    AUDIT_MIGRATION,  # the audit trail (see audit_sql)
+    [
+        # approvals with a policy: when the session's next deadline step (a warning, an
+        # escalation, an expiry) falls due — the sweeper's index, partial so that sessions
+        # without one cost nothing — and where its approvals stand, for listings
+        "ALTER TABLE im_sessions ADD COLUMN due_ms {real}",
+        "ALTER TABLE im_sessions ADD COLUMN progress TEXT",
+        "CREATE INDEX im_sessions_due ON im_sessions (due_ms) WHERE due_ms IS NOT NULL",
+    ],
+    [
+        # the outbox: notifications written by the save that causes them, delivered by a
+        # dispatcher (intermission.notify) that takes rows under a lease and deletes them
+        # once delivered; a save adds one row and one key (no other index: the table holds
+        # only what waits or failed, and a dispatcher reads it whole)
+        """CREATE TABLE im_outbox (
+            key TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_ms {real} NOT NULL,
+            status TEXT NOT NULL,
+            due_ms {real} NOT NULL,
+            attempts {int} NOT NULL,
+            done TEXT NOT NULL,
+            taken_by TEXT,
+            taken_until {real},
+            last_error TEXT
+        )""",
+        # what was told once for good (an effect of unknown outcome), so that later saves
+        # seeing it again write nothing
+        "CREATE TABLE im_outbox_told (mark TEXT PRIMARY KEY, at_ms {real} NOT NULL)",
+        # whether saves write notifications: every process opening the database follows
+        "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
+]
+
+SESSION_COLUMNS = "snapshot, version, events, events_n, family"
+"""The columns a session is rebuilt from (see SQLStore._session)."""
