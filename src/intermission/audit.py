@@ -30,8 +30,6 @@ from pydantic import ConfigDict, Field
 from ._check import shown
 from ._json import check_json
 from ._model import Model
-from .core import listeners
-from .core.listeners import LISTENERS
 from .errors import UsageError
 
 __all__ = [
@@ -95,7 +93,10 @@ def note(session: Any, entry: AuditEntry) -> None:
         noted = []
         session.audit_noted = noted
     noted.append(entry)
-    if LISTENERS:
+    # (imported here: the core imports the decisions, which import this module)
+    from .core import listeners
+
+    if listeners.LISTENERS:
         listeners.noted(session, entry)
 
 
