@@ -264,7 +264,7 @@ def test_audit_cli_prints_csv_and_jsonl_and_creates_no_store(
     # read-only: a store that does not exist is an error, and is not created
     missing = tmp_path / "typo.sqlite"
     assert main(["audit", "s", "--store", str(missing)]) == 2
-    assert "no store at" in capsys.readouterr().err and not missing.exists()
+    assert "no SQLite store at" in capsys.readouterr().err and not missing.exists()
     assert main(["audit", "s", "--verify", "--store", f"sqlite:///{missing}"]) == 2
     assert not missing.exists()
 
