@@ -21,7 +21,9 @@ Blocks that are not scripts are checked against the installed package instead of
   every line is ``python -m intermission COMMAND …``, and each command and option it names
   is one the CLI has;
 - a ``yaml`` block is a notification config: the package reads it into its targets (its
-  ``…_env`` variables set to stand-ins), as ``notify --config`` would;
+  ``…_env`` variables set to stand-ins), as ``notify --config`` would — or, when it holds
+  ``tokens``/``jwt``, an auth file: the package reads it as ``serve --auth`` would (its
+  ``key_file`` a stand-in public key);
 - a ``json`` block is a webhook's body: it parses, and its fields are those of a body the
   package builds for a real pause.
 """
@@ -110,6 +112,21 @@ for name in re.findall(r"_env:\s*(\w+)", text):  # stand-ins: a URL serves as a 
 print(len(targets_of(load_config(sys.argv[1]))))
 """
 
+AUTH = r"""
+import re, sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from intermission.agui.auth import load_auth
+
+text = open(sys.argv[1]).read()
+for name in re.findall(r"key_file:\s*(\S+)", text):  # a stand-in public key
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    pem = key.public_bytes(serialization.Encoding.PEM, spki)
+    open(name, "wb").write(pem)
+print(type(load_auth(sys.argv[1])).__name__)
+"""
+
 BODY = r"""
 import json
 from intermission import InMemoryAgentSession
@@ -152,6 +169,10 @@ def check(lang: str, code: str, n: int, bin_dir: Path, work: Path, env: dict[str
     if lang == "yaml":
         path = work / f"readme_block_{n}.yaml"
         path.write_text(code)
+        if re.search(r"^(tokens|jwt):", code, re.M):  # an auth file
+            done = subprocess.run([python, "-c", AUTH, path.name], cwd=work, env=env,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+            return done.stderr[-4000:] if done.returncode != 0 else ""
         done = subprocess.run([python, "-c", CONFIG, path.name], cwd=work, env=env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         if done.returncode != 0:
