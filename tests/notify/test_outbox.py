@@ -17,15 +17,18 @@ from tests.faults._race_agents import ops_agent
 
 from intermission import (
     HITL,
+    ApprovalPolicy,
     ConflictError,
+    Escalate,
     FakeClock,
     HITLDecision,
-    HITLTask,
     InMemoryAgentSession,
     LeaseLostError,
     NotificationNotFoundError,
     NotifyError,
+    Principal,
     ToolUnavailableError,
+    Vote,
     decide_graph,
 )
 from intermission._json import canonical_dumps
@@ -42,16 +45,11 @@ PAST = 1_700_000_000_000.0
 def with_policy(
     s: InMemoryAgentSession, roles: list[str], approvals: int = 1, approvers: Any = None
 ) -> InMemoryAgentSession:
-    """The session with its tasks carrying an approval policy, as tasks with policies keep
-    it (a field of the task)."""
-
-    class PolicyTask(HITLTask):
-        policy: dict[str, Any] | None = None
-
-    policy = {"roles": roles, "approvals": approvals, "not_requester": True, "on_expire": "reject"}
+    """The session with its tasks carrying an approval policy, as ``on_tool(policy=)``
+    gives them (a field of the task)."""
+    policy = ApprovalPolicy(roles=frozenset(roles), approvals=approvals, not_requester=True)
     s.hitl.tasks[:] = [
-        PolicyTask(**t.model_dump(), policy=policy).model_copy(update={"approvers": approvers})
-        for t in s.hitl.tasks
+        t.model_copy(update={"policy": policy, "approvers": approvers}) for t in s.hitl.tasks
     ]
     return s
 
@@ -185,13 +183,47 @@ def test_the_policy_still_needed_and_its_roles_travel_with_the_notification() ->
     the roles route the notification, the approvals say how many are still needed."""
     s = with_policy(paused_ops("p"), ["finance"], approvals=2, approvers=["cfo"])
     (task,) = s.hitl.tasks
-    object.__setattr__(s.hitl, "approvals", {task.call_uuid: ["ann"]})  # one approval so far
+    vote = Vote(verdict="approve", name="ann", roles=["finance"], time_ms=1.0)
+    s.hitl.tasks[0] = task.model_copy(update={"votes": [vote]})  # one approval so far
     (written,) = derive(s, 0.0)
     (interrupt,), roles = interrupts_of(json.loads(written.payload))
     assert roles == ["finance"]
     got = interrupt["policy"]
     assert got["approvals_needed"] == 1 and got["reviewers"] == ["cfo"]
     assert got["roles"] == ["finance"] and got["not_requester"] is True
+
+
+def test_a_policy_s_vote_deadlines_and_escalation_are_told_as_recorded(make_store: Any) -> None:
+    """Driven by the real policy machinery: a vote tells nobody (the approval still waits,
+    already told); the sweeper's warning, escalation and expiry are each told once, with
+    the roles that may decide then; the timed-out decision is told as the expiry only."""
+    from tests.hitl.test_policy_deadlines import T0, Clock, loaded, paused
+
+    from intermission.stores import sweep_deadlines
+
+    clock = Clock()
+    store = make_store(outbox=True, clock=clock)
+    policy = ApprovalPolicy(
+        roles={"sre"}, approvals=2, expires_after_ms=1000, warn_before_ms=300,
+        on_expire=Escalate(roles={"lead"}, after_ms=1000),
+    )  # fmt: skip
+    paused(store, clock, policy)
+    s = loaded(store, "s", clock)
+    (task,) = s.hitl.tasks
+    HITL.submit(s, task.call_uuid, HITLDecision.approve(), principal=Principal("ann", {"sre"}))
+    store.save(s)  # a vote: kept, the approval still open
+    (pause,) = store.outbox.rows()
+    assert pause.kind == "pending" and interrupts_of(pause.payload)[1] == ["sre"]
+    for t in (T0 + 750, T0 + 1000, T0 + 1750, T0 + 2000):
+        clock.t = t
+        assert sweep_deadlines(store) == ["s"]
+    told = sorted((r.payload["created_ms"], r.kind) for r in store.outbox.rows())
+    assert [k for _, k in told] == ["pending", "warning", "escalated", "warning", "expired"]
+    by_kind = {r.kind: r for r in store.outbox.rows()}
+    assert interrupts_of(by_kind["escalated"].payload)[1] == ["lead", "sre"]
+    (shown_task,) = shown(by_kind["expired"])
+    assert shown_task["id"] == task.call_uuid and shown_task["policy"]["approvals_needed"] == 1
+    assert by_kind["expired"].payload["given"] == {task.call_uuid: ["ann"]}
 
 
 def test_the_switch_is_the_database_s_and_off_costs_nothing(tmp_path: Path) -> None:

@@ -59,15 +59,12 @@ def fresh(receiver: Receiver) -> Receiver:
 
 def with_roles(session: InMemoryAgentSession, roles: list[str]) -> InMemoryAgentSession:
     """Give the session's tasks an approval policy naming ``roles`` (a field of the task,
-    as tasks with policies keep it)."""
-    from intermission import HITLTask
+    as ``on_tool(policy=)`` gives it)."""
+    from intermission import ApprovalPolicy
 
-    class PolicyTask(HITLTask):
-        policy: dict[str, Any] | None = None
-
-    policy = {"roles": roles, "approvals": 1}
+    policy = ApprovalPolicy(roles=frozenset(roles))
     tasks = session.hitl.tasks
-    tasks[:] = [PolicyTask(**t.model_dump(), policy=policy) for t in tasks]
+    tasks[:] = [t.model_copy(update={"policy": policy}) for t in tasks]
     return session
 
 

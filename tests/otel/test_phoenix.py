@@ -86,6 +86,11 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+def _is_request(span: dict[str, Any]) -> bool:
+    """A request's root (not a decision noted outside one, which is a span of its own)."""
+    return bool(span["name"].startswith("invoke_"))
+
+
 def _spans(base: str, project: str, want: int) -> list[dict[str, Any]]:
     """The project's spans once ``want`` traces have their roots there (bounded wait)."""
     deadline = time.monotonic() + 120
@@ -95,7 +100,8 @@ def _spans(base: str, project: str, want: int) -> list[dict[str, Any]]:
             found = _get(f"{base}/v1/projects/{project}/spans?limit=1000")["data"]
         except OSError:
             found = []
-        if len({s["context"]["trace_id"] for s in found if s["parent_id"] is None}) >= want:
+        roots = [s for s in found if s["parent_id"] is None and _is_request(s)]
+        if len({s["context"]["trace_id"] for s in roots}) >= want:
             return found
         time.sleep(0.5)
     pytest.fail(f"Phoenix holds {len(found)} spans of project {project}, not {want} traces")
@@ -127,8 +133,12 @@ def test_a_pause_and_a_resume_in_two_processes_are_two_joined_traces_in_phoenix(
     assert "session t-1 done" in approved.stdout
 
     spans = _spans(phoenix, project, 2)
-    roots = sorted((s for s in spans if s["parent_id"] is None), key=lambda s: s["start_time"])
+    tops = sorted((s for s in spans if s["parent_id"] is None), key=lambda s: s["start_time"])
+    roots = [r for r in tops if _is_request(r)]
     assert [r["name"] for r in roots] == ["invoke_agent bank", "invoke_agent bank"]
+    # the CLI's decisions, recorded before the resume runs: spans of their own (audit notes)
+    noted = [r for r in tops if not _is_request(r)]
+    assert noted and {r["name"] for r in noted} == {"intermission.decision.recorded"}
     first, second = roots
     assert first["context"]["trace_id"] != second["context"]["trace_id"]
     for root in roots:

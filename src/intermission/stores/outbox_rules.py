@@ -187,7 +187,11 @@ def derive(session: Any, now_ms: float, row: StoredRow | None = None) -> list[Wr
     return out
 
 
-_NOT_A_RUN = frozenset({"approval_decided"})  # (recorded by a decision: nothing ran)
+# (recorded by a decision, a vote or the deadline sweeper: nothing ran)
+_NOT_A_RUN = frozenset({
+    "approval_decided", "approval_voted", "approval_warned", "approval_escalated",
+    "approval_expired",
+})  # fmt: skip
 
 
 def _ran(log: Any, kinds: set[str]) -> bool:
