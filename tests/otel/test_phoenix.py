@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 from tests._helpers import need, need_module
 
+from intermission.principals import os_principal
+
 REPO = Path(__file__).resolve().parents[2]
 PHOENIX = Path(os.environ.get("INTERMISSION_PHOENIX", REPO / ".venv-phoenix" / "bin" / "phoenix"))
 START_S = 420.0
@@ -155,7 +157,8 @@ def test_a_pause_and_a_resume_in_two_processes_are_two_joined_traces_in_phoenix(
     decisions = [e for e in second["events"] if e["name"] == "intermission.decision.applied"]
     (decision,) = decisions
     assert decision["attributes"]["intermission.decision.verdict"] == "approve"
-    assert decision["attributes"]["intermission.decision.principal"] == "ann"
+    # the CLI decides as the OS user (--reviewer is only a display name)
+    assert decision["attributes"]["intermission.decision.principal"] == os_principal().name
     assert not [e for e in first["events"] if e["name"] == "intermission.decision.applied"]
     tools = [s for s in spans if s["name"] == "execute_tool transfer"]
     assert len(tools) == 1 and tools[0]["context"]["trace_id"] == second["context"]["trace_id"]
