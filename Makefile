@@ -12,7 +12,7 @@ NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,agui,dev]'
+	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

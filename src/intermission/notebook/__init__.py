@@ -1,11 +1,14 @@
 """The notebook layer (extra ``notebook``): graphs with live state, timelines, approval
-widgets, an inbox, a stepper, history with forks, and comparisons. The only part of
-intermission that imports IPython, ipywidgets or graphviz; ``%load_ext
-intermission.notebook`` makes core objects display richly (R33–R38, R45)."""
+widgets, an inbox, a stepper, history with forks, and comparisons. The widgets are
+anywidgets: one code base for JupyterLab, Notebook 7, JupyterLite and marimo
+(``mo.ui.anywidget(widget)``). The only part of intermission that imports IPython,
+ipywidgets, anywidget or graphviz; ``%load_ext intermission.notebook`` makes core objects
+display richly (R33–R38, R45, R59)."""
 
 from .._compat import require
 
 require("ipywidgets", "notebook")
+require("anywidget", "notebook")
 require("IPython", "notebook")
 
 from .approval import ApprovalWidget  # noqa: E402

@@ -10,7 +10,10 @@ from typing import Any
 from ..agents.request import AgentResponse
 from ._html import esc
 
-__all__ = ["decided_html", "decisions_of", "outcome_of", "when"]
+__all__ = [
+    "decided_html", "decision_html", "decisions_of", "lost_html", "outcome_data", "outcome_of",
+    "progress_line", "when",
+]  # fmt: skip
 
 
 def when(ms: float) -> str:
@@ -38,18 +41,66 @@ def decisions_of(session: Any) -> list[dict[str, Any]]:
     return found[::-1]
 
 
+def decision_html(d: dict[str, Any]) -> str:
+    """One decision (of :func:`decisions_of`): ``delete_user: APPROVE by bob at …``."""
+    tool = f"{esc(d['tool'])}: " if d["tool"] else ""
+    who = esc(d["reviewer"]) if d["reviewer"] else "<i>no reviewer named</i>"
+    at = f" at {esc(when(d['at']))}" if d["at"] is not None else ""
+    return f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by <b>{who}</b>{at}"
+
+
 def decided_html(session: Any) -> str:
     """One line per decision: ``APPROVE by bob at … — comment``; empty when none."""
     lines = []
     for d in decisions_of(session):
-        tool = f"{esc(d['tool'])}: " if d["tool"] else ""
-        who = esc(d["reviewer"]) if d["reviewer"] else "<i>no reviewer named</i>"
         note = d["reason"] or d["comment"]
-        lines.append(
-            f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by <b>{who}</b> at {esc(when(d['at']))}"
-            + (f" — {esc(note)}" if note else "")
-        )
+        lines.append(decision_html(d) + (f" — {esc(note)}" if note else ""))
     return "<br>".join(lines)
+
+
+def lost_html(verb: str, session: Any, error: BaseException | None = None) -> str:
+    """What a click that lost the race to another decision says: ``Your Reject was not
+    recorded: APPROVE by carol at … came first.`` The winner is the one a
+    DecisionConflictError names (recorded, maybe not applied yet), else the decisions the
+    session applied last; empty when there is none."""
+    from ..errors import DecisionConflictError
+
+    if isinstance(error, DecisionConflictError):
+        found = [{"verdict": error.verdict, "reviewer": error.reviewer, "tool": None,
+                  "at": error.time_ms}]  # fmt: skip
+    else:
+        found = decisions_of(session)
+    if not found:
+        return ""
+    won = "; ".join(decision_html(d) for d in found)
+    return f"<div class='im-lost'>Your {esc(verb)} was not recorded: {won} came first.</div>"
+
+
+def progress_line(session: Any) -> str:
+    """The approval policy's progress on the open decision, one line of plain text (say
+    "1 of 2 approvals (alice, sre) — waiting for one more from sre"); empty when there is
+    nothing to say. Widgets show it when it is not empty."""
+    return ""
+
+
+def outcome_data(session: Any, response: Any = None) -> dict[str, Any]:
+    """What a session came to, as plain data for a widget's ``outcome`` trait: its status,
+    what it waits for, the decisions of its last decided request and its answer (None
+    while it waits)."""
+    answer = response if response is not None else outcome_of(session)
+    if session.is_pending:
+        answer = None
+    return {
+        "session_id": session.session_id,
+        "status": session.status,
+        "pending": bool(session.is_pending),
+        "waiting_for": session.pending_reason if session.is_pending else None,
+        "decisions": [
+            {**d, "verdict": str(d["verdict"]).upper(), "at": when(d["at"])}
+            for d in decisions_of(session)
+        ],
+        "answer": getattr(answer, "content", None) if answer is not None else None,
+    }
 
 
 def outcome_of(session: Any) -> AgentResponse | None:

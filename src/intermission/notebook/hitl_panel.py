@@ -1,5 +1,6 @@
 """HITLPanel: decide the tool calls of a suspended batch one by one (by call UUID), with
-editable arguments, a reviewer, a comment and a reason to reject, then resume (R36, R47)."""
+editable arguments, a reviewer, a comment and a reason to reject, then resume (R36, R47,
+R59)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import InvalidDecisionError
 from ..hitl import HITL
-from ._html import CSS, esc, expired_html, short_id
-from ._runner import CodeTwins, ResumeRunner
+from ._html import esc, expired_html, short_id
+from ._runner import DecisionView, ResumeRunner
+from ._widget import esm
 from .settings import default_reviewer, reviewer_or_default
 
 __all__ = ["HITLPanel"]
@@ -55,30 +57,24 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
 
 
 class _Row:
-    """One tool call: what it would do, why it waits, and its three buttons."""
+    """One tool call: what it would do, why it waits, and its arguments as edited."""
 
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
         badges = tool_badges(task, panel.runner.agent)
-        self.head = w.HTML(
+        self.head = (
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
             f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
         )
-        self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
-        self.args.add_class("hitl-args")
-        self.buttons: dict[str, w.Button] = {}
-        for verdict, style in (("approve", "success"), ("reject", "danger"), ("skip", "warning")):
-            b = w.Button(description=verdict.title(), button_style=style)
-            b.add_class(f"hitl-{verdict}")
-            b.on_click(lambda _b, v=verdict: panel._click(self.task.call_uuid, v))
-            self.buttons[verdict] = b
-        self.state = w.HTML()
-        self.state.add_class("hitl-row-state")
-        self.box = w.VBox([self.head, self.args, w.HBox([*self.buttons.values(), self.state])])
-        self.box.add_class("hitl-row")
+        self.args = json.dumps(task.args, indent=1)
+        """The arguments box's text (JSON; a person may edit it before approving)."""
+        self.state = ""
+        """What the row says of its decision (HTML)."""
+        self.open = False
+        """True while the call may be decided here."""
 
 
-class HITLPanel(CodeTwins, w.VBox):
+class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
     Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
     Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
@@ -88,53 +84,51 @@ class HITLPanel(CodeTwins, w.VBox):
 
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
-    ``code_twin(...)`` for the cell after the panel (see :class:`CodeTwins`).
+    ``code_twin(...)`` for the cell after the panel (see :class:`DecisionView`). What the
+    buttons send: ``click("decide", call_uuid=, verdict=, args=)``, ``click("all",
+    verdict=)``, ``click("resume")`` (each may carry ``reviewer=``, ``comment=``,
+    ``reason=``).
     """
+
+    _esm = esm("hitl_panel")
+    calls = t.List(t.Dict()).tag(sync=True)
+    """The rows as the page draws them: uuid, head (HTML), args, state (HTML), open."""
+    empty = t.Unicode("").tag(sync=True)
+    """Said when no tool call waits (HTML)."""
+    reviewer = t.Unicode("").tag(sync=True)
+    """The Reviewer field."""
+    comment = t.Unicode("").tag(sync=True)
+    """The Comment field."""
+    reason = t.Unicode("").tag(sync=True)
+    """The Reason field (rejecting needs one)."""
+    can_all = t.Bool(False).tag(sync=True)
+    """True while Approve all (and, with a reason, Reject all) may be clicked."""
+    can_resume = t.Bool(False).tag(sync=True)
+    """True when every call has a decision and the session may resume."""
+    show_resume = t.Bool(False).tag(sync=True)
+    """True when Resume with recorded decisions is shown."""
 
     def __init__(
         self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str | None = None
     ) -> None:
-        self.runner = ResumeRunner(agent, session, store)
-        self.reviewer = w.Text(
-            value=default_reviewer() if reviewer is None else reviewer, description="Reviewer"
-        )
-        self.reviewer.add_class("hitl-reviewer")
-        self.comment = w.Text(description="Comment", placeholder="optional note")
-        self.comment.add_class("hitl-comment")
-        self.reason = w.Text(description="Reason", placeholder="required to reject")
-        self.reason.add_class("hitl-reason")
-        self.reason.observe(lambda _change: self._enable(), names=["value"])
-        self.approve_all_button = w.Button(description="Approve all", button_style="success")
-        self.approve_all_button.add_class("hitl-approve-all")
-        self.approve_all_button.on_click(lambda _b: self._click_all("approve"))
-        self.reject_all_button = w.Button(description="Reject all", button_style="danger")
-        self.reject_all_button.add_class("hitl-reject-all")
-        self.reject_all_button.on_click(lambda _b: self._click_all("reject"))
-        self.resume_button = w.Button(description="Resume with recorded decisions")
-        self.resume_button.add_class("hitl-resume")
-        self.resume_button.on_click(lambda _b: self._click_resume())
-        self.rows_box = w.VBox()
+        self.reviewer = default_reviewer() if reviewer is None else reviewer
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
-        r = self.runner
-        r.state_hook = self._sync
-        super().__init__(
-            [
-                w.HTML(CSS), self.rows_box, self.reviewer, self.comment, self.reason,
-                w.HBox([self.approve_all_button, self.reject_all_button, self.resume_button]),
-                r.hint, r.status, r.result, r.timeline,
-            ]
-        )  # fmt: skip
-        self.add_class("hitl-panel")
+        self.runner = ResumeRunner(self, agent, session, store)
+        self.runner.state_hook = self._sync
         self._build_rows()
-        r.refresh()
-        r.settle()
+        self.runner.refresh()
+        self.runner.settle()
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"decide": self._on_decide, "all": self._on_all, "resume": self._on_resume}
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
         """After a run or a refusal: new rows when the batch changed, else new states."""
         s = self.runner.session
-        batch = [t.call_uuid for t in s.hitl.tasks] if s.is_pending else []
+        batch = [task.call_uuid for task in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
@@ -143,11 +137,13 @@ class HITLPanel(CodeTwins, w.VBox):
     def _build_rows(self) -> None:
         s = self.runner.session
         self._chosen = {}
-        self.rows = {t.call_uuid: _Row(self, t) for t in s.hitl.tasks} if s.is_pending else {}
-        self.rows_box.children = [row.box for row in self.rows.values()]
+        tasks = s.hitl.tasks if s.is_pending else []
+        self.rows = {task.call_uuid: _Row(self, task) for task in tasks}
         if not self.rows:
             waits = f": {esc(s.pending_reason)}" if s.is_pending else f" ({esc(s.status)})"
-            self.rows_box.children = [w.HTML(f"<i>No tool call waits for a decision</i>{waits}")]
+            self.empty = f"<i>No tool call waits for a decision</i>{waits}"
+        else:
+            self.empty = ""
         self._enable()
 
     def _undecided(self) -> list[str]:
@@ -155,10 +151,9 @@ class HITLPanel(CodeTwins, w.VBox):
         return [u for u in self.rows if u not in decided and u not in self._chosen]
 
     def _enable(self) -> None:
-        """Buttons as the session and the fields say (all off while a resume runs)."""
+        """Rows and buttons as the session says (all off while a resume runs)."""
         busy = self.runner.busy
         decided = self.runner.session.hitl.decisions
-        has_reason = bool(self.reason.value.strip())
         # a click after the deadline is refused; read the clock only then (a FakeClock
         # advances on every reading)
         timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
@@ -167,27 +162,29 @@ class HITLPanel(CodeTwins, w.VBox):
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
             if record is not None:
-                row.state.value = _decided_text(record)
+                row.state = _decided_text(record)
             elif chosen is not None:
-                row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
+                row.state = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                row.state.value = expired_html(row.task.decide_by_ms, now).strip()
-            open_row = record is None and chosen is None and not busy
-            row.args.disabled = not open_row
-            row.buttons["approve"].disabled = not open_row
-            row.buttons["skip"].disabled = not open_row
-            row.buttons["reject"].disabled = not (open_row and has_reason)
+                row.state = expired_html(row.task.decide_by_ms, now).strip()
+            row.open = record is None and chosen is None and not busy
+        self.calls = [
+            {"uuid": u, "head": r.head, "args": r.args, "state": r.state, "open": r.open}
+            for u, r in self.rows.items()
+        ]
         batch = bool(self.rows) and not busy
-        self.approve_all_button.disabled = not batch
-        self.reject_all_button.disabled = not (batch and has_reason)
-        self.resume_button.disabled = not (batch and not self._undecided())
-        self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
+        self.can_all = batch
+        self.can_resume = batch and not self._undecided()
+        self.show_resume = bool(self.rows) and not self._undecided()
+
+    def _still_open(self) -> bool:
+        return self.runner.session.is_pending and bool(self.runner.session.hitl.tasks)
 
     # -- decisions ---------------------------------------------------------------------
     def _who(self, reviewer: str | None) -> str:
-        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
-        if reviewer is None and self.reviewer.value.strip() != who:
-            self.reviewer.value = who  # the field shows who the decision records
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
+        if reviewer is None and self.reviewer.strip() != who:
+            self.reviewer = who  # the field shows who the decision records
         return who
 
     def _decision(
@@ -206,7 +203,7 @@ class HITLPanel(CodeTwins, w.VBox):
         if verdict == "approve":
             if args is None:
                 try:
-                    args = json.loads(row.args.value)
+                    args = json.loads(row.args)
                 except ValueError as exc:
                     raise InvalidDecisionError(f"arguments are not JSON: {exc}") from None
             if not isinstance(args, dict):
@@ -214,11 +211,11 @@ class HITLPanel(CodeTwins, w.VBox):
             decision = HITLDecision.approve()
             if args != row.task.args:
                 decision = decision.modified_args(args)
-            note = note if note is not None else (self.comment.value.strip() or None)
+            note = note if note is not None else (self.comment.strip() or None)
             if note:
                 decision = decision.comment(note)
         elif verdict == "reject":
-            why = note if note is not None else self.reason.value.strip()
+            why = note if note is not None else self.reason.strip()
             if not why:
                 raise InvalidDecisionError(
                     "a rejection needs a reason: type it in the Reason field",
@@ -226,7 +223,7 @@ class HITLPanel(CodeTwins, w.VBox):
                 )
             decision = HITLDecision.reject(why)
         else:
-            note = note if note is not None else (self.comment.value.strip() or None)
+            note = note if note is not None else (self.comment.strip() or None)
             decision = HITLDecision.skip(note)
         decision = decision.reviewer(self._who(reviewer))
         # checked against the session now (conflicts, approvers, edited arguments);
@@ -244,34 +241,39 @@ class HITLPanel(CodeTwins, w.VBox):
         agent = self.runner.agent
         return lambda s: HITL.submit_all(s, chosen, agent=agent)
 
-    def _click(self, call_uuid: str, verdict: str) -> None:
-        if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
-            return
-        try:
-            action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
-        except Exception as exc:
-            self.runner.show_error(exc)
-            return
-        if action is not None:
-            self.runner.run_in_background(action)
+    # -- what the buttons send -----------------------------------------------------------
+    def _take(self, fields: dict[str, Any]) -> None:
+        """The fields as the page had them when the button was clicked."""
+        for name in ("reviewer", "comment", "reason"):
+            value = self._text(fields, name)
+            if value is not None:
+                setattr(self, name, value)
+
+    def _on_decide(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        uuid = str(fields.get("call_uuid", ""))
+        verdict = str(fields.get("verdict", ""))
+        if verdict not in ("approve", "reject", "skip"):
+            raise InvalidDecisionError(f"a verdict is approve, reject or skip, not {verdict!r}")
+        row = self.rows.get(uuid)
+        edited = self._text(fields, "args")
+        if row is not None and edited is not None and row.open:
+            row.args = edited  # the arguments as the person left them
+        self._act(verdict.title(), lambda: self._choose({uuid: self._decision(uuid, verdict)}))
+
+    def _on_all(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        verdict = str(fields.get("verdict", ""))
+        if verdict not in ("approve", "reject"):
+            raise InvalidDecisionError(f"all calls are approved or rejected, not {verdict!r}")
+        self._act(f"{verdict.title()} all", lambda: self._choose(self._all(verdict, None, None)))
+
+    def _on_resume(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        self._act("Resume", lambda: None if self._undecided() else _nothing)
 
     def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
         return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
-
-    def _click_all(self, verdict: str) -> None:
-        if self.runner.sync():
-            return
-        try:
-            action = self._choose(self._all(verdict, None, None))
-        except Exception as exc:
-            self.runner.show_error(exc)
-            return
-        if action is not None:
-            self.runner.run_in_background(action)
-
-    def _click_resume(self) -> None:
-        if not self.runner.sync() and not self._undecided():
-            self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------
     def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -316,9 +318,7 @@ class HITLPanel(CodeTwins, w.VBox):
                 "a graph approval is decided with ApprovalWidget or decide_graph"
             )
         chosen = {
-            uuid: self._decision(
-                uuid, decisions if isinstance(decisions, str) else decisions[uuid]
-            )
+            uuid: self._decision(uuid, decisions if isinstance(decisions, str) else decisions[uuid])
             for uuid in self._undecided()
         }
         return self._twin(chosen)
@@ -329,12 +329,12 @@ class HITLPanel(CodeTwins, w.VBox):
             raise InvalidDecisionError(
                 f"{len(self._undecided())} tool call(s) still need a decision"
             )
-        return self.runner.run_now(lambda s: None)
-
-    def wait(self, timeout: float | None = 30.0) -> Any:
-        """Wait for a button-started resume; returns the response."""
-        return self.runner.wait(timeout)
+        return self.runner.run_now(_nothing)
 
     def __repr__(self) -> str:
         s = self.runner.session
         return f"<HITLPanel {visible(s.session_id)}: {len(self._undecided())} pending call(s)>"
+
+
+def _nothing(_session: AgentSession) -> None:
+    """The decision of a resume with the recorded decisions: none more."""
