@@ -146,7 +146,7 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
     label = history.locator(".history-label")
     expect(label).to_contain_text("checkpoint 3")
     expect(label).to_contain_text("waiting: Change plan awaits human review")
-    handle = history.locator(".history-slider .noUi-handle")
+    handle = history.locator(".history-slider input[type=range]")
     handle.focus()
     handle.press("ArrowLeft")  # one checkpoint back: entering the approval node
     expect(label).to_contain_text("checkpoint 2", timeout=30_000)

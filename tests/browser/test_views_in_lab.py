@@ -164,7 +164,7 @@ def test_08_a_fork_from_checkpoint_1_resumed_to_its_pause_is_decided_in_the_widg
     history = nb.widget(".im-history")
     label = history.locator(".history-label")
     expect(label).to_contain_text("checkpoint 3")
-    handle = history.locator(".history-slider .noUi-handle")
+    handle = history.locator(".history-slider input[type=range]")
     handle.focus()
     handle.press("ArrowLeft")
     expect(label).to_contain_text("checkpoint 2", timeout=30_000)

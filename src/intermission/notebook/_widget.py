@@ -13,7 +13,9 @@ value only when the page writes to it, also when the change came from a backgrou
 
 from __future__ import annotations
 
+import base64
 import pathlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +50,24 @@ def widget_ref() -> Any:
 Handler = Callable[[dict[str, Any]], None]
 
 
+def _esm_url_for_marimo(cls: type) -> str | None:
+    """The module as a ``data:`` URL for a widget made in marimo outside a running cell
+    (an Inbox opening a session, a History forking): marimo serves a widget's module as a
+    file that belongs to the cell running at the time, and there is none then. None
+    elsewhere (Jupyter loads the module's text; in a cell marimo makes the file)."""
+    context = sys.modules.get("marimo._runtime.context")
+    if context is None:
+        return None
+    try:
+        running = context.get_context()
+    except Exception:  # not inside a marimo kernel
+        return None
+    if getattr(running, "cell_id", None) is not None:
+        return None
+    source = str(getattr(cls, "_esm", ""))
+    return "data:text/javascript;base64," + base64.b64encode(source.encode()).decode()
+
+
 class View(anywidget.AnyWidget):
     """The base of every widget: the message protocol, a status line and a hint, and the
     revision the page echoes for marimo."""
@@ -71,6 +91,9 @@ class View(anywidget.AnyWidget):
     listens (Jupyter marks the models of a restarted kernel dead)."""
 
     def __init__(self, **kwargs: Any) -> None:
+        url = _esm_url_for_marimo(type(self))
+        if url is not None:
+            kwargs["_esm"] = url
         super().__init__(**kwargs)
         self._mid = self.model_id
         self.on_msg(self._received)
@@ -81,26 +104,30 @@ class View(anywidget.AnyWidget):
 
     def click(self, action: str, **fields: Any) -> None:
         """What a button of the page does, from code: handle the message it sends (say
-        ``panel.click("decide", call_uuid=uuid, verdict="reject", reason="no")``). A
-        resume it starts runs beside the caller; ``wait()`` waits for it."""
-        handler = self._actions().get(action)
-        if handler is None:
+        ``panel.click("decide", call_uuid=uuid, verdict="reject", reason="no")``). As on
+        the page, a refusal is shown in the widget, not raised; a resume it starts runs
+        beside the caller (``wait()`` waits for it)."""
+        if action not in self._actions():
             raise UsageError(
                 f"{type(self).__name__} has no action {action!r} "
                 f"(it has: {', '.join(sorted(self._actions()))})"
             )
-        handler(fields)
+        self._handle(action, fields)
 
-    def _received(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict):
-            return
-        fields = {k: v for k, v in content.items() if k not in ("action", "seq")}
-        handler = self._actions().get(str(content.get("action")))
+    def _handle(self, action: str, fields: dict[str, Any]) -> None:
+        handler = self._actions().get(action)
         try:
             if handler is not None:
                 handler(fields)
         except Exception as exc:  # shown in the widget, never a traceback in the kernel's log
             self._show_error(exc)
+
+    def _received(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        fields = {k: v for k, v in content.items() if k not in ("action", "seq")}
+        try:
+            self._handle(str(content.get("action")), fields)
         finally:  # handled (or refused, which the widget shows): the page may go on
             if "seq" in content:
                 self.send({"ack": content["seq"]})

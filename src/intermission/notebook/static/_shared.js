@@ -61,9 +61,12 @@ function isDark() {
 function mount(model, el, cls) {
   // The widget's root (themed, with a banner for a gone kernel) and its context: watch
   // traits, send actions, echo revisions, and clean up when the view goes.
-  const root = h("div", { class: `im-root ${cls}` });
+  const root = h("div", { class: `im-root ${cls}`, "data-lm-suppress-shortcuts": "true" });
   const banner = h("div", { class: "im-banner", hidden: true });
   root.append(banner);
+  // keys typed in the widget are the widget's: JupyterLab's notebook would take an arrow
+  // key to move between cells (and "a" to insert one) instead of moving a slider
+  root.addEventListener("keydown", (event) => event.stopPropagation());
   el.append(root);
   const ctx = {
     model, root, dead: false, slow: false, sending: null, draws: [], cleanups: [],
