@@ -312,3 +312,80 @@ def test_04_in_jupyter_notebook_7_runs_renders_the_widget_and_a_click_decides(
     )
     expect(widget.locator(".approval-status")).to_contain_text("APPROVE by alice at ")
     shot(widget, "nb7-04-after-approve")
+
+
+RACE = [
+    "from intermission import InMemoryAgentSession\n"
+    "from intermission.examples import build_change_graph\n"
+    "from intermission.notebook import ApprovalWidget, settings\n"
+    "from intermission.stores import SQLiteStore\n"
+    "\n"
+    "settings.view_poll_s = None  # the widget learns of carol's decision only from the click\n"
+    "store = SQLiteStore('race.sqlite')\n"
+    "team = build_change_graph()\n"
+    "session = InMemoryAgentSession.of('change-race')\n"
+    "team.prompt('Upgrade the order service').session(session).call()\n"
+    "store.save(session)\n"
+    "widget = ApprovalWidget(team, store.load('change-race'), store=store, reviewer='alice')\n"
+    "widget",
+]
+
+
+def test_a_click_that_lost_the_race_says_so_naming_the_decision_that_won(
+    lab: Lab, page: Any
+) -> None:  # issue 29, item 2
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, notebook_file(lab, "race.ipynb", RACE))
+    nb.run_all()
+    widget = nb.widget(".approval-widget")
+    widget.locator(".approval-reason input").fill("not this week")
+    reject = widget.locator("button.approval-reject")
+    expect(reject).to_be_enabled()
+    # carol approves in a terminal; the page still shows the decision as open
+    done = subprocess.run(
+        [sys.executable, "-m", "intermission", "approve", "change-race", "--reviewer", "carol",
+         "--store", "race.sqlite"],
+        cwd=lab.nb_dir, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reject.click()
+    lost = widget.locator(".im-lost-box")
+    expect(lost).to_contain_text(
+        "Your Reject was not recorded: APPROVE by carol at ", timeout=30_000
+    )
+    expect(lost).to_contain_text("came first")
+    expect(widget.locator(".approval-status")).to_contain_text(
+        "Decided (not in this view): APPROVE by carol"
+    )
+    expect(widget.locator(".approval-result")).to_contain_text("Change executed")
+    expect(reject).to_be_disabled()
+    shot(widget, "views-lost-race")
+
+
+def test_a_widget_of_a_restarted_kernel_says_it_is_disconnected_and_a_rerun_is_live(
+    lab: Lab, page: Any
+) -> None:  # issue 29, item 3
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "04_graph_approval.ipynb")
+    nb.run_all()
+    widget = nb.widget(".approval-widget")
+    approve = widget.locator("button.approval-approve")
+    expect(approve).to_be_enabled()
+    expect(widget.locator(".im-banner")).to_be_hidden()
+    nb.menu("Kernel", "Restart Kernel…")
+    nb.wait_idle()
+    banner = widget.locator(".im-banner")
+    expect(banner).to_contain_text("Disconnected", timeout=30_000)
+    expect(banner).to_contain_text("Run the cell again for a live widget")
+    expect(approve).to_be_disabled()
+    expect(widget.locator(".approval-reason input")).to_be_disabled()
+    shot(widget, "views-disconnected")
+    nb.run_all()  # a live widget in the old one's place
+    widget = nb.widget(".approval-widget")
+    expect(widget.locator(".im-banner")).to_be_hidden()
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )

@@ -6,11 +6,11 @@
 
 const SLOW_MS = 10000; // no answer by then: say the kernel may be busy, or gone
 const DEAD_TEXT =
-  "Disconnected: the kernel this widget belonged to has stopped or restarted, so its " +
-  "buttons do nothing. Run the cell again for a live widget.";
+  "Disconnected: the kernel behind this widget stopped or restarted, so its buttons do " +
+  "nothing. Run the cell again for a live widget (after a restart, the cells above it too).";
 const SLOW_TEXT =
-  "No answer from the kernel yet: it may be busy running a cell. If it was restarted, " +
-  "run the cell again for a live widget.";
+  "No answer from the kernel yet: it may be busy running a cell. If it restarted, run the " +
+  "cell again for a live widget (the cells above it too).";
 
 function h(tag, props, ...kids) {
   const node = document.createElement(tag);
@@ -198,7 +198,8 @@ function areas(ctx, names) {
   };
   const nodes = names.map((name) => h("div", { class: classes[name] || `im-${name}` }));
   const draw = () => names.forEach((name, i) => {
-    const value = ctx.model.get(name) || "";
+    // a gone kernel's widget invites no click: its "waiting for your decision" hint goes
+    const value = name === "hint" && ctx.dead ? "" : ctx.model.get(name) || "";
     if (name === "progress") {
       nodes[i].textContent = value; // plain text
       nodes[i].hidden = !value;
