@@ -12,6 +12,7 @@ SCRIPT = textwrap.dedent(
 
     BLOCKED = {
         "IPython", "ipywidgets", "graphviz", "psycopg", "httpx", "ag_ui", "starlette", "uvicorn",
+        "anywidget", "marimo",
     }
 
     class Refuse:

@@ -257,3 +257,32 @@ def test_the_modules_are_files_in_the_package() -> None:
 def _no_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(settings, "autopilot", False)
     monkeypatch.setattr(settings, "view_poll_s", None)
+
+
+LAZY = """
+import sys
+import intermission.notebook as nb
+assert "ipywidgets" not in sys.modules and "anywidget" not in sys.modules  # on first use
+from intermission.notebook import HITLPanel  # loads the settings module too
+from intermission.notebook import settings, Settings
+assert isinstance(settings, Settings), type(settings)
+print(sorted(set(nb.__all__) - set(dir(nb))))
+"""
+BLOCKED = """
+import sys
+sys.modules["anywidget"] = None
+try:
+    import intermission.notebook
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_the_layer_loads_its_names_on_first_use_and_says_what_is_missing_at_once() -> None:
+    lazy = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True)
+    assert lazy.returncode == 0, lazy.stderr
+    assert lazy.stdout.strip() == "[]"
+    blocked = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True)
+    assert blocked.stdout.strip() == (
+        "MissingDependencyError 'anywidget' is not installed: pip install 'intermission[notebook]'"
+    ), blocked.stderr
