@@ -4,8 +4,9 @@ every host but 127.0.0.1 refused (a request to one fails the test).
 In ``marimo run``: Approve on an HITLPanel (and a double click) runs the tool once — counted
 from the tool's own record, a line per run in a file — and the next cell, which reads the
 panel's value, shows the outcome; Reject with a reason runs nothing; the Inbox tutorial's
-Open → Approve decides a stored session. In ``marimo edit`` (Run pressed, as a person
-would) a click decides too. Text keeps AA contrast in marimo's light and dark themes.
+Open → Approve decides a stored session; the History's slider, Fork from here and the fork's
+Approve, and the Stepper's buttons work. In ``marimo edit`` (Run pressed, as a person would)
+a click decides too. Text keeps AA contrast in marimo's light and dark themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
 """
@@ -25,6 +26,7 @@ from tests.browser.lite import LOCAL_ARGS, offline_context
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 APP = Path(__file__).resolve().parent / "marimo_hitl_app.py"
+VIEWS = Path(__file__).resolve().parent / "marimo_views_app.py"
 INBOX = ROOT / "notebooks" / "marimo" / "05_inbox.py"
 
 
@@ -234,5 +236,43 @@ def test_marimo_dark_theme_keeps_the_widget_readable(
         assert "im-dark" in (panel.get_attribute("class") or "")
         readable(page)
         shot(panel, "hitl-dark")
+    finally:
+        server.stop()
+
+
+def test_the_history_and_the_stepper_in_marimo_run(
+    page: Any, tmp_path: Path, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "run", VIEWS, tool_log)
+    try:
+        history = opened(page, server, ".im-history")
+        label = history.locator(".history-label")
+        expect(label).to_contain_text("checkpoint 3")
+        slider = history.locator(".history-slider input[type=range]")
+        slider.focus()
+        slider.press("ArrowLeft")
+        expect(label).to_contain_text("checkpoint 2", timeout=30_000)
+        slider.press("ArrowRight")
+        expect(label).to_contain_text("checkpoint 3", timeout=30_000)
+        history.locator("button.history-fork").click()  # its widget is made in the handler
+        fork = history.locator(".history-opened .approval-widget")
+        expect(fork.locator("button.approval-approve")).to_be_enabled(timeout=60_000)
+        fork.locator("button.approval-approve").click()
+        expect(fork.locator(".approval-result")).to_contain_text(
+            "Change executed: applied change-001", timeout=60_000
+        )
+        expect(page.get_by_text("FORK: change-001.fork1 done APPROVE")).to_be_visible(
+            timeout=60_000
+        )  # the cell reading the History ran again
+        shot(history, "history-fork-approved")
+        stepper = page.locator(".im-stepper").first
+        status = stepper.locator(".stepper-status")
+        expect(status).to_contain_text("Ready")
+        stepper.locator("button:text-is('Step')").click()
+        expect(status).to_contain_text("next node(s): a", timeout=30_000)
+        stepper.locator("button:text-is('Run')").click()
+        expect(status).to_contain_text("Finished", timeout=30_000)
     finally:
         server.stop()

@@ -69,7 +69,6 @@ class Inbox(View):
         self.poll_s: float | None = settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
         self.current: Any = None
         """The decision widget of the opened session."""
-        self._opened_by_click = False
         self.listed: list[str] = []
         """Every session id this inbox has listed as pending, first seen first."""
         self._ids: list[str] = []
@@ -160,7 +159,6 @@ class Inbox(View):
             return
         self.status = ""
         self.open_session(sid)
-        self._opened_by_click = True
 
     def open_session(self, session_id: str) -> Any:
         """Show one session and return its decision widget (see ``decision_widget``)."""
@@ -227,4 +225,4 @@ class Inbox(View):
         return None
 
     def __repr__(self) -> str:
-        return f"<Inbox {len(self._ids)} pending session(s)>"
+        return f"<Inbox {len(getattr(self, '_ids', []))} pending session(s)>"
