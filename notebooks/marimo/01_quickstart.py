@@ -21,8 +21,7 @@ def _(mo):
     the tool runs, you approve in a widget, and the same session goes on.
 
     Everything on this page runs offline with `ScriptedModel`, the deterministic model that
-    ships with the package. The last cell holds tests: `pytest` on this file runs them (and,
-    while you edit, marimo runs them too).
+    ships with the package. The last cell holds tests: `pytest` on this file runs them.
     """)
     return
 
