@@ -5,8 +5,9 @@ In ``marimo run``: Approve on an HITLPanel (and a double click) runs the tool on
 from the tool's own record, a line per run in a file — and the next cell, which reads the
 panel's value, shows the outcome; Reject with a reason runs nothing; the Inbox tutorial's
 Open → Approve decides a stored session; the History's slider, Fork from here and the fork's
-Approve, and the Stepper's buttons work. In ``marimo edit`` (Run pressed, as a person would)
-a click decides too. Text keeps AA contrast in marimo's light and dark themes.
+Approve, and the Stepper's buttons work. In ``marimo edit`` (Run pressed, as a person would;
+the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
+themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
 """
@@ -209,33 +210,23 @@ def test_the_inbox_tutorial_opens_a_session_and_approve_decides_it(
         server.stop()
 
 
-def test_in_marimo_edit_a_click_decides_and_the_next_cell_shows_it(
+def test_in_marimo_edit_with_the_dark_theme_a_click_decides_and_text_stays_readable(
     page: Any, tmp_path: Path, tool_log: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    server = _server(tmp_path, "edit", APP, tool_log)
+    server = _server(tmp_path, "edit", APP, tool_log, theme="dark")
     try:
         panel = opened(page, server, ".hitl-panel", edit=True)
         run = token(page)
+        assert "im-dark" in (panel.get_attribute("class") or "")
         approve = panel.locator("button.hitl-approve")
         expect(approve).to_be_enabled(timeout=60_000)
+        readable(page)
+        shot(panel, "hitl-dark")
         approve.click()
         expect(page.get_by_text("OUTCOME: done APPROVE")).to_be_visible(timeout=60_000)
         assert tool_runs(tool_log, run) == 1
-    finally:
-        server.stop()
-
-
-def test_marimo_dark_theme_keeps_the_widget_readable(
-    page: Any, tmp_path: Path, tool_log: Path
-) -> None:
-    server = _server(tmp_path, "run", APP, tool_log, theme="dark")
-    try:
-        panel = opened(page, server, ".hitl-panel")
-        assert "im-dark" in (panel.get_attribute("class") or "")
-        readable(page)
-        shot(panel, "hitl-dark")
     finally:
         server.stop()
 

@@ -171,6 +171,13 @@ def test_a_click_that_lost_to_a_decision_made_elsewhere_says_which_came_first() 
     panel.click("decide", call_uuid=uuid, verdict="skip")
     assert "Your Skip was not recorded: delete_user: <b>APPROVE</b> by <b>carol</b>" in panel.lost
     assert panel.lost.count("came first") == 1 and store.load("ops-1").status == "done"
+    # a second message of one's own double click, after its resume ended: nothing is lost
+    own, own_session = _ops_panel()
+    (own_uuid,) = own.rows
+    own.click("decide", call_uuid=own_uuid, verdict="approve")
+    own.wait()
+    own.click("decide", call_uuid=own_uuid, verdict="approve")
+    assert own.lost == "" and "error" not in own.status and own_session.status == "done"
     # a new decision clears the note
     team2, s2, _ = paused_change()
     fresh = ApprovalWidget(team2, s2)

@@ -327,7 +327,8 @@ class DecisionView(View):
             return  # a click while a resume runs: ignored, as the page's greyed button
         runner.sync()  # what the store holds now, not what the page showed
         if not self._still_open() and decisions_of(runner.session):
-            runner.lost(verb)
+            if runner.response is None:  # not this widget's own earlier decision
+                runner.lost(verb)
             return
         try:
             action = decide()
