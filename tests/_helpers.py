@@ -47,6 +47,7 @@ def fresh_pg(**kw: Any) -> Any:
         run("DELETE FROM im_ledger")
         run("DELETE FROM im_events")
         run("DELETE FROM im_sessions")
+        run("DELETE FROM im_audit")
     return store
 
 TRANSFERS: list[tuple[str, int]] = []

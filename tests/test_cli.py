@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from intermission.cli import main
+from intermission.principals import os_principal
 from intermission.stores import SQLiteStore
 
 
@@ -34,7 +35,14 @@ def test_cli_round_trip(tmp_path: Path) -> None:
     assert "session change-001 done" in approve.stdout
     assert cli("pending", "--store", store, cwd=tmp_path).stdout.strip() == "no pending sessions"
     session = SQLiteStore(store).load("change-001")
-    assert session.status == "done" and session.context["approval.operator"] == "alice"
+    # the OS user decided; --reviewer alice is a display name (never the identity)
+    me = os_principal()
+    assert session.status == "done" and session.context["approval.operator"] == me.name
+    assert session.context["approval.by"] == {
+        "name": me.name, "roles": sorted(me.roles), "via": "cli", "authenticated": True,
+        "display": "alice",
+    }  # fmt: skip
+    assert session.requester is not None and session.requester.name == me.name  # the demo asked
     assert session.context["change.result"] == "applied change-001"
     assert session.ledger["change-001/execute"].status == "completed"
 
@@ -53,7 +61,7 @@ def test_cli_reject_path_and_one_line_errors(
     assert err[0].startswith(
         "error: session 'change-001' is done: there is nothing to resume (someone else may "
         "have resumed it already); nothing was claimed. To send a new prompt, use "
-        "store.claim(session_id); its last decision was REJECT by an unnamed reviewer at "
+        f"store.claim(session_id); its last decision was REJECT by {os_principal().name} at "
     ) and err[0].endswith(" UTC")  # the refusal names what decided it (issue 24)
     assert err[1:] == ["error: no stored session 'missing'"]
 

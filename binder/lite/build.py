@@ -175,7 +175,7 @@ def _md(text: str) -> dict[str, object]:
     return {"cell_type": "markdown", "metadata": {}, "source": text}
 
 
-BROWSER_05 = (
+BROWSER_DB = (
     "> **In the browser** this page's SQLite database lives in the browser's memory (`/tmp`), "
     "not in your files: JupyterLite's file drive cannot hold a SQLite file. It lasts as long "
     "as this page: a reload starts with an empty store. Run `make lab` for a database on disk."
@@ -193,11 +193,13 @@ BROWSER_10 = (
 )
 NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10}
 """Tutorials shown as text in the site, each with why."""
+IN_MEMORY = {"05_": "tutorial-05.sqlite", "11_": "tutorial-11.sqlite"}
+"""Tutorials whose SQLite file lives in the page's memory (``/tmp``) in the site."""
 
 
 def tutorials(dest: Path) -> None:
-    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09 and 10 told
-    what a browser changes."""
+    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09, 10 and 11
+    told what a browser changes."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text())
         nb["metadata"]["kernelspec"] = {
@@ -206,15 +208,16 @@ def tutorials(dest: Path) -> None:
         for cell in nb["cells"]:
             if cell["cell_type"] == "code":
                 cell["outputs"], cell["execution_count"] = [], None
-        if path.name.startswith("05_"):
+        db = IN_MEMORY.get(path.name[:3])
+        if db is not None:
             code = next(c for c in nb["cells"] if c["cell_type"] == "code")
             src = "".join(code["source"])
-            old = 'DB = pathlib.Path("tutorial-05.sqlite")'
+            old = f'DB = pathlib.Path("{db}")'
             assert old in src, f"{path.name}: the DB path line changed; update build.py"
             code["source"] = src.replace(
-                old, 'DB = pathlib.Path("/tmp/tutorial-05.sqlite")  # memory: gone on reload'
+                old, f'DB = pathlib.Path("/tmp/{db}")  # memory: gone on reload'
             )
-            nb["cells"].insert(1, _md(BROWSER_05))
+            nb["cells"].insert(1, _md(BROWSER_DB))
         why = NOT_IN_BROWSER.get(path.name[:3])
         if why is not None:
             cells = []

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         mcp_tools,
         tool,
     )
+    from .audit import AuditEntry, AuditRecord, AuditVerification
     from .core import (
         END,
         START,
@@ -59,12 +60,13 @@ if TYPE_CHECKING:
         SessionSnapshot,
         SessionStatus,
     )
-    from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask
+    from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask, Vote
     from .errors import (
         AmbiguousTaskError,
         ConflictError,
         DeadlinePassedError,
         DecisionConflictError,
+        DecisionRefusedError,
         EffectOutcomeUnknownError,
         FlowRuntimeError,
         GraphDefinitionError,
@@ -97,6 +99,10 @@ if TYPE_CHECKING:
         ActionEndEvent,
         ActionStartEvent,
         ApprovalDecidedEvent,
+        ApprovalEscalatedEvent,
+        ApprovalExpiredEvent,
+        ApprovalVotedEvent,
+        ApprovalWarnedEvent,
         Event,
         HITLDecidedEvent,
         HITLExpiredEvent,
@@ -113,19 +119,37 @@ if TYPE_CHECKING:
         ToolCallEndEvent,
         ToolCallStartEvent,
     )
-    from .hitl import HITL, ApprovalKeys, HITLInterceptor, check_deadline, decide_graph
+    from .hitl import (
+        HITL,
+        ApprovalKeys,
+        HITLInterceptor,
+        check_deadline,
+        decide_graph,
+        open_approval,
+    )
     from .messages import ChatMessage, ToolCall
+    from .policies import ApprovalPolicy, Escalate
+    from .principals import Actor, Principal
     from .traces import ReActTrace, TeamRecord, TeamTrace
 
 _WHERE: dict[str, str] = {
-"ActionEndEvent": ".events",
+    "ActionEndEvent": ".events",
     "ActionStartEvent": ".events",
+    "Actor": ".principals",
     "AgentRequest": ".agents",
     "AgentResponse": ".agents",
     "AgentSession": ".core",
     "AmbiguousTaskError": ".errors",
     "ApprovalDecidedEvent": ".events",
+    "ApprovalEscalatedEvent": ".events",
+    "ApprovalExpiredEvent": ".events",
     "ApprovalKeys": ".hitl",
+    "ApprovalPolicy": ".policies",
+    "ApprovalVotedEvent": ".events",
+    "ApprovalWarnedEvent": ".events",
+    "AuditEntry": ".audit",
+    "AuditRecord": ".audit",
+    "AuditVerification": ".audit",
     "ChatMessage": ".messages",
     "ChatModel": ".agents",
     "Checkpoint": ".core",
@@ -134,8 +158,10 @@ _WHERE: dict[str, str] = {
     "DeadlinePassedError": ".errors",
     "DecisionConflictError": ".errors",
     "DecisionRecord": ".decisions",
+    "DecisionRefusedError": ".errors",
     "END": ".core",
     "EffectOutcomeUnknownError": ".errors",
+    "Escalate": ".policies",
     "Event": ".events",
     "EventLog": ".core",
     "EventStream": ".agents",
@@ -176,6 +202,7 @@ _WHERE: dict[str, str] = {
     "NotSerializableError": ".errors",
     "NothingToResumeError": ".errors",
     "OpenAIChatModel": ".agents",
+    "Principal": ".principals",
     "PydanticAIModel": ".agents",
     "RandomIds": "._ids",
     "ReActAgent": ".agents",
@@ -220,11 +247,13 @@ _WHERE: dict[str, str] = {
     "ToolUnavailableError": ".errors",
     "UnknownTaskError": ".errors",
     "UsageError": ".errors",
-    "__version__": "._version",
+    "Vote": ".decisions",
     "check_deadline": ".hitl",
     "decide_graph": ".hitl",
     "mcp_tools": ".agents",
+    "open_approval": ".hitl",
     "tool": ".agents",
+    "__version__": "._version",
 }
 
 
@@ -246,12 +275,21 @@ __all__ = [
     "START",
     "ActionEndEvent",
     "ActionStartEvent",
+    "Actor",
     "AgentRequest",
     "AgentResponse",
     "AgentSession",
     "AmbiguousTaskError",
     "ApprovalDecidedEvent",
+    "ApprovalEscalatedEvent",
+    "ApprovalExpiredEvent",
     "ApprovalKeys",
+    "ApprovalPolicy",
+    "ApprovalVotedEvent",
+    "ApprovalWarnedEvent",
+    "AuditEntry",
+    "AuditRecord",
+    "AuditVerification",
     "ChatMessage",
     "ChatModel",
     "Checkpoint",
@@ -260,7 +298,9 @@ __all__ = [
     "DeadlinePassedError",
     "DecisionConflictError",
     "DecisionRecord",
+    "DecisionRefusedError",
     "EffectOutcomeUnknownError",
+    "Escalate",
     "Event",
     "EventLog",
     "EventStream",
@@ -301,6 +341,7 @@ __all__ = [
     "NotSerializableError",
     "NothingToResumeError",
     "OpenAIChatModel",
+    "Principal",
     "PydanticAIModel",
     "RandomIds",
     "ReActAgent",
@@ -344,9 +385,11 @@ __all__ = [
     "ToolUnavailableError",
     "UnknownTaskError",
     "UsageError",
+    "Vote",
     "__version__",
     "check_deadline",
     "decide_graph",
     "mcp_tools",
+    "open_approval",
     "tool",
 ]

@@ -9,17 +9,40 @@ refuses a decision writes its entry straight to the store (``store.append_audit`
 
 Noted entries are transient: they are not part of the session's snapshot (a refused decision
 leaves the snapshot exactly as it was) and a copy of a session does not carry them.
+
+The chain: ``hash = sha256(prev + canonical JSON of the record without hash)`` (keys sorted,
+no spaces, UTF-8), where ``prev`` is the hash of the record before it, 64 zeros for the
+first record of a chain, or, for a fork's first record, its parent's head when the fork was
+stored. Editing, deleting or inserting a record breaks the chain at that record, which
+``store.verify_audit(session_id)`` names. What it cannot see: someone with write access to
+the database who rewrites the whole chain from some record on, or drops its last records.
+Keep the head hash (``verify_audit(...).head``) somewhere else to catch that too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from ._check import shown
+from ._json import check_json
 from ._model import Model
+from .errors import UsageError
 
-__all__ = ["AuditEntry", "AuditRecord", "Via", "forget_noted", "note", "noted"]
+__all__ = [
+    "AuditEntry",
+    "AuditRecord",
+    "AuditVerification",
+    "Problem",
+    "Via",
+    "by_hand",
+    "forget_noted",
+    "note",
+    "noted",
+]
 
 Via = Literal["api", "cli", "notebook", "agui", "console", "system"]
 """The surface an action came through (``system``: intermission itself, e.g. an expiry)."""
@@ -60,7 +83,11 @@ class AuditRecord(AuditEntry):
 
 
 def note(session: Any, entry: AuditEntry) -> None:
-    """Note ``entry`` on ``session``: its store writes it with the session's next save."""
+    """Note ``entry`` on ``session``: its store writes it with the session's next save.
+    Its ``detail`` must be JSON (NotSerializableError here, not at the save)."""
+    if not isinstance(entry, AuditEntry) or isinstance(entry, AuditRecord):
+        raise UsageError(f"note takes an AuditEntry, not {type(entry).__name__}")
+    check_json("audit detail", entry.detail)
     noted: list[AuditEntry] | None = getattr(session, "audit_noted", None)
     if noted is None:
         noted = []
@@ -80,3 +107,95 @@ def forget_noted(session: Any, count: int) -> None:
     found: list[AuditEntry] | None = getattr(session, "audit_noted", None)
     if found:
         del found[:count]
+
+
+def by_hand(
+    action: str,
+    target: str,
+    principal: Any = None,
+    *,
+    via: Via | None = None,
+    roles: Sequence[str] = (),
+    reason: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """The entry of something a person did by hand (resolving an effect, say).
+
+    ``principal``: who: a name, or an object with ``name`` (and ``roles``,
+    ``authenticated``), such as an authenticated principal; None when nobody said."""
+    actor: str | None = None
+    authenticated = False
+    found_roles = list(roles)
+    if isinstance(principal, str):
+        actor = principal
+    elif principal is not None:
+        name = getattr(principal, "name", None)
+        if not isinstance(name, str):
+            raise UsageError(f"principal is a name or a principal, not {shown(principal)}")
+        actor = name
+        found_roles = [*found_roles, *getattr(principal, "roles", ())]
+        authenticated = bool(getattr(principal, "authenticated", False))
+    if actor is not None and not actor.strip():
+        raise UsageError("principal is a non-empty name")
+    return AuditEntry(
+        action=action,
+        actor=actor,
+        roles=sorted(set(found_roles)),
+        via=via or "api",
+        authenticated=authenticated,
+        target=target,
+        reason=reason,
+        detail=detail or {},
+    )
+
+
+Problem = Literal["edited", "hash", "missing", "chain", "unreadable"]
+"""What broke an audit chain: ``edited`` (a record's content no longer matches its hash),
+``hash`` (a hash was changed, the content is intact), ``missing`` (a record was deleted),
+``chain`` (a record does not follow the one before it: one was inserted, replaced,
+renumbered or moved), ``unreadable`` (not a record at all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerification:
+    """What ``store.verify_audit(session_id)`` found. True when the chain is intact.
+
+    Example:
+        >>> AuditVerification("s-1", records=3, head="ab" * 32)
+        AuditVerification('s-1': 3 records, chain intact; head abababababab…)
+    """
+
+    session_id: str
+    records: int
+    """How many records are stored for the session."""
+    head: str | None
+    """The hash of the last record (None: no records). Keep it elsewhere: a chain rewritten
+    from some record on, or cut short, no longer ends in it."""
+    broken_seq: int | None = None
+    """The first broken record (for ``missing``: the number of the deleted one)."""
+    problem: Problem | None = None
+    why: str = ""
+    """What is wrong with it, in words."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every record is intact and in its place."""
+        return self.problem is None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if self.ok:
+            head = f"; head {self.head}" if self.head else ""
+            return f"{self.records} records, chain intact{head}"
+        return f"record {self.broken_seq}: {self.why}"
+
+    def __repr__(self) -> str:
+        if self.ok:
+            head = f"; head {self.head[:12]}…" if self.head else ""
+            return (
+                f"AuditVerification({self.session_id!r}: {self.records} records, "
+                f"chain intact{head})"
+            )
+        return f"AuditVerification({self.session_id!r}: {self.problem} at {self.broken_seq})"

@@ -11,10 +11,55 @@ from ._check import shown
 from ._json import canonical_dumps, check_json
 from ._model import Model
 from .errors import InvalidDecisionError, NotSerializableError
+from .policies import ApprovalPolicy
+from .principals import Actor, Via
 
-__all__ = ["DecisionRecord", "HITLDecision", "HITLState", "HITLTask", "Verdict", "fingerprint"]
+__all__ = [
+    "DecisionRecord",
+    "HITLDecision",
+    "HITLState",
+    "HITLTask",
+    "Verdict",
+    "Vote",
+    "fingerprint",
+]
 
 Verdict = Literal["approve", "reject", "skip"]
+
+
+def _none(value: Any) -> bool:
+    return value is None
+
+
+def _empty(value: Any) -> bool:
+    return not value
+
+
+class Vote(Model):
+    """One principal's decision on an approval that needs more than one (a quorum): who,
+    through which surface, what and when. Kept on the task (or the graph approval) until
+    the approval's outcome is decided, then on the decision that ended it."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
+
+    verdict: Verdict
+    name: str
+    roles: list[str] = Field(default_factory=list, exclude_if=_empty)
+    via: Via | None = Field(default=None, exclude_if=_none)
+    authenticated: bool = Field(default=False, exclude_if=_empty)
+    display: str | None = Field(default=None, exclude_if=_none)
+    time_ms: float
+    comment: str | None = Field(default=None, exclude_if=_none)
+    """The approval's comment, or the rejection's reason."""
+    modified_args: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+
+    @property
+    def actor(self) -> Actor:
+        """Who voted."""
+        return Actor(
+            name=self.name, roles=list(self.roles), via=self.via,
+            authenticated=self.authenticated, display=self.display,
+        )  # fmt: skip
 
 
 def fingerprint(args: dict[str, Any]) -> str:
@@ -45,12 +90,30 @@ class HITLTask(Model):
     on_expire: Literal["reject", "wait"] | None = None
     """What the deadline means: ``reject`` (a decision after it is refused and the next
     resume rejects the call) or ``wait`` (a reminder: the task stays decidable). None, in
-    snapshots written before this field, counts as ``reject``."""
+    snapshots written before this field, counts as ``reject``. A task with a ``policy``
+    follows the policy's ``on_expire`` instead."""
+    policy: ApprovalPolicy | None = Field(default=None, exclude_if=_none)
+    """Who may decide, how many must agree, what the deadline does (None: anyone, one
+    decision, a reason to reject)."""
+    requester: Actor | None = Field(default=None, exclude_if=_none)
+    """Who sent the request that asked for this approval (when the request named one)."""
+    votes: list[Vote] = Field(default_factory=list, exclude_if=_empty)
+    """Approvals (and rejections) so far, while the policy needs more."""
+    escalated_ms: float | None = Field(default=None, exclude_if=_none)
+    """When the policy's escalation happened (``deadline_ms`` is then the escalation's)."""
+    warned_ms: float | None = Field(default=None, exclude_if=_none)
+    """The deadline a warning event was emitted for (one per deadline)."""
 
     @property
     def decide_by_ms(self) -> float | None:
         """The deadline after which a decision is refused (epoch ms of the session's
         clock), or None when there is none or it only marks the task expired."""
+        policy = self.policy
+        if policy is not None and policy.expires_after_ms is not None:
+            esc = policy.escalation
+            if esc is not None and self.escalated_ms is None and self.deadline_ms is not None:
+                return self.deadline_ms + esc.after_ms  # (decidable by the escalation till then)
+            return self.deadline_ms
         return None if self.on_expire == "wait" else self.deadline_ms
 
     @property
@@ -71,9 +134,31 @@ class DecisionRecord(Model):
     modified_args: dict[str, Any] | None = None
     always_allow: bool = False
     reviewer: str | None = None
+    """The decider's name: its principal, or a name asserted with ``.reviewer()``."""
     time_ms: float
     fingerprint: str
     applied: bool = False
+    roles: list[str] = Field(default_factory=list, exclude_if=_empty)
+    via: Via | None = Field(default=None, exclude_if=_none)
+    """The surface the decision came through (None: recorded before surfaces were)."""
+    authenticated: bool = Field(default=False, exclude_if=_empty)
+    """True when the surface authenticated the decider; False for an asserted name."""
+    display: str | None = Field(default=None, exclude_if=_none)
+    """A display name the decider typed (never the identity)."""
+    timed_out: bool = Field(default=False, exclude_if=_empty)
+    """The deadline decided it, nobody did (``reviewer`` None, or ``system:deadline``)."""
+    votes: list[Vote] = Field(default_factory=list, exclude_if=_empty)
+    """Every vote that made this outcome, when the policy asked for more than one."""
+
+    @property
+    def actor(self) -> Actor | None:
+        """Who decided (None: nobody named, or a timeout)."""
+        if self.reviewer is None or self.timed_out:
+            return None
+        return Actor(
+            name=self.reviewer, roles=list(self.roles), via=self.via,
+            authenticated=self.authenticated, display=self.display,
+        )  # fmt: skip
 
 
 class HITLState(Model):
@@ -85,6 +170,9 @@ class HITLState(Model):
     tasks: list[HITLTask] = Field(default_factory=list)
     decisions: dict[str, DecisionRecord] = Field(default_factory=dict)
     expired: list[str] = Field(default_factory=list)
+    approval_keys: dict[str, str] | None = Field(default=None, exclude_if=_none)
+    """The context keys of a graph approval opened with a policy (``open_approval``), so
+    that whoever sweeps deadlines finds it without the graph at hand."""
 
 
 def _edited(args: Any) -> dict[str, Any]:

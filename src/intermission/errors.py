@@ -22,7 +22,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     ├── InvalidDecisionError (ValueError)        an HITL or graph decision was refused
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
-    │   ├── ReviewerNotAllowedError (PermissionError)  the approver policy refused the reviewer
+    │   ├── DecisionRefusedError                 the approval's policy refused it (names the rule)
+    │   │   └── ReviewerNotAllowedError (PermissionError)  not one who may decide this
     │   ├── DecisionConflictError                another decision is already recorded (R39)
     │   └── DeadlinePassedError                  the task's or approval's deadline has passed
     ├── StoreError                               a session store failed
@@ -46,6 +47,7 @@ __all__ = [
     "ConflictError",
     "DeadlinePassedError",
     "DecisionConflictError",
+    "DecisionRefusedError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
@@ -247,8 +249,37 @@ class AmbiguousTaskError(InvalidDecisionError):
     """Several pending calls share a tool name; look tasks up by call UUID."""
 
 
-class ReviewerNotAllowedError(InvalidDecisionError, PermissionError):
-    """The approver policy does not allow this reviewer (R23c)."""
+class DecisionRefusedError(InvalidDecisionError):
+    """The approval's policy refused this decision; the session is unchanged.
+
+    ``rule`` names the rule: ``roles`` (the decider holds none of the roles that may
+    decide), ``approvers`` (not one of the named approvers), ``not_requester`` (the
+    decider asked for it), ``twice`` (the decider's approval already counts),
+    ``reason_to_reject`` (a rejection without a reason), ``same_arguments`` (an approval
+    of other arguments than the approvals so far). ``reviewer``: who tried; ``verdict``:
+    what they tried; ``session_id`` and ``call_uuid`` (None for a graph approval): on what.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rule: str = "policy",
+        reviewer: str | None = None,
+        verdict: str | None = None,
+        session_id: str | None = None,
+        call_uuid: str | None = None,
+    ) -> None:
+        self.rule = rule
+        self.reviewer = reviewer
+        self.verdict = verdict
+        self.session_id = session_id
+        super().__init__(message, call_uuid=call_uuid)
+
+
+class ReviewerNotAllowedError(DecisionRefusedError, PermissionError):
+    """The decider may not decide this: not in the policy's roles or the named approvers,
+    or the one who asked for it."""
 
 
 class DecisionConflictError(InvalidDecisionError):

@@ -17,13 +17,18 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, TypeAdapter
 
 from ._model import Model
-from .decisions import DecisionRecord, HITLTask
+from .decisions import DecisionRecord, HITLTask, Vote
 from .messages import ToolCall
+from .principals import Via
 
 __all__ = [
     "ActionEndEvent",
     "ActionStartEvent",
     "ApprovalDecidedEvent",
+    "ApprovalEscalatedEvent",
+    "ApprovalExpiredEvent",
+    "ApprovalVotedEvent",
+    "ApprovalWarnedEvent",
     "Event",
     "EventBase",
     "HITLDecidedEvent",
@@ -161,6 +166,14 @@ class HITLExpiredEvent(EventBase):
     resolution: Literal["reject", "wait"]
 
 
+def _none(value: Any) -> bool:
+    return value is None
+
+
+def _empty(value: Any) -> bool:
+    return not value
+
+
 class ApprovalDecidedEvent(EventBase):
     """A graph approval was decided (``decide_graph``, an ApprovalWidget): who, what, why.
     Recorded when the decision is written, before the resume applies it."""
@@ -170,6 +183,62 @@ class ApprovalDecidedEvent(EventBase):
     reviewer: str | None = None
     reason: str | None = None
     comment: str | None = None
+    roles: list[str] = Field(default_factory=list, exclude_if=_empty)
+    via: Via | None = Field(default=None, exclude_if=_none)
+    authenticated: bool = Field(default=False, exclude_if=_empty)
+    display: str | None = Field(default=None, exclude_if=_none)
+    timed_out: bool = Field(default=False, exclude_if=_empty)
+    """The deadline decided it (``reviewer`` None), nobody did."""
+    votes: list[Vote] = Field(default_factory=list, exclude_if=_empty)
+    """Every vote that made the outcome, when the policy asked for more than one."""
+
+
+class ApprovalVotedEvent(EventBase):
+    """A vote was recorded on an approval that needs more than one (a quorum), and the
+    outcome is not decided yet: who voted what, and what is still needed."""
+
+    kind: Literal["approval_voted"] = "approval_voted"
+    target: str
+    """The tool call's UUID, or the graph approval's decision key."""
+    tool_name: str | None = None
+    vote: Vote
+    progress: str
+    """What the approval has and still needs, in words (``progress_text``)."""
+
+
+class ApprovalWarnedEvent(EventBase):
+    """An undecided approval's deadline is near (``warn_before_ms`` of its policy): the
+    hook for reminders. Emitted once per deadline, when it happens (a resume, a decision
+    or the deadline sweeper)."""
+
+    kind: Literal["approval_warned"] = "approval_warned"
+    target: str
+    tool_name: str | None = None
+    deadline_ms: float
+    roles: list[str] = Field(default_factory=list)
+    """Who may decide it now (empty: anyone)."""
+
+
+class ApprovalEscalatedEvent(EventBase):
+    """An undecided approval passed its deadline and its policy escalates: ``roles`` may
+    decide it as well now, until ``deadline_ms``."""
+
+    kind: Literal["approval_escalated"] = "approval_escalated"
+    target: str
+    tool_name: str | None = None
+    roles: list[str]
+    deadline_ms: float
+
+
+class ApprovalExpiredEvent(EventBase):
+    """An undecided approval with a policy passed its last deadline: ``resolution`` is what
+    its policy decided in nobody's name (recorded as timed out)."""
+
+    kind: Literal["approval_expired"] = "approval_expired"
+    target: str
+    tool_name: str | None = None
+    resolution: Literal["reject", "approve"]
+    deadline_ms: float
 
 
 class NodeStartEvent(EventBase):
@@ -222,6 +291,10 @@ Event = Annotated[
     | HITLDecidedEvent
     | HITLExpiredEvent
     | ApprovalDecidedEvent
+    | ApprovalVotedEvent
+    | ApprovalWarnedEvent
+    | ApprovalEscalatedEvent
+    | ApprovalExpiredEvent
     | NodeStartEvent
     | NodeEndEvent
     | TeamStartEvent

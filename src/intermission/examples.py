@@ -12,8 +12,10 @@ from typing import Any
 from .agents import ReActAgent, ScriptedModel, TeamAgent, tool
 from .core import END, FlowContext, GraphSpec, Node
 from .core.session import AgentSession
+from .errors import UsageError
 from .hitl import HITLInterceptor, expire_approval, open_approval
 from .messages import ChatMessage, ToolCall
+from .policies import ApprovalPolicy
 from .traces import TeamTrace
 
 __all__ = [
@@ -67,6 +69,15 @@ def change_approval_task(ctx: FlowContext, node: Node) -> None:
         ctx.session.pending(True, "Change plan awaits human review")
 
 
+def _approval_with_policy(policy: ApprovalPolicy) -> Callable[[FlowContext, Node], None]:
+    def task(ctx: FlowContext, node: Node) -> None:
+        assert ctx.session is not None
+        open_approval(ctx, policy=policy)  # who may decide, how many, by when
+        change_approval_task(ctx, node)
+
+    return task
+
+
 def _approval_with_deadline(deadline_ms: float) -> Callable[[FlowContext, Node], None]:
     def task(ctx: FlowContext, node: Node) -> None:
         assert ctx.session is not None
@@ -97,10 +108,12 @@ def build_change_graph(
     *,
     checkpoints: str = "request",
     deadline_ms: float | None = None,
+    policy: ApprovalPolicy | None = None,
 ) -> TeamAgent:
     """``proposal_agent → approval → approval_route → executor_agent | reject_finish``;
     ``checkpoints="node"`` records a checkpoint at every node as well (R43);
-    ``deadline_ms``: the review must be decided within that many ms of being asked."""
+    ``deadline_ms``: the review must be decided within that many ms of being asked;
+    ``policy``: who may decide the review, how many must approve, what its deadline does."""
     proposal_agent = (
         ReActAgent.of(
             ScriptedModel(
@@ -135,6 +148,10 @@ def build_change_graph(
     spec.add_start().link_add("proposal_agent")
     spec.add_agent(proposal_agent).link_add("approval")
     approval = change_approval_task if deadline_ms is None else _approval_with_deadline(deadline_ms)
+    if policy is not None:
+        if deadline_ms is not None:
+            raise UsageError("give the deadline in the policy (expires_after_ms), not both")
+        approval = _approval_with_policy(policy)
     spec.add_activity("approval").title("Human review").task(approval).link_add(
         "approval_route"
     )

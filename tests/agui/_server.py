@@ -32,7 +32,9 @@ def free_port() -> int:
 class Server:
     """One ``serve`` process on 127.0.0.1 (``kill()`` is SIGKILL: no clean shutdown)."""
 
-    def __init__(self, store: str, effects: Path, token: str | None = None) -> None:
+    def __init__(
+        self, store: str, effects: Path, token: str | None = None, auth: Path | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -50,6 +52,8 @@ class Server:
         ]
         if token:
             cmd += ["--token", token]
+        if auth is not None:
+            cmd += ["--auth", str(auth)]
         env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT)}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from intermission import HITLInterceptor, ReActAgent, ScriptedModel, tool
+from intermission import ApprovalPolicy, HITLInterceptor, ReActAgent, ScriptedModel, tool
 from intermission.core.session import AgentSession
 from intermission.examples import build_change_graph
 from intermission.messages import ChatMessage, ToolCall
@@ -177,7 +177,19 @@ def gated() -> ReActAgent:
     )
 
 
+def quorum() -> ReActAgent:
+    """One tool call two different principals must approve (``delete_user``)."""
+    policy = ApprovalPolicy(approvals=2)
+    return (
+        ReActAgent.of(_script([ToolCall("delete_user", {"user_id": 1001})]))
+        .name("quorum")
+        .tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user", policy=policy))
+        .build()
+    )
+
+
 AGENTS: dict[str, Callable[[], Any]] = {
     "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
-    "value": value, "twice": twice, "gated": gated,
+    "value": value, "twice": twice, "gated": gated, "quorum": quorum,
 }  # fmt: skip

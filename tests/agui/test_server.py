@@ -220,8 +220,6 @@ def test_a_partial_resume_of_two_open_interrupts_is_refused(world: Any) -> None:
         None,
         [True],
         {"approved": True, "sudo": True},
-        {"approved": False},
-        {"approved": False, "reason": "   "},
         {"approved": False, "reason": "x", "editedArgs": {"user_id": 2}},
         {"approved": True, "editedArgs": ["user_id", 2]},
         {"approved": True, "editedArgs": {"user_id": "not a number"}},
@@ -239,6 +237,19 @@ def test_a_schema_breaking_payload_is_refused_and_changes_nothing(world: Any, pa
     )
     assert err["code"] == "INVALID_PAYLOAD", err
     assert "Traceback" not in err["message"]
+    assert stored(db, thread) == before and effects(log, thread) == []
+
+
+@pytest.mark.parametrize("payload", [{"approved": False}, {"approved": False, "reason": "  "}])
+def test_a_rejection_without_a_reason_is_refused_as_everywhere(world: Any, payload: Any) -> None:
+    server, db, log = world
+    thread = tid()
+    (i,) = interrupts_of(start(server, "ops", thread))
+    before = stored(db, thread)
+    err = error_of(
+        server.run("ops", {"threadId": thread, "runId": "r2", "resume": resume([i["id"]], payload)})
+    )
+    assert err["code"] == "DECISION_REFUSED" and "needs a reason" in err["message"], err
     assert stored(db, thread) == before and effects(log, thread) == []
 
 

@@ -1,10 +1,12 @@
 """The reviewer console (GET /) in Debian's Chromium, driven by Playwright (issue 22): a
-person approves one interrupt and rejects another with a reason, the store records who;
-a decision taken meanwhile through the CLI shows as taken, by whom; hostile text in a tool
-argument is shown as text."""
+person signs in with a token, approves one interrupt and rejects another with a reason, the
+store records who (the token's principal); a decision taken meanwhile through the CLI shows
+as taken, by whom; hostile text in a tool argument is shown as text; two people approve one
+call that needs two approvals."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +25,8 @@ need_module("httpx", "httpx")
 
 from tests.agui._server import Server, effects  # noqa: E402
 
+from intermission.agui.auth import hash_token  # noqa: E402
+from intermission.principals import os_principal  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
 HOSTILE = "<img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
@@ -52,6 +56,22 @@ def _pause(server: Server, agent: str, thread: str, text: str = "go") -> None:
     assert events[-1][1]["outcome"]["type"] == "interrupt"
 
 
+def _auth_file(tmp: Path) -> Path:
+    """Two reviewers with tokens of their own (kept as hashes)."""
+    path = tmp / "auth.json"
+    path.write_text(json.dumps({"tokens": [
+        {"hash": hash_token("tok-rita"), "name": "rita", "roles": ["sre"]},
+        {"hash": hash_token("tok-sam"), "name": "sam", "roles": ["sre"]},
+    ]}))  # fmt: skip
+    return path
+
+
+def _sign_in(page: Any, url: str, token: str) -> None:
+    page.goto(url + "/")
+    page.get_by_test_id("token").fill(token)
+    page.get_by_test_id("start").click()
+
+
 def _decisions(db: Path, thread: str) -> list[Any]:
     store = SQLiteStore(db)
     try:
@@ -67,7 +87,8 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
     from playwright.sync_api import expect
 
     db, log = tmp_path / "s.db", tmp_path / "e.log"
-    server = Server(str(db), log, token="console-token")
+    server = Server(str(db), log, auth=_auth_file(tmp_path))
+    server.token = "tok-sam"  # (the test's own requests: sam asks, rita reviews)
     tag = uuid.uuid4().hex[:6]
     a, b, c, d, e = (f"{x}-{tag}" for x in ("approve", "reject", "cli", "hostile", "race"))
     try:
@@ -76,12 +97,13 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         _pause(server, "note", d, HOSTILE)
         page = browser.new_context().new_page()
         page.goto(server.url + "/")
-        # the reviewer name is required
-        page.get_by_test_id("token").fill("console-token")
+        # a wrong token is refused; the right one signs rita in (no name to type)
+        page.get_by_test_id("token").fill("tok-nobody")
         page.get_by_test_id("start").click()
-        expect(page.get_by_test_id("login")).to_be_visible()
-        page.get_by_test_id("reviewer").fill("rita")
+        expect(page.get_by_test_id("login-msg")).to_contain_text("refused the token")
+        page.get_by_test_id("token").fill("tok-rita")
         page.get_by_test_id("start").click()
+        expect(page.get_by_test_id("whoami")).to_have_text("Signed in as rita (sre)")
         cards = page.get_by_test_id("interrupt")
         expect(cards).to_have_count(5)
 
@@ -117,7 +139,10 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         )
         assert cli.returncode == 0, cli.stderr
         expect(card(c)).to_have_attribute("data-state", "taken")
-        expect(card(c).get_by_test_id("outcome")).to_contain_text("approved by carol")
+        # the OS user decided; carol is the name typed on the command line
+        expect(card(c).get_by_test_id("outcome")).to_contain_text(
+            f"approved by carol ({os_principal().name})"
+        )
         expect(card(c).get_by_test_id("approve")).to_have_count(0)
 
         # a rejection needs a reason
@@ -129,9 +154,11 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         card(a).get_by_test_id("approve").click()
         expect(card(a).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
 
-        # the store records who decided what
+        # the store records who decided what: the token's principal, via the console
         (approved,) = _decisions(db, a)
-        assert (approved.verdict, approved.reviewer) == ("approve", "rita")
+        assert (approved.verdict, approved.reviewer, approved.via, approved.authenticated) == (
+            "approve", "rita", "console", True
+        )  # fmt: skip
         (rejected,) = _decisions(db, b)
         assert (rejected.verdict, rejected.reviewer, rejected.comment) == (
             "reject",
@@ -139,7 +166,7 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
             "too risky",
         )
         (by_cli,) = _decisions(db, c)
-        assert (by_cli.verdict, by_cli.reviewer) == ("approve", "carol")
+        assert (by_cli.verdict, by_cli.display, by_cli.via) == ("approve", "carol", "cli")
         assert effects(log, a) == ["delete_user 1001"] and effects(log, b) == []
         assert effects(log, c) == ["delete_user 1001"]
         # a second reviewer whose view lags (its polls answered from a stale copy) rejects
@@ -148,10 +175,7 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         other = browser.new_context().new_page()
         other.route("**/interrupts", lambda route: route.fulfill(json=stale))
         other.route("**/threads/**", lambda route: route.fulfill(status=503, body="{}"))
-        other.goto(server.url + "/")
-        other.get_by_test_id("token").fill("console-token")
-        other.get_by_test_id("reviewer").fill("sam")
-        other.get_by_test_id("start").click()
+        _sign_in(other, server.url, "tok-sam")
         late = other.locator(f'[data-testid="interrupt"][data-thread="{e}"]')
         expect(late).to_have_count(1)
         card(e).get_by_test_id("approve").click()
@@ -235,5 +259,43 @@ def test_the_console_follows_the_interrupt_pages(browser: Any, tmp_path: Path) -
         expect(page.get_by_test_id("interrupt")).to_have_count(3)
         for thread in threads:
             expect(page.locator(f'[data-thread="{thread}"]')).to_have_count(1)
+    finally:
+        server.stop()
+
+
+def test_two_people_approve_a_call_that_needs_two_approvals(browser: Any, tmp_path: Path) -> None:
+    """A quorum in the console: rita's approval is a vote (the card says what is still
+    needed, in every open console); her second try is refused; sam's approval completes it
+    and the tool runs once."""
+    from playwright.sync_api import expect
+
+    db, log = tmp_path / "s.db", tmp_path / "e.log"
+    server = Server(str(db), log, auth=_auth_file(tmp_path))
+    server.token = "tok-sam"
+    thread = f"quorum-{uuid.uuid4().hex[:6]}"
+    try:
+        _pause(server, "quorum", thread)
+        rita, sam = (browser.new_context().new_page() for _ in range(2))
+        _sign_in(rita, server.url, "tok-rita")
+        _sign_in(sam, server.url, "tok-sam")
+        mine = rita.locator(f'[data-testid="interrupt"][data-thread="{thread}"]')
+        theirs = sam.locator(f'[data-testid="interrupt"][data-thread="{thread}"]')
+        expect(theirs.get_by_test_id("progress")).to_have_text(
+            "0 of 2 approvals — waiting for 2 approvals from anyone"
+        )
+        mine.get_by_test_id("approve").click()
+        expect(mine).to_have_attribute("data-state", "voted")
+        expect(mine.get_by_test_id("outcome")).to_contain_text(
+            "approved by you (rita); 1 of 2 approvals (rita, sre) — waiting for one more"
+        )
+        assert effects(log, thread) == []
+        # sam's console shows it within a poll, and sam completes it
+        expect(theirs.get_by_test_id("progress")).to_contain_text("1 of 2 approvals (rita, sre)")
+        theirs.get_by_test_id("approve").click()
+        expect(theirs.get_by_test_id("outcome")).to_contain_text("approved by you (sam)")
+        expect(theirs.get_by_test_id("outcome")).to_contain_text("the run went on")
+        assert effects(log, thread) == ["delete_user 1001"]
+        (done,) = _decisions(db, thread)
+        assert [(v.name, v.via) for v in done.votes] == [("rita", "console"), ("sam", "console")]
     finally:
         server.stop()

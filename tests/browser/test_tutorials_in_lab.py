@@ -2,7 +2,7 @@
 (issue 15, R47): Run All leaves no error and renders every widget; then a person clicks —
 Approve in 01's HITLPanel, a reason and Reject in 04 (and Approve in a second run), Open and
 Approve in 05's Inbox, a slider move, Fork from here and Approve in 08's History, Approve of
-an MCP call in 09 — the page
+an MCP call in 09, two people's approvals of one change in 11 — the page
 updates, and every cell after the widget runs.
 
 Screenshots go to tests/artifacts/. With UPDATE_README_SCREENSHOT=1 the README picture
@@ -30,6 +30,7 @@ WIDGETS = {
     "08_what_if.ipynb": ".im-history",
     "09_mcp_tools.ipynb": ".hitl-panel",
     "10_approve_from_anywhere.ipynb": ".inbox",
+    "11_two_person_approval.ipynb": ".approval-widget",
 }
 
 
@@ -43,7 +44,8 @@ def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, n
         shot(widget, f"{name[:2]}-run-all")
     # nothing was decided for the person: the cells after a widget say where to click
     if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb",
-                "08_what_if.ipynb", "09_mcp_tools.ipynb"):  # fmt: skip
+                "08_what_if.ipynb", "09_mcp_tools.ipynb",
+                "11_two_person_approval.ipynb"):  # fmt: skip
         assert "Not decided yet" in nb.output_of("what this page taught")
 
 
@@ -210,3 +212,32 @@ def readme_picture(page: Any, before: Path, after: Path) -> None:
         "</div></body></html>"
     )
     page.locator("#pair").screenshot(path=str(ROOT / "docs" / "approval-widget.png"))
+
+
+def test_11_two_people_approve_one_change_in_two_views(lab: Lab, page: Any) -> None:
+    """The quorum, clicked: alice's approval is one of two (her view and bob's say what is
+    still needed, bob's within a poll), bob's completes it and the change runs."""
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "11_two_person_approval.ipynb")
+    nb.run_all()
+    alice = nb.widget(".approval-widget")
+    bob = nb.panel.locator(".approval-widget").nth(1)
+    waiting = "0 of 2 approvals — waiting for 2 approvals from sre (not carol, who asked)"
+    for view in (alice, bob):
+        expect(view.locator(".approval-request")).to_contain_text(waiting)
+    expect(alice.locator(".approval-reviewer input")).to_have_value("alice")
+    alice.locator("button.approval-approve").click()
+    one = "1 of 2 approvals (alice, sre) — waiting for one more from sre (not carol, who asked)"
+    expect(alice.locator(".approval-status")).to_contain_text(f"recorded; {one}", timeout=60_000)
+    expect(alice.locator(".approval-request")).to_contain_text(one)
+    expect(bob.locator(".approval-request")).to_contain_text(one, timeout=30_000)  # its poll
+    shot(bob, "11-one-of-two")
+    expect(bob.locator(".approval-reviewer input")).to_have_value("bob")
+    bob.locator("button.approval-approve").click()
+    expect(bob.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-011", timeout=60_000
+    )
+    expect(bob.locator(".approval-status")).to_contain_text("APPROVE by bob")
+    shot(bob, "11-after-both")
+    goes_on(nb, "response = bob_view.code_twin(", "Change executed: applied change-011")

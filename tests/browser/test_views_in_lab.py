@@ -15,6 +15,8 @@ import pytest
 from tests.browser.conftest import shot
 from tests.browser.lab import Lab, Notebook, goes_on, html_shows
 
+from intermission.principals import os_principal
+
 SECOND_VIEW = [
     "from intermission.examples import build_change_graph\n"
     "from intermission.notebook import Inbox\n"
@@ -74,7 +76,9 @@ def test_a_cli_decision_shows_in_the_open_widget_and_a_second_inbox_and_the_cell
     # both pages show who decided what and when, within seconds, with nothing left to click
     for view, box in ((widget, inbox), (colleague_widget, colleague)):
         status = view.locator(".approval-status")
-        expect(status).to_contain_text("APPROVE by carol at ", timeout=30_000)
+        # the OS user decided; carol is the display name typed on the command line
+        expect(status).to_contain_text(f"APPROVE by carol ({os_principal().name}) at ",
+                                       timeout=30_000)  # fmt: skip
         expect(status).to_contain_text("from the terminal")
         expect(view.locator(".approval-result")).to_contain_text(
             "Change executed: applied change-001"

@@ -25,6 +25,7 @@ from intermission import (
     InMemoryAgentSession,
     ReviewerNotAllowedError,
 )
+from intermission.principals import os_principal
 from intermission.stores import SQLiteStore, decide_and_resume
 
 AGENTS = "tests.hitl._policy_agents:AGENTS"
@@ -44,9 +45,12 @@ def _pending(store: Any, sid: str) -> None:
     store.save(s)
 
 
-def cli(*args: str, cwd: Path, effects: Path) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path, effects: Path, allowed: str = "alice"
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "IM_EFFECT_FILE": str(effects),
+        "IM_ALLOWED": allowed,
     }  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "intermission", "--agents", AGENTS, *args],
@@ -57,18 +61,22 @@ def cli(*args: str, cwd: Path, effects: Path) -> subprocess.CompletedProcess[str
 def test_the_cli_refuses_a_reviewer_the_policy_does_not_allow(
     tmp_path: Path, effects: Path
 ) -> None:
+    """The CLI decides as its OS user: ``--reviewer alice`` is a display name, and does not
+    make the OS user alice."""
     path = str(tmp_path / "p.sqlite")
     store = SQLiteStore(path)
     _pending(store, "s")
     row = store.raw_row("s")
+    me = os_principal().name
     for verb in (["approve"], ["reject", "--reason", "no"]):
-        out = cli(*verb, "s", "--reviewer", "mallory", "--store", path, cwd=tmp_path,
-                  effects=effects)  # fmt: skip
-        assert out.returncode == 2, out.stdout + out.stderr
-        assert out.stderr.startswith("error: ") and "'mallory' may not decide" in out.stderr
+        for shown in ("mallory", "alice"):
+            out = cli(*verb, "s", "--reviewer", shown, "--store", path, cwd=tmp_path,
+                      effects=effects)  # fmt: skip
+            assert out.returncode == 2, out.stdout + out.stderr
+            assert out.stderr.startswith("error: ") and f"{me!r} may not decide" in out.stderr
     assert store.raw_row("s") == row and lines(effects) == 0
     ok = cli("approve", "s", "--reviewer", "alice", "--store", path, cwd=tmp_path,
-             effects=effects)  # fmt: skip
+             effects=effects, allowed=me)  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines()[0] == "session s done" and lines(effects) == 1
     store.close()

@@ -11,6 +11,7 @@ from tests._helpers import paused_change
 from intermission.cli import main as cli
 from intermission.examples import build_change_graph
 from intermission.notebook import ApprovalWidget, History, Inbox, Stepper, settings
+from intermission.principals import os_principal
 from intermission.stores import SQLiteStore
 
 
@@ -36,7 +37,9 @@ def test_a_cli_decision_shows_in_an_open_widget_and_inbox_and_the_code_twin_retu
     assert code == 0
     for view in (widget, other):
         assert view.runner.sync()  # what the poll does every few seconds
-        assert "APPROVE</b> by <b>carol</b> at " in view.status
+        # the OS user decided; carol is the display name typed on the command line
+        me = os_principal().name
+        assert f"APPROVE</b> by <b>carol ({me})</b> at " in view.status
         assert "by phone" in view.status
         assert "Change executed: applied change-001" in view.result
         assert not view.can_decide and view.decided

@@ -228,6 +228,7 @@ def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
         ApprovalWidget(agent, tools).approve(reviewer="alice")
     button = ApprovalWidget(agent, tools)
     button.click("approve")
+    button.wait()  # (the click's resume runs beside the cell; its refusal redraws the buttons)
     assert "HITLPanel" in button.status and button.can_decide
     assert tools.to_json() == before and ran == []
 

@@ -43,7 +43,9 @@ def _version_1_store(kind: str, tmp_path: Path, snapshot: str) -> Any:
 
     dsn = pg_dsn()
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS im_sessions, im_ledger, im_events, im_schema")
+        conn.execute(
+            "DROP TABLE IF EXISTS im_sessions, im_ledger, im_events, im_audit, im_schema"
+        )
         _version_1_schema(conn.execute, snapshot, "BIGINT", "DOUBLE PRECISION")
     return PostgresStore(dsn)
 
@@ -55,7 +57,7 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(kind: str, tmp_path: Pa
     store = _version_1_store(kind, tmp_path, full)
     try:
         with store._tx("read") as run:
-            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 3
+            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 5
             assert run("SELECT COUNT(*) FROM im_events").fetchone()[0] == 0
         loaded = store.load("old")
         assert loaded.store_version == 3

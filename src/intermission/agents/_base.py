@@ -24,6 +24,7 @@ __all__ = ["AgentBase"]
 
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
+_KEEP: Any = object()
 
 
 class AgentBase:
@@ -51,22 +52,29 @@ class AgentBase:
         prompt: str | None,
         sink: Callable[[Event], None] | None,
         pacer: Callable[[], Coroutine[Any, Any, None]] | None,
+        requester: Any = None,
     ) -> AgentResponse:
         from ..core.events_log import RunScope
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock, sink, pacer)
-        return await self._exclusive(session, self.run(session, prompt, scope, top_level=True))
+        run = self.run(session, prompt, scope, top_level=True)
+        # a new prompt names who sent it (None: nobody said); a resume keeps its request's
+        return await self._exclusive(session, run, requester if prompt else _KEEP)
 
     @staticmethod
     async def _exclusive(
-        session: AgentSession, run: Coroutine[Any, Any, AgentResponse]
+        session: AgentSession, run: Coroutine[Any, Any, AgentResponse], requester: Any = _KEEP
     ) -> AgentResponse:
-        """Await ``run``, a top-level request, as the only one on ``session`` (see enter)."""
+        """Await ``run``, a top-level request, as the only one on ``session`` (see enter);
+        ``requester``: who sent it, recorded once the request is the session's own
+        (``_KEEP``: a resume keeps the recorded one)."""
         try:
             me = await enter(session)
         except BaseException:
             run.close()  # never started: no "never awaited" warning
             raise
+        if requester is not _KEEP:
+            session.requester = requester  # type: ignore[attr-defined]
         since = session.events.next_seq
         try:
             response = await run

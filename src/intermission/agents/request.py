@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .._sync import run_sync
@@ -36,6 +37,20 @@ class AgentRequest:
         self._runner = runner
         self._prompt = prompt or None
         self._session: AgentSession | None = None
+
+    def principal(self, who: Any) -> AgentRequest:
+        """Who sends this request (a :class:`~intermission.Principal`, vouched for by the
+        calling code): recorded on the session as its requester and on every approval the
+        request asks for, so a policy can keep them from deciding it
+        (``not_requester``). Only a new prompt names a requester; a resume keeps the one
+        of the request it continues."""
+        from ..principals import actor_of
+
+        actor = actor_of(who)
+        if actor is None:
+            raise UsageError("principal() takes a Principal, not None")
+        self._runner = partial(self._runner, requester=actor)  # type: ignore[call-arg]
+        return self
 
     def session(self, session: AgentSession) -> AgentRequest:
         """Run on ``session`` (default: a fresh in-memory session)."""

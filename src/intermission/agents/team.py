@@ -98,7 +98,9 @@ class TeamAgent(AgentBase):
 
         scope = RunScope(self.ids("run"), self._name, session, self.clock)
         run = self.run(session, prompt, scope, top_level=True, steps=steps)
-        return run_sync(self._exclusive(session, run))
+        from ._base import _KEEP
+
+        return run_sync(self._exclusive(session, run, None if prompt else _KEEP))
 
     async def run(
         self,

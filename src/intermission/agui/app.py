@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -23,14 +22,21 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from ..errors import IntermissionError, SessionNotFoundError, UsageError
+from ..principals import Principal
 from ..stores.base import PendingSession, SessionStore
+from .auth import Auth, TokenAuth
 from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
 from .runs import Runs
 from .sse import encode, parse_cursor
 
-__all__ = ["LOCAL_HOSTS", "MAX_BODY", "agui_app"]
+__all__ = ["LOCAL_HOSTS", "MAX_BODY", "TOKEN_HOLDER", "agui_app"]
+
+TOKEN_HOLDER = "token-holder"
+"""The one principal of a server started with ``token=`` (everyone who holds it)."""
+PRINCIPAL = "intermission.principal"
+"""Where a request's authenticated principal sits in its ASGI scope state."""
 
 MAX_BODY = 1_000_000
 """Largest ``RunAgentInput`` accepted, in bytes."""
@@ -131,6 +137,7 @@ def agui_app(
     store: SessionStore,
     *,
     token: str | None = None,
+    auth: Auth | None = None,
     hosts: Iterable[str] = (),
     origins: Iterable[str] = (),
 ) -> Any:
@@ -140,8 +147,14 @@ def agui_app(
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
     page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
     decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
-    ``GET /`` (reviewer console). With ``token``, every route needs
-    ``Authorization: Bearer <token>``.
+    ``GET /whoami`` (the caller's principal), ``GET /`` (reviewer console).
+
+    ``auth`` (:class:`~intermission.agui.auth.TokenAuth`,
+    :class:`~intermission.agui.auth.JWTAuth`): every route but the console page needs
+    ``Authorization: Bearer <token or JWT>`` naming a principal; it decides the
+    interrupts it resumes (a client-sent ``metadata.reviewer`` is only a display note)
+    and is the requester of the prompts it sends. ``token``: one token, one principal
+    (``token-holder``).
 
     Without ``token``, a web page the reviewer's browser opens must not drive the server:
     a ``POST`` needs ``Content-Type: application/json`` (a cross-origin form or
@@ -161,20 +174,25 @@ def agui_app(
             )
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
+    if token is not None and auth is not None:
+        raise UsageError("give token or auth, not both")
+    if auth is not None and not callable(getattr(auth, "authenticate", None)):
+        raise UsageError(f"auth is a TokenAuth or a JWTAuth, not {type(auth).__name__}")
+    if token is not None:
+        auth = TokenAuth({token: Principal(TOKEN_HOLDER)})
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
     allowed_origins = {o.rstrip("/").lower() for o in origins}
     runs = Runs(agents, store)
-    expected = f"Bearer {token}".encode() if token else None
 
-    def allowed(request: Request) -> bool:
-        if expected is None:
-            return True
-        given = request.headers.get("authorization", "").encode()
-        return hmac.compare_digest(given, expected)
+    def principal_of(request: Request) -> Principal | None:
+        """The caller's principal; None: refused (with auth) or nobody (without)."""
+        if auth is None:
+            return None
+        return auth.authenticate(request.headers.get("authorization"))
 
     def foreign(request: Request) -> Response | None:
         """Why a request may come from a page it should not (a 403/415), or None."""
-        if expected is None:
+        if auth is None:
             host = request.headers.get("host", "")
             if _host_name(host) not in allowed_hosts:
                 return _error(403, "Host not allowed (start the server with --host NAME)")
@@ -206,8 +224,9 @@ def agui_app(
             return _error(422, f"not a RunAgentInput: {where}: {first['msg']}"[:500])
         except UsageError as exc:
             return _error(422, str(exc))
+        who = request.scope.get("state", {}).get(PRINCIPAL)
         return StreamingResponse(
-            runs.stream(name, data), media_type="text/event-stream", headers=SSE_HEADERS
+            runs.stream(name, data, who), media_type="text/event-stream", headers=SSE_HEADERS
         )
 
     async def interrupts(request: Request) -> Response:
@@ -237,7 +256,8 @@ def agui_app(
             return _error(404, "no such thread")
         decisions = [
             {"interruptId": k, "approved": d.approve, "reviewer": d.reviewer,
-             "timeMs": d.time_ms, "applied": d.applied}
+             "display": d.display, "timeMs": d.time_ms, "applied": d.applied,
+             "timedOut": d.timed_out}
             for k, d in decided(session).items()
         ]  # fmt: skip
         return JSONResponse(
@@ -271,7 +291,16 @@ def agui_app(
             "Cache-Control": "no-store",
         })  # fmt: skip
 
+    async def whoami(request: Request) -> Response:
+        who = request.scope.get("state", {}).get(PRINCIPAL)
+        return JSONResponse({
+            "name": who.name if who is not None else None,
+            "roles": sorted(who.roles) if who is not None else [],
+            "authenticated": who is not None,
+        })  # fmt: skip
+
     routes = [
+        Route("/whoami", whoami, methods=["GET"]),
         Route("/agents/{name}", run, methods=["POST"]),
         Route("/interrupts", interrupts, methods=["GET"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
@@ -301,11 +330,14 @@ def agui_app(
         if refused_here is not None:
             await refused_here(scope, receive, send)
             return
-        if not allowed(request):
-            response: Response = _error(401, "missing or wrong bearer token")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            await response(scope, receive, send)
-            return
+        if auth is not None:
+            who = principal_of(request)
+            if who is None:
+                response: Response = _error(401, "missing or wrong bearer token")
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})[PRINCIPAL] = who
         await app(scope, receive, send)
 
     return asgi

@@ -1,11 +1,13 @@
 r"""The reviewer console: one self-contained page (no build step, no CDN, no innerHTML).
 
-It asks once for a reviewer name (required, recorded with every decision) and, when the
-server has one, the bearer token; polls ``GET /interrupts``; decides through the AG-UI run
-endpoint itself (a ``resume`` covering every open interrupt of the thread). An interrupt
-that disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
-server's ``RUN_ERROR``, which names who won. Everything shown is set as text, bidi controls
-as visible escapes (U+202E shows as the text \u202e).
+It asks once for the bearer token (when the server has auth) and shows who that signs you
+in as (``GET /whoami``): that principal decides. A server without auth asks for a reviewer
+name instead, recorded as asserted. It polls ``GET /interrupts``, shows what each approval
+still needs (a quorum's approvals so far), and decides through the AG-UI run endpoint
+itself (a ``resume`` covering every open interrupt of the thread). An interrupt that
+disappears shows who took it (``GET /threads/{id}``); a refused decision shows the
+server's ``RUN_ERROR``, which names who won or why it was refused. Everything shown is set
+as text, bidi controls as visible escapes (U+202E shows as the text \u202e).
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ button{margin-right:.4rem}
 </style></head><body>
 <h1>Open interrupts</h1>
 <form id="login" data-testid="login">
-<label>Reviewer name <input id="reviewer" data-testid="reviewer" required maxlength="200"></label>
+<label>Reviewer name (a server without sign-in) <input id="reviewer" data-testid="reviewer" maxlength="200"></label>
 <label>Token <input id="token" data-testid="token" type="password" autocomplete="off"></label>
 <button type="submit" data-testid="start">Start reviewing</button>
-<span id="login-msg" class="err"></span>
+<span id="login-msg" data-testid="login-msg" class="err"></span>
 </form>
+<p id="whoami" data-testid="whoami"></p>
 <p id="status" class="meta" data-testid="status"></p>
 <div id="list" data-testid="list"></div>
 <script>
 "use strict";
-const S = {reviewer: "", token: "", cards: new Map(), staged: new Map()};
+const S = {reviewer: "", typed: "", token: "", me: null, cards: new Map(), staged: new Map()};
 const $ = (id) => document.getElementById(id);
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
@@ -73,6 +76,8 @@ function render(item) {
   const meta = (i.metadata || {}).intermission || {};
   if (meta.args !== undefined) card.append(el("pre", {"data-testid": "args"}, JSON.stringify(meta.args, null, 2)));
   if (meta.reason) card.append(el("div", {"class": "meta"}, meta.reason));
+  const progress = el("div", {"data-testid": "progress"}, meta.progress || "");
+  card.append(progress);
   const reason = el("textarea", {"rows": "2", "placeholder": "reason (required to reject)", "data-testid": "reason"});
   const edit = el("textarea", {"rows": "3", "placeholder": "edited arguments (JSON object, optional)", "data-testid": "edit"});
   const out = el("div", {"data-testid": "outcome"});
@@ -86,14 +91,15 @@ function render(item) {
     }
     decide(item, payload, out);
   };
-  reject.onclick = () => {
-    if (!reason.value.trim()) { out.className = "err"; out.textContent = shown("a rejection needs a reason"); return; }
-    decide(item, {approved: false, reason: reason.value.trim()}, out);
+  reject.onclick = () => {  // a reason, unless the approval's policy says none is needed
+    const needs = !(meta.policy && meta.policy.reason_to_reject === false);
+    if (needs && !reason.value.trim()) { out.className = "err"; out.textContent = shown("a rejection needs a reason"); return; }
+    decide(item, reason.value.trim() ? {approved: false, reason: reason.value.trim()} : {approved: false}, out);
   };
   const controls = el("div", {"data-testid": "controls"}, approve, reject);
   if (i.reason === "tool_call") card.append(edit);
   card.append(reason, controls, out);
-  S.cards.set(k, {card, item, out, controls});
+  S.cards.set(k, {card, item, out, controls, progress});
   return card;
 }
 function taken(entry, text, cls) {
@@ -112,8 +118,10 @@ async function decide(item, payload, out) {
   const waiting = open.filter(c => !staged.has(c.item.interrupt.id));
   if (waiting.length) { out.className = "meta"; out.textContent = shown("staged: decide the other " + waiting.length + " interrupt(s) of this thread to send"); return; }
   S.staged.delete(tid);
+  // who decides is the signed-in principal; a name typed here is only a display note
+  const md = S.typed ? {via: "console", reviewer: S.typed} : {via: "console"};
   const resume = open.map(c => ({interruptId: c.item.interrupt.id, status: "resolved",
-                                 payload: staged.get(c.item.interrupt.id), metadata: {reviewer: S.reviewer}}));
+                                 payload: staged.get(c.item.interrupt.id), metadata: md}));
   const body = {threadId: tid, runId: "console-" + crypto.randomUUID(), messages: [], state: {},
                 tools: [], context: [], forwardedProps: {}, resume};
   out.className = "meta"; out.textContent = shown("sending…");
@@ -127,9 +135,17 @@ async function decide(item, payload, out) {
   const events = text.split("\\n").filter(l => l.startsWith("data: ")).map(l => { try { return JSON.parse(l.slice(6)); } catch (e) { return {}; } });
   const error = events.find(e => e.type === "RUN_ERROR");
   const fin = events.find(e => e.type === "RUN_FINISHED");
+  const still = new Map(((fin && fin.outcome && fin.outcome.interrupts) || []).map(i => [i.id, i]));
   for (const c of open) {
     const mine = staged.get(c.item.interrupt.id);
+    const again = still.get(c.item.interrupt.id);
     if (error) { taken(c, "not recorded: " + error.message, "err"); c.card.setAttribute("data-state", "refused"); }
+    else if (again) {  // a quorum's vote: recorded, the approval waits for the others
+      const need = ((again.metadata || {}).intermission || {}).progress || "";
+      taken(c, (mine.approved ? "approved" : "rejected") + " by you (" + S.reviewer + "); " + need, "ok");
+      c.card.setAttribute("data-state", "voted");
+      c.progress.textContent = shown(need);
+    }
     else taken(c, (mine.approved ? "approved" : "rejected") + " by you (" + S.reviewer + ")"
                + (fin && fin.outcome && fin.outcome.type === "interrupt" ? "; the run paused again" : "; the run went on"), "ok");
   }
@@ -150,25 +166,35 @@ async function refresh() {
   for (const item of data.interrupts) {
     const k = key(item); seen.add(k);
     if (!S.cards.has(k)) $("list").append(render(item));
+    else {  // what it still needs, as others decide
+      const meta = (item.interrupt.metadata || {}).intermission || {};
+      S.cards.get(k).progress.textContent = shown(meta.progress || "");
+    }
   }
   for (const [k, entry] of S.cards) {
     if (seen.has(k) || entry.card.classList.contains("taken")) continue;
     try {
       const t = await getJSON("/threads/" + encodeURIComponent(entry.item.threadId));
       const d = (t.decisions || []).find(x => x.interruptId === entry.item.interrupt.id);
-      taken(entry, d ? "taken: " + (d.approved ? "approved" : "rejected") + " by " + (d.reviewer || "an unnamed reviewer") + " at " + when(d.timeMs)
+      const who = d && d.timedOut ? "nobody (timed out)" : d && d.display && d.display !== d.reviewer ? d.display + " (" + d.reviewer + ")" : (d && d.reviewer) || "an unnamed reviewer";
+      taken(entry, d ? "taken: " + (d.approved ? "approved" : "rejected") + " by " + who + " at " + when(d.timeMs)
                      : "no longer open", "meta");
     } catch (e) { taken(entry, "no longer open", "meta"); }
   }
 }
 $("login").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  S.reviewer = $("reviewer").value.trim(); S.token = $("token").value;
-  if (!S.reviewer) { $("login-msg").textContent = shown("a reviewer name is required"); return; }
-  try { await getJSON("/interrupts"); } catch (e) { $("login-msg").textContent = shown(String(e.message || e)); return; }
-  sessionStorage.setItem("intermission.reviewer", S.reviewer);
+  S.reviewer = S.typed = $("reviewer").value.trim(); S.token = $("token").value;
+  try { await getJSON("/interrupts"); S.me = await getJSON("/whoami"); }
+  catch (e) { $("login-msg").textContent = shown(String(e.message || e)); return; }
+  if (S.me.authenticated) S.reviewer = S.me.name;  // who decides is who the server signed in
+  else if (!S.reviewer) { $("login-msg").textContent = shown("a reviewer name is required (this server does not sign you in)"); return; }
+  sessionStorage.setItem("intermission.reviewer", $("reviewer").value.trim());
   sessionStorage.setItem("intermission.token", S.token);
   $("login").hidden = true;
+  const roles = (S.me.roles || []).length ? " (" + S.me.roles.join(", ") + ")" : "";
+  $("whoami").textContent = shown(S.me.authenticated ? "Signed in as " + S.me.name + roles
+                                  : "Reviewing as " + S.reviewer + " (a name you typed: this server does not sign you in)");
   $("status").textContent = shown("reviewing as " + S.reviewer);
   refresh(); setInterval(refresh, 1000);
 });

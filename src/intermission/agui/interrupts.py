@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from ..decisions import HITLDecision
 from ..hitl import HITL
+from ..hitl.graph import ApprovalKeys, binding_deadline, keys_of
+from ..hitl.timeouts import progress_of
+from ..principals import Actor, Principal, label
 
 __all__ = [
     "RESPONSE_SCHEMA",
@@ -27,6 +30,7 @@ __all__ = [
     "Plan",
     "Refusal",
     "Verdict",
+    "actor_of_resume",
     "decided",
     "decision_of",
     "expired_ids",
@@ -75,6 +79,7 @@ class Verdict:
     edited: dict[str, Any] | None
     reason: str | None
     reviewer: str | None
+    via: Literal["agui", "console"] = "agui"
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,10 @@ class Decided:
     applied: bool
     seq: int = 0
     """The log event that recorded or applied it (0: not in the log yet)."""
+    timed_out: bool = False
+    """Its deadline decided it, nobody did."""
+    display: str | None = None
+    """A display name the decider typed (not who decided)."""
 
 
 @dataclass
@@ -106,18 +115,44 @@ def _iso(ms: float) -> str:
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _keys(session: Any) -> ApprovalKeys:
+    """The graph approval's context keys (the defaults unless its node named others)."""
+    return keys_of(session.hitl.approval_keys) or ApprovalKeys()
+
+
+def _pause_ids(session: Any) -> list[tuple[int, str]]:
+    """``(event seq, graph approval id)`` of each event that decided or voted on a graph
+    approval: its id is ``approval-<seq>`` of the end event that paused for it, and stays
+    that id through the pauses its votes cause (a quorum's first approvals)."""
+    out: list[tuple[int, str]] = []
+    last = 0
+    asked: int | None = None
+    for event in session.events:
+        kind = event.kind
+        if kind in ("run_end", "team_end") and event.pending:
+            last = event.seq
+        elif kind == "approval_voted" and not getattr(event, "tool_name", None):
+            asked = last if asked is None else asked
+            out.append((event.seq, f"approval-{asked}"))
+        elif kind == "approval_decided":
+            out.append((event.seq, f"approval-{asked if asked is not None else last}"))
+            asked = None
+        elif kind in ("run_start", "team_start") and getattr(event, "prompt", None):
+            asked = None  # a new request asks anew
+    out.append((0, f"approval-{asked if asked is not None else last}"))
+    return out
+
+
 def _graph_id(session: Any) -> str:
-    """The id of a graph approval: ``approval-<seq>`` of the end event that paused."""
-    for event in reversed(session.events):
-        if event.kind in ("run_end", "team_end") and event.pending:
-            return f"approval-{event.seq}"
-    return "approval-0"
+    """The id of the open graph approval: ``approval-<seq>`` of the end event that paused
+    for it (the first such pause, when votes paused it again)."""
+    return _pause_ids(session)[-1][1]
 
 
 def _graph_deadline(session: Any) -> float | None:
-    """A graph approval's deadline (``approval.deadline``, epoch ms), where it has one."""
-    value = session.context.get("approval.deadline")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A graph approval's binding deadline (``approval.deadline``, or its policy's last
+    one), where it has one."""
+    return binding_deadline(session, _keys(session))
 
 
 def _graph_paused(session: Any) -> bool:
@@ -164,6 +199,9 @@ def open_interrupts(session: Any, now_ms: float | None = None) -> list[ag.Interr
                 meta["reason"] = task.reason
             if task.approvers is not None:
                 meta["approvers"] = task.approvers
+            progress = progress_of(session, task.call_uuid, now_ms)
+            if progress is not None:
+                meta.update(progress.metadata())
             out.append(
                 ag.Interrupt(
                     id=task.call_uuid,
@@ -176,11 +214,16 @@ def open_interrupts(session: Any, now_ms: float | None = None) -> list[ag.Interr
                 )
             )
         return out
-    if session.context.get("approval.decision") is not None:
+    keys = _keys(session)
+    if session.context.get(keys.decision) is not None:
         return []  # decided, not yet resumed
-    request = session.context.get("approval.request")
+    request = session.context.get(keys.request)
     text = request if isinstance(request, str) else json.dumps(request, ensure_ascii=False)
     deadline = _graph_deadline(session)
+    meta = {"request": request, "reason": session.pending_reason}
+    progress = progress_of(session, None, now_ms)
+    if progress is not None:
+        meta.update(progress.metadata())
     out.append(
         ag.Interrupt(
             id=_graph_id(session),
@@ -188,7 +231,7 @@ def open_interrupts(session: Any, now_ms: float | None = None) -> list[ag.Interr
             expires_at=_iso(deadline) if deadline is not None else None,
             message=(text if request is not None else session.pending_reason or "Approve?"),
             response_schema=RESPONSE_SCHEMA,
-            metadata={"intermission": {"request": request, "reason": session.pending_reason}},
+            metadata={"intermission": meta},
         )
     )
     return out
@@ -198,36 +241,79 @@ def decided(session: Any) -> dict[str, Decided]:
     """Every decision this session's interrupts have had, by interrupt id: applied ones
     (from the event log) and recorded ones not applied yet."""
     out: dict[str, Decided] = {}
-    last_pause = 0
+    graph_ids = dict(_pause_ids(session))
     for event in session.events:
         kind = event.kind
-        if kind in ("run_end", "team_end") and event.pending:
-            last_pause = event.seq
-        elif kind == "hitl_decided":
+        if kind == "hitl_decided":
             d = event.decision
             out[event.call_uuid] = Decided(
-                d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms, True, event.seq
+                d.verdict == "approve",
+                d.modified_args,
+                d.reviewer,
+                d.time_ms,
+                True,
+                event.seq,
+                d.timed_out,
+                d.display,
             )
         elif kind == "approval_decided":
-            out[f"approval-{last_pause}"] = Decided(
-                event.verdict == "APPROVE", None, event.reviewer, event.ts, True, event.seq
+            out[graph_ids[event.seq]] = Decided(
+                event.verdict == "APPROVE",
+                None,
+                event.reviewer,
+                event.ts,
+                True,
+                event.seq,
+                event.timed_out,
+                event.display,
             )
     for uuid, d in session.hitl.decisions.items():
-        out[uuid] = Decided(d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms, False)
+        out[uuid] = Decided(d.verdict == "approve", d.modified_args, d.reviewer, d.time_ms,
+                            False, timed_out=d.timed_out, display=d.display)  # fmt: skip
     ctx = session.context
-    if _graph_paused(session) and ctx.get("approval.decision") is not None:
+    keys = _keys(session)
+    if _graph_paused(session) and ctx.get(keys.decision) is not None:
         key = _graph_id(session)
         old = out.get(key)
-        time = ctx.get("approval.time")
+        time = ctx.get(keys.time)
+        by = ctx.get(keys.by)
         out[key] = Decided(
-            ctx.get("approval.decision") == "APPROVE",
+            ctx.get(keys.decision) == "APPROVE",
             None,
-            ctx.get("approval.operator"),
+            ctx.get(keys.operator),
             float(time) if isinstance(time, (int, float)) else None,
             False,
             old.seq if old else 0,
+            isinstance(by, dict) and bool(by.get("timed_out")),
+            by.get("display") if isinstance(by, dict) else None,
         )
     return out
+
+
+def voted(session: Any, iid: str, name: str) -> tuple[int, bool, Any] | None:
+    """``(event seq, approve, edited args)`` of ``name``'s vote on the open interrupt
+    ``iid`` (a quorum's approval, recorded), or None."""
+    graph = iid == _graph_id(session) and not session.hitl.tasks
+    for event in reversed(list(session.events)):
+        if event.kind != "approval_voted" or event.vote.name != name:
+            continue
+        if (graph and not event.tool_name) or event.target == iid:
+            vote = event.vote
+            return event.seq, vote.verdict == "approve", vote.modified_args
+    return None
+
+
+def actor_of_resume(principal: Principal | None, verdict: Verdict) -> Actor | None:
+    """Who decides a resume: the authenticated principal (the client's
+    ``metadata.reviewer`` a display note only), or without auth the name the client sent,
+    as asserted."""
+    if principal is not None:
+        shown = verdict.reviewer if verdict.reviewer != principal.name else None
+        return Actor(name=principal.name, roles=sorted(principal.roles), via=verdict.via,
+                     authenticated=True, display=shown)  # fmt: skip
+    if verdict.reviewer:
+        return Actor(name=verdict.reviewer, via=verdict.via)
+    return None
 
 
 def _verdict(entry: ag.ResumeEntry) -> Verdict:
@@ -235,8 +321,11 @@ def _verdict(entry: ag.ResumeEntry) -> Verdict:
     reviewer = meta.get("reviewer")
     if reviewer is not None and (not isinstance(reviewer, str) or not 0 < len(reviewer) <= 200):
         raise Refusal("INVALID_PAYLOAD", "metadata.reviewer is a name (1 to 200 characters)")
+    if reviewer is not None and any(ord(c) < 32 or ord(c) == 127 for c in reviewer):
+        raise Refusal("INVALID_PAYLOAD", "metadata.reviewer holds no control characters")
+    via: Literal["agui", "console"] = "console" if meta.get("via") == "console" else "agui"
     if entry.status == "cancelled":
-        return Verdict(False, None, "cancelled by the client", reviewer)
+        return Verdict(False, None, "cancelled by the client", reviewer, via)
     try:
         payload = Payload.model_validate(entry.payload)
     except ValidationError as exc:
@@ -247,18 +336,16 @@ def _verdict(entry: ag.ResumeEntry) -> Verdict:
             f"resume payload of interrupt {entry.interrupt_id!r} does not match its "
             f"responseSchema ({where}: {first['msg']}); nothing was changed",
         ) from None
-    if not payload.approved and not (payload.reason or "").strip():
-        raise Refusal(
-            "INVALID_PAYLOAD",
-            f"rejecting interrupt {entry.interrupt_id!r} needs a reason; nothing was changed",
-        )
+    # (a rejection without a reason is the approval's policy to judge, as on every surface)
     if not payload.approved and payload.edited_args is not None:
         raise Refusal("INVALID_PAYLOAD", "only an approval can carry editedArgs")
-    return Verdict(payload.approved, payload.edited_args, payload.reason, reviewer)
+    return Verdict(payload.approved, payload.edited_args, payload.reason, reviewer, via)
 
 
 def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
-    who = old.reviewer or "an unnamed reviewer"
+    who = "the deadline" if old.timed_out else (
+        label(old.reviewer, old.display) or "an unnamed reviewer"
+    )  # fmt: skip
     when = f" at {_iso(old.time_ms)}" if old.time_ms is not None else ""
     what = (
         "approved" + (" with edited arguments" if old.edited else "")
@@ -285,9 +372,17 @@ def _same(v: Verdict, d: Decided) -> bool:
 
 
 def plan(
-    session: Any, resume: list[ag.ResumeEntry] | None, prompt: str | None, now_ms: float
+    session: Any,
+    resume: list[ag.ResumeEntry] | None,
+    prompt: str | None,
+    now_ms: float,
+    principal: Principal | None = None,
+    run_id: str | None = None,
 ) -> Plan:
-    """What a run on this stored session does, or :class:`Refusal`."""
+    """What a run on this stored session does, or :class:`Refusal`. ``principal``: the
+    authenticated caller; ``run_id``: the run's id (a retried delivery of a run that
+    recorded the caller's vote replays that run; another run of the same vote is refused:
+    a principal counts once)."""
     entries = resume or []
     every = {i.id: i for i in open_interrupts(session)}
     late = expired_ids(session, now_ms)
@@ -340,8 +435,41 @@ def plan(
                 f"a resume covers every open interrupt; missing {', '.join(missing)}; "
                 "nothing was changed",
             )
+        again = _votes_again(session, verdicts, principal, run_id)
+        if again is not None:  # a retried delivery of this caller's vote: its run again
+            return Plan("replay", replay_seq=again)
         return Plan("resume", record={i: v for i, v in verdicts.items() if i in opened})
     return Plan("resume")  # recorded, not applied yet: resume applies them
+
+
+def _votes_again(
+    session: Any, verdicts: dict[str, Verdict], principal: Principal | None, run_id: str | None
+) -> int | None:
+    """The seq of the vote a retried run repeats (the same run id, caller and verdicts, on
+    every interrupt it names), or None."""
+    from .replay import notes_of, runs_of
+
+    if run_id is None:
+        return None
+    seqs = []
+    for iid, v in verdicts.items():
+        who = actor_of_resume(principal, v)
+        found = voted(session, iid, who.name) if who is not None else None
+        if found is None:
+            return None
+        seq, approve, edited = found
+        if approve != v.approve or (
+            approve and _canonical(edited or None) != _canonical(v.edited or None)
+        ):
+            return None
+        seqs.append(seq)
+    if not seqs:
+        return None
+    named = notes_of(session).get("runs") or {}
+    after = [events for events in runs_of(session) if events[0].seq > max(seqs)]
+    if not after or named.get(after[0][0].run_id) != run_id:
+        return None  # not a retry of the run that recorded it: a second vote
+    return max(seqs)
 
 
 def decision_of(v: Verdict) -> HITLDecision:
@@ -352,4 +480,4 @@ def decision_of(v: Verdict) -> HITLDecision:
             d = d.modified_args(v.edited)
     else:
         d = HITLDecision.reject(v.reason)
-    return d.reviewer(v.reviewer) if v.reviewer else d
+    return d

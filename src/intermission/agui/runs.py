@@ -25,15 +25,27 @@ from ..errors import (
     ConflictError,
     DeadlinePassedError,
     DecisionConflictError,
+    DecisionRefusedError,
     IntermissionError,
     InvalidDecisionError,
     NothingToResumeError,
+    ReviewerNotAllowedError,
     SessionBusyError,
     SessionNotFoundError,
 )
 from ..hitl import HITL, decide_graph
+from ..hitl.refusals import write_refusal
+from ..principals import Actor, Principal
 from .events import Translator
-from .interrupts import Plan, Refusal, _iso, decision_of, open_interrupts, plan
+from .interrupts import (
+    Plan,
+    Refusal,
+    _iso,
+    actor_of_resume,
+    decision_of,
+    open_interrupts,
+    plan,
+)
 from .replay import (
     finished,
     message_ids,
@@ -86,10 +98,13 @@ class Runs:
         self.agents = agents
         self.store = store
 
-    async def stream(self, name: str, data: ag.RunAgentInput) -> AsyncIterator[Frame]:
+    async def stream(
+        self, name: str, data: ag.RunAgentInput, principal: Principal | None = None
+    ) -> AsyncIterator[Frame]:
         """The SSE frames of one run (the run goes on if the reader stops). The reader
         awaits an asyncio queue the run's thread fills: a waiting response holds no
-        threadpool slot, so reads stay prompt whatever runs are in flight."""
+        threadpool slot, so reads stay prompt whatever runs are in flight. ``principal``:
+        the authenticated caller (it decides the resume, it asks the prompt)."""
         loop = asyncio.get_running_loop()
         frames: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -100,7 +115,7 @@ class Runs:
                 pass
 
         worker = threading.Thread(
-            target=self._work, args=(name, data, put), name="agui-run", daemon=True
+            target=self._work, args=(name, data, put, principal), name="agui-run", daemon=True
         )
         worker.start()
         while True:
@@ -109,7 +124,8 @@ class Runs:
                 return
             yield item
 
-    def _work(self, name: str, data: ag.RunAgentInput, put: Callable[[Any], None]) -> None:
+    def _work(self, name: str, data: ag.RunAgentInput, put: Callable[[Any], None],
+              principal: Principal | None = None) -> None:  # fmt: skip
         state = {"started": False, "last": 0}
 
         def send(cursor: Cursor, event: Any) -> None:
@@ -119,7 +135,7 @@ class Runs:
             put(encode(event, cursor))
 
         try:
-            self._run(name, data, send, state)
+            self._run(name, data, send, state, principal)
         except Refusal as exc:
             self._refuse(data, send, state, exc.code, exc.message)
         except DecisionConflictError as exc:
@@ -147,7 +163,7 @@ class Runs:
         send((base, k), ag.RunErrorEvent(message=message, code=code))
 
     def _run(self, name: str, data: ag.RunAgentInput, send: Callable[[Cursor, Any], None],
-             state: dict[str, Any]) -> None:  # fmt: skip
+             state: dict[str, Any], principal: Principal | None = None) -> None:  # fmt: skip
         tid = data.thread_id
         prompt = _prompt_of(data.messages)
         deadline = time.monotonic() + BUSY_WAIT_S
@@ -166,7 +182,7 @@ class Runs:
                     self.store.save(InMemoryAgentSession(tid))
                 except ConflictError:
                     continue  # created meanwhile by another run: read it again
-                self._execute(name, data, prompt, send, claim=True)
+                self._execute(name, data, prompt, send, claim=True, principal=principal)
                 return
             if session.agent is not None and session.agent != name:
                 raise Refusal("WRONG_AGENT", f"thread {tid!r} belongs to agent {session.agent!r}")
@@ -178,16 +194,16 @@ class Runs:
                 for cursor, out in replay(session, None, data.run_id, done):
                     send(cursor, out)
                 return
-            p = plan(session, data.resume, prompt, session.clock.now_ms())
+            p = plan(session, data.resume, prompt, session.clock.now_ms(), principal, data.run_id)
             if p.kind == "replay":
                 self._replay(session, p, data, send)
                 return
             try:
                 if p.kind == "prompt":
-                    self._execute(name, data, p.prompt, send, claim=True)
+                    self._execute(name, data, p.prompt, send, claim=True, principal=principal)
                     return
                 if p.record:
-                    self._record(name, tid, data, p)
+                    self._record(name, tid, data, p, principal)
                 self._execute(name, data, None, send, claim=False)
                 return
             except (SessionBusyError, NothingToResumeError):
@@ -210,34 +226,42 @@ class Runs:
         )
         return f"thread {tid!r} is being run elsewhere{who}{when}; try again later"
 
-    def _record(self, name: str, tid: str, data: ag.RunAgentInput, p: Plan) -> None:
+    def _record(self, name: str, tid: str, data: ag.RunAgentInput, p: Plan,
+                principal: Principal | None = None) -> None:  # fmt: skip
         agent = self.agents[name]()  # its tools validate edited arguments (R49)
         with self.store.resume(tid) as s:
-            fresh = plan(s, data.resume, None, s.clock.now_ms())  # the claim's truth
+            fresh = plan(s, data.resume, None, s.clock.now_ms(), principal, data.run_id)
             if fresh.kind != "resume" or not fresh.record:
                 return
+            who: Actor | None = actor_of_resume(principal, next(iter(fresh.record.values())))
             try:
                 if s.hitl.tasks:
                     HITL.submit_all(
-                        s, {i: decision_of(v) for i, v in fresh.record.items()}, agent=agent
-                    )
+                        s, {i: decision_of(v) for i, v in fresh.record.items()}, agent=agent,
+                        principal=who,
+                    )  # fmt: skip
                 else:
                     (v,) = fresh.record.values()
                     if v.edited is not None:
                         raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
                     decide_graph(
-                        s, "APPROVE" if v.approve else "REJECT",
-                        reviewer=v.reviewer, reason=v.reason,
+                        s, "APPROVE" if v.approve else "REJECT", reason=v.reason, principal=who,
                     )  # fmt: skip
-            except DecisionConflictError:
-                raise
-            except DeadlinePassedError as exc:  # the deadline passed while it was read
-                raise Refusal("INTERRUPT_EXPIRED", f"{exc}; nothing was changed") from None
             except InvalidDecisionError as exc:
+                write_refusal(self.store, tid, exc)  # who tried what, why refused
+                if isinstance(exc, DecisionConflictError):
+                    raise
+                if isinstance(exc, DeadlinePassedError):  # it passed while it was read
+                    raise Refusal("INTERRUPT_EXPIRED", f"{exc}") from None
+                if isinstance(exc, ReviewerNotAllowedError):
+                    raise Refusal("REVIEWER_NOT_ALLOWED", f"{exc}") from None
+                if isinstance(exc, DecisionRefusedError):
+                    raise Refusal("DECISION_REFUSED", f"{exc}") from None
                 raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
 
     def _execute(self, name: str, data: ag.RunAgentInput, prompt: str | None,
-                 send: Callable[[Cursor, Any], None], *, claim: bool) -> None:  # fmt: skip
+                 send: Callable[[Cursor, Any], None], *, claim: bool,
+                 principal: Principal | None = None) -> None:  # fmt: skip
         agent = self.agents[name]()
         tid, rid = data.thread_id, data.run_id
         holder = self.store.claim(tid) if claim else self.store.resume(tid)
@@ -260,7 +284,13 @@ class Runs:
             last = s.events.next_seq - 1
             first = len(s.messages)
             user_id = _user_id(data.messages) if prompt else None
-            for event in agent.prompt(prompt).session(s).stream():
+            request = agent.prompt(prompt).session(s)
+            if prompt and principal is not None:  # who asks is recorded on what it asks for
+                request = request.principal(Actor(
+                    name=principal.name, roles=sorted(principal.roles), via="agui",
+                    authenticated=True,
+                ))  # fmt: skip
+            for event in request.stream():
                 last = event.seq
                 if "run" not in outer:
                     outer["run"] = event.run_id

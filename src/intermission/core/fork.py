@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._json import canonical_dumps
+from ..audit import AuditEntry, note
 from ..errors import SessionStateError, UsageError
 from .events_log import EventLog
 from .history import Checkpoint
@@ -121,4 +122,9 @@ def fork_session(
         # recorded as skipped in the fork's own ledger, never in the family's
         fork.ledger = dict(session.ledger)
         fork.ledger_dirty = set(fork.ledger)  # kept in the fork's own rows when saved
+    # its audit chain starts from its parent's: the store links this first record to the
+    # parent's head when it saves the fork
+    detail = {"parent": session.session_id, "checkpoint": history.first + position}
+    note(fork, AuditEntry(action="session.forked", target=session.session_id,
+                          detail={**detail, "effects": effects}))  # fmt: skip
     return fork

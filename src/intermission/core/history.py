@@ -311,8 +311,8 @@ class _Mark:
 
 
 CORE_KEYS = frozenset(
-    {"agent", "context", "flow", "hitl", "messages", "pending", "pending_reason", "status",
-     "traces"}
+    {"agent", "context", "flow", "hitl", "messages", "pending", "pending_reason", "requester",
+     "status", "traces"}
 )  # fmt: skip
 """The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
 
@@ -334,7 +334,8 @@ def core_values(session: Any) -> dict[str, Any]:
             "root": trace.root, "graphs": {k: v.to_data() for k, v in trace.graphs.items()}
         }  # fmt: skip
     hitl = session.hitl
-    if hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired:
+    if (hitl.agent is not None or hitl.tasks or hitl.decisions or hitl.expired
+            or hitl.approval_keys is not None):  # fmt: skip
         values["hitl"] = hitl.model_dump(mode="json")
     if session.messages:
         values["messages"] = [m.model_dump(mode="json") for m in session.messages]
@@ -342,6 +343,9 @@ def core_values(session: Any) -> dict[str, Any]:
         values["pending"] = True
     if session.pending_reason is not None:
         values["pending_reason"] = session.pending_reason
+    requester = getattr(session, "requester", None)
+    if requester is not None:
+        values["requester"] = requester.model_dump(mode="json")
     if session.status != "new":
         values["status"] = session.status
     if session.traces:

@@ -3,17 +3,35 @@ keeps the ledger moving forward whatever copy of a session writes it (R39)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any, Literal
 
 from pydantic import ConfigDict
 
+from .._json import canonical_dumps
 from .._model import Model
+from ..audit import AuditEntry
 
-__all__ = ["FORGOTTEN", "LedgerEntry", "advances", "new_attempt", "new_family", "new_generation"]
+__all__ = [
+    "BY_HAND",
+    "FORGOTTEN",
+    "LedgerEntry",
+    "advances",
+    "effect_audit",
+    "new_attempt",
+    "new_family",
+    "new_generation",
+]
 
 FORGOTTEN = "forgotten by hand: the outcome was unknown; the next once() runs it again"
 """The ``error`` of an entry that ``forget_effect`` marked for another attempt."""
+
+BY_HAND = ("effect.resolved", "effect.forgotten")
+"""The audit actions of ledger changes made by a person."""
+
+_ERROR_CHARS = 500
+"""How much of an effect's error message its audit record keeps."""
 
 
 def new_generation() -> str:
@@ -86,3 +104,29 @@ def advances(old: LedgerEntry | None, new: LedgerEntry) -> bool:
     if old.status == "started":
         return new.status != "started" and new.attempt == old.attempt
     return new.status == "started" and new.attempt != old.attempt
+
+
+def effect_audit(key: str, entry: LedgerEntry, who: AuditEntry | None = None) -> AuditEntry | None:
+    """The audit entry of writing ``entry`` for effect ``key``: ``effect.started`` /
+    ``effect.finished`` with its status, attempt, the start of its error and a digest of
+    its result, never the result itself (a result may be large or personal; the ledger
+    keeps it) — or ``who``, the entry of a change by hand, with those facts added. None
+    for a dry run's skip (nothing ran)."""
+    if entry.status == "skipped":
+        return None
+    detail: dict[str, Any] = {"status": entry.status}
+    if entry.attempt is not None:
+        detail["attempt"] = entry.attempt
+    if entry.by is not None:
+        detail["by"] = entry.by
+    if entry.error is not None:
+        detail["error"] = entry.error[:_ERROR_CHARS]
+    if entry.status == "completed":
+        result = canonical_dumps(entry.result).encode("utf-8")
+        detail["result_sha256"] = hashlib.sha256(result).hexdigest()
+    if who is not None:
+        return who.model_copy(update={"detail": {**detail, **who.detail}})
+    action = "effect.started" if entry.status == "started" else "effect.finished"
+    if entry.error == FORGOTTEN:
+        action = "effect.forgotten"
+    return AuditEntry(action=action, via="system", target=key, detail=detail)

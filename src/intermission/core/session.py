@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .. import _check
 from .._check import shown
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
+from ..audit import AuditEntry, Via, by_hand, note
 from ..decisions import HITLState
 from ..errors import (
     EffectOutcomeUnknownError,
@@ -21,11 +22,20 @@ from ..errors import (
 )
 from ..limits import MAX_EVENTS, MAX_MESSAGES
 from ..messages import ChatMessage
+from ..principals import Actor
 from .agent_state import claim
 from .context import FlowContext
 from .events_log import EventLog
 from .history import Checkpoint, History
-from .ledger import FORGOTTEN, LedgerEntry, advances, new_attempt, new_family, new_generation
+from .ledger import (
+    FORGOTTEN,
+    LedgerEntry,
+    advances,
+    effect_audit,
+    new_attempt,
+    new_family,
+    new_generation,
+)
 from .session_status import SessionStatus
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
@@ -36,10 +46,11 @@ S = TypeVar("S")
 _LEDGER_LOCK = threading.Lock()
 """Check-then-write of in-memory ledgers (forks in threads may share one)."""
 
-LedgerHook = Callable[[Any, str, LedgerEntry, bool], LedgerEntry]
-"""``hook(session, key, entry, force)`` → the entry now stored: how a store makes ledger
-changes durable the moment they happen (see ``InMemoryAgentSession._ledger_put``). A
-store's bound method, so a session and its store hold no reference cycle."""
+LedgerHook = Callable[[Any, str, LedgerEntry, bool, AuditEntry | None], LedgerEntry]
+"""``hook(session, key, entry, force, who)`` → the entry now stored: how a store makes
+ledger changes durable the moment they happen, with their audit record (``who``: the record
+of a change by hand; see ``InMemoryAgentSession._ledger_put``). A store's bound method, so
+a session and its store hold no reference cycle."""
 
 
 def check_session_id(session_id: object) -> None:
@@ -141,6 +152,9 @@ class InMemoryAgentSession:
         self.agent: str | None = None
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._reason: str | None = None
+        self.requester: Actor | None = None
+        """Who sent the current request (``agent.prompt(p).principal(...)``; None when it
+        named nobody): recorded on the approvals it asks for."""
         self.ledger_hook: LedgerHook | None = None
         """Called on every ledger change; stores use it to make ``started`` durable."""
         self.ledger_dirty: set[str] = set()
@@ -258,16 +272,21 @@ class InMemoryAgentSession:
             del self.messages[:overflow]
 
     # -- idempotency ledger (R32, R39) ----------------------------------------------
-    def _ledger_put(self, key: str, entry: LedgerEntry, *, force: bool = False) -> LedgerEntry:
+    def _ledger_put(
+        self, key: str, entry: LedgerEntry, *, force: bool = False, who: AuditEntry | None = None
+    ) -> LedgerEntry:
         """Record ``entry``; returns the entry now in the ledger, which is another one when
         the store holds a newer state of the effect (another process moved it on).
 
         The hook first: a store makes the entry durable (and may refuse it) before the
-        effect runs. ``force``: a human override (resolve/forget), written as it is."""
+        effect runs. ``force``: a human override (resolve/forget), written as it is, and
+        audited as ``who`` (with no store, ``who`` is noted for the next save)."""
         hook = self.ledger_hook
         if hook is not None:
-            entry = hook(self, key, entry, force)
+            entry = hook(self, key, entry, force, who)
         else:
+            if who is not None:  # the facts of the change with it (the save writes the rest)
+                note(self, effect_audit(key, entry, who) or who)
             # in memory the same rule as in a store: forks may share this very dict
             with _LEDGER_LOCK:
                 old = self.ledger.get(key)
@@ -375,29 +394,51 @@ class InMemoryAgentSession:
         self._ledger_end(key, result)
         return result
 
-    def resolve_effect(self, key: str, result: Any) -> None:
+    def resolve_effect(
+        self,
+        key: str,
+        result: Any,
+        *,
+        principal: Any = None,
+        via: Via | None = None,
+        roles: Sequence[str] = (),
+        reason: str | None = None,
+    ) -> None:
         """Record by hand that an effect of unknown outcome did complete with ``result``
-        (written to the store at once when the session came from one)."""
+        (written to the store at once when the session came from one), audited as
+        ``effect.resolved`` by ``principal`` (a name, or a principal) through ``via``
+        (default ``api``), with ``reason``."""
         check_effect_key(key)
         check_json(f"result of effect {shown(key)}", result)
+        who = by_hand("effect.resolved", key, principal, via=via, roles=roles, reason=reason)
         entry = self.ledger.get(key) or LedgerEntry(
             status="started", started_ms=0.0, attempt=new_attempt()
         )
-        self._ledger_put(key, entry.completed(result, self.clock.now_ms()), force=True)
+        self._ledger_put(key, entry.completed(result, self.clock.now_ms()), force=True, who=who)
 
-    def forget_effect(self, key: str) -> None:
+    def forget_effect(
+        self,
+        key: str,
+        *,
+        principal: Any = None,
+        via: Via | None = None,
+        roles: Sequence[str] = (),
+        reason: str | None = None,
+    ) -> None:
         """Mark an effect as not done, so the next ``once`` runs it again: after a crash
         left it ``started`` and a human checked that it did not happen. Recorded as a
         failed attempt (``error`` says it was forgotten by hand), so a stale copy that
-        still holds the old entry cannot bring it back."""
+        still holds the old entry cannot bring it back; audited as ``effect.forgotten``
+        (``principal``, ``via``, ``reason`` as for :meth:`resolve_effect`)."""
         check_effect_key(key)
+        who = by_hand("effect.forgotten", key, principal, via=via, roles=roles, reason=reason)
         entry = self.ledger.get(key)
         if entry is None:
             return
         forgotten = entry.model_copy(
             update={"status": "failed", "error": FORGOTTEN, "ended_ms": self.clock.now_ms()}
         )
-        self._ledger_put(key, forgotten, force=True)
+        self._ledger_put(key, forgotten, force=True, who=who)
 
     # -- snapshots (R28) -------------------------------------------------------------
     def snapshot(self) -> Any:

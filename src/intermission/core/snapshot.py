@@ -47,6 +47,7 @@ __all__ = [
 _UNSET: Any = object()
 _DEFAULTS: dict[str, Any] = {
     "status": "new", "agent": None, "pending": False, "pending_reason": None, "context": {},
+    "requester": None,
     "traces": {}, "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
     "next_seq": 1, "flow": {"root": None, "graphs": {}}, "history": None, "parent": None,
@@ -68,6 +69,9 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "agent": session.agent,
         "pending": ctx.is_stopped,
         "pending_reason": session.pending_reason,
+        "requester": None
+        if session.requester is None
+        else session.requester.model_dump(mode="json"),
         "context": ctx.data,
         "flow": {
             "root": ctx.trace.root,
@@ -527,6 +531,7 @@ def _fill(
     session.agent = snap.agent
     session.clock = SYSTEM_CLOCK
     session._reason = snap.pending_reason
+    session.requester = snap.requester
     session.ledger_hook = None
     session.ledger_dirty = set(snap.ledger)  # not in any store yet: a save writes them
     session.store_version = 0

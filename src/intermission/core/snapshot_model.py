@@ -11,6 +11,7 @@ from .._model import Model
 from ..decisions import HITLState
 from ..events import Event
 from ..messages import ChatMessage
+from ..principals import Actor
 from .ledger import LedgerEntry
 from .session_status import SessionStatus
 
@@ -97,6 +98,8 @@ class SessionSnapshot(Model):
     agent: str | None = None
     pending: bool = False
     pending_reason: str | None = None
+    requester: Actor | None = None
+    """Who sent the session's current request (when it named one)."""
     context: dict[str, Any] = Field(default_factory=dict)
     flow: FlowTraceModel = Field(default_factory=FlowTraceModel)
     traces: dict[str, dict[str, Any]] = Field(default_factory=dict)

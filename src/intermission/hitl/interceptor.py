@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import _check
 from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..agents.tools import held_tool
+from ..audit import AuditEntry, note
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
+from ..policies import ApprovalPolicy
+from ..principals import Actor
 from ..traces import ReActTrace
 from .graph import DEADLINE_REVIEWER
 
@@ -31,6 +35,27 @@ SKIP_TEXT = "Skipped by the reviewer: continue with the next step."
 REJECT_TEXT = "Rejected by the reviewer: human approval was not given."
 
 
+@dataclass(frozen=True)
+class _Asks:
+    """How one ``on_tool`` / ``on_destructive`` asks: when (``when(trace, args)`` gives a
+    reason, or always), the old-style deadline, and the approval policy."""
+
+    when: Policy | None
+    deadline_ms: float | None
+    policy: ApprovalPolicy | None
+
+
+def _split(policy: Any, when: Any) -> tuple[Policy | None, ApprovalPolicy | None]:
+    """``policy=`` is an ApprovalPolicy, or (as before) the function of when to ask."""
+    _check.function("when", when, optional=True)
+    if isinstance(policy, ApprovalPolicy):
+        return when, policy
+    _check.function("policy", policy, optional=True)
+    if policy is not None and when is not None:
+        raise UsageError("give when to ask once: policy=function or when=function, not both")
+    return policy or when, None
+
+
 class HITLInterceptor(ReActInterceptor):
     """Ask a human before some tools run.
 
@@ -42,42 +67,61 @@ class HITLInterceptor(ReActInterceptor):
     ``system:deadline``. ``on_expire="wait"``: the deadline only marks the task expired
     (an event, ``HITL.expired_tasks``); it stays decidable.
 
+    An :class:`~intermission.ApprovalPolicy` (``on_tool(name, policy=ApprovalPolicy(...))``)
+    says who may decide, how many must approve and what its deadline does; it travels with
+    the task, so every surface judges decisions by it. The task also records who sent the
+    request (``agent.prompt(p).session(s).principal(...)``).
+
     Example:
         >>> hitl = HITLInterceptor().on_tool("delete_user").approvers({"lead"})
+        >>> two = HITLInterceptor().on_tool("deploy", policy=ApprovalPolicy(approvals=2))
     """
 
     def __init__(self, on_expire: Literal["reject", "wait"] = "reject") -> None:
         if on_expire not in ("reject", "wait"):
             raise UsageError(f"on_expire is 'reject' or 'wait', not {shown(on_expire)}")
-        self._policies: dict[str, tuple[Policy | None, float | None]] = {}
+        self._policies: dict[str, _Asks] = {}
         self._approvers: dict[str, frozenset[str] | ApproverPolicy] = {}
         self._last: str | None = None
         self._on_approved: Callable[[str, dict[str, Any]], Any] | None = None
         self.on_expire = on_expire
 
     def on_tool(
-        self, name: str, policy: Policy | None = None, *, deadline_ms: float | None = None
+        self,
+        name: str,
+        policy: ApprovalPolicy | Policy | None = None,
+        *,
+        deadline_ms: float | None = None,
+        when: Policy | None = None,
     ) -> HITLInterceptor:
-        """Ask before ``name`` runs (when ``policy`` returns a reason; always without one)."""
+        """Ask before ``name`` runs. ``policy``: an :class:`~intermission.ApprovalPolicy`
+        (who may decide, how many, deadlines), or — as before — a function
+        ``policy(trace, args)`` returning a reason to ask (None: run without asking);
+        ``when``: that function, next to an ApprovalPolicy. Without one it always asks."""
         _check.text("name", name, empty=False)
-        _check.function("policy", policy, optional=True)
+        ask, rules = _split(policy, when)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
-        self._policies[name] = (policy, deadline_ms)
+        self._policies[name] = _Asks(ask, deadline_ms, rules)
         self._last = name
         return self
 
     def on_destructive(
-        self, policy: Policy | None = None, *, deadline_ms: float | None = None
+        self,
+        policy: ApprovalPolicy | Policy | None = None,
+        *,
+        deadline_ms: float | None = None,
+        when: Policy | None = None,
     ) -> HITLInterceptor:
         """Ask before every tool that may change the world (R46): an MCP tool unless it
         says it only reads (``readOnlyHint``) or is not destructive (``destructiveHint:
         false`` — unset counts as destructive, as the MCP spec's defaults say), and a
         Python tool marked ``@tool(destructive=True)``. ``on_tool(name)`` for a tool takes
         precedence over this. "Destructive" is read from the tool the running agent
-        instance holds (R49), never from another agent's tool of the same name."""
-        _check.function("policy", policy, optional=True)
+        instance holds (R49), never from another agent's tool of the same name.
+        ``policy`` and ``when``: as for :meth:`on_tool`."""
+        ask, rules = _split(policy, when)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
-        self._policies[_DESTRUCTIVE] = (policy, deadline_ms)
+        self._policies[_DESTRUCTIVE] = _Asks(ask, deadline_ms, rules)
         self._last = _DESTRUCTIVE
         return self
 
@@ -96,9 +140,7 @@ class HITLInterceptor(ReActInterceptor):
             )
         items = list(allowed)
         if not all(isinstance(n, str) and n for n in items):
-            raise UsageError(
-                f"approvers are reviewer names (non-empty str), not {shown(allowed)}"
-            )
+            raise UsageError(f"approvers are reviewer names (non-empty str), not {shown(allowed)}")
         names = frozenset(items)
         self._approvers[self._last] = names
         return self
@@ -137,12 +179,17 @@ class HITLInterceptor(ReActInterceptor):
             key = self._key(trace, ex.tool_name)
             if key is None:
                 continue
-            policy, deadline = self._policies[key]
+            asks = self._policies[key]
             fallback = DESTRUCTIVE_REASON if key == _DESTRUCTIVE else DEFAULT_REASON
-            reason = policy(trace, dict(ex.args)) if policy else fallback
+            reason = asks.when(trace, dict(ex.args)) if asks.when else fallback
             if reason is None:
                 continue
             approvers = self._approvers.get(key)
+            deadline = asks.deadline_ms
+            rules = asks.policy
+            if rules is not None and rules.expires_after_ms is not None:
+                deadline = rules.expires_after_ms  # the policy's deadline governs
+            requester = getattr(trace.session, "requester", None)
             tasks.append(
                 HITLTask(
                     call_uuid=ex.call_uuid,
@@ -155,6 +202,8 @@ class HITLInterceptor(ReActInterceptor):
                     approvers=sorted(approvers) if isinstance(approvers, frozenset) else None,
                     approver_policy=callable(approvers),
                     on_expire=self.on_expire if deadline is not None else None,
+                    policy=rules,
+                    requester=requester if isinstance(requester, Actor) else None,
                 )
             )
         return tasks
@@ -167,14 +216,18 @@ class HITLInterceptor(ReActInterceptor):
         if not targets:
             return
         known = {t.call_uuid: t for t in state.tasks}
-        # keep when a task was created (and its deadline), but judge the arguments that
-        # would run now: an approval of other arguments is void (R23a)
-        targets = [
-            t.model_copy(update={"created_ms": k.created_ms, "deadline_ms": k.deadline_ms})
-            if (k := known.get(t.call_uuid)) is not None
-            else t
-            for t in targets
-        ]
+        # keep when a task was created (its deadline, who asked, its votes and deadline
+        # steps), but judge the arguments that would run now: an approval of other
+        # arguments is void (R23a)
+        targets = [_kept(t, k) if (k := known.get(t.call_uuid)) is not None else t
+                   for t in targets]  # fmt: skip
+        fresh = [t for t in targets if t.call_uuid not in known]
+        if any(t.policy is not None for t in targets):
+            from .timeouts import apply_task_deadlines
+
+            state.tasks = list(targets)  # (what fell due is recorded on these)
+            apply_task_deadlines(session, _now(trace), trace.emit)
+            targets = list(state.tasks)
         self._expire(trace, targets)
         undecided = []
         for task in targets:
@@ -191,6 +244,9 @@ class HITLInterceptor(ReActInterceptor):
                 undecided.append(task)
         if undecided:
             self._suspend(trace, targets, undecided)
+            for task in fresh:
+                if task.policy is not None or task.requester is not None:
+                    _opened(session, task)
             return
         by_uuid = {ex.call_uuid: ex for ex in exchanges}
         single = len(targets) == 1
@@ -225,10 +281,18 @@ class HITLInterceptor(ReActInterceptor):
 
     def _may_decide(self, trace: ReActTrace, task: HITLTask, record: DecisionRecord) -> bool:
         """True when ``record``'s reviewer may decide ``task`` by this running instance's
-        approvers (a rejection the deadline recorded always stands)."""
-        if record.reviewer == DEADLINE_REVIEWER:
+        approvers and approval policy (a rejection or a timeout the deadline recorded
+        always stands)."""
+        if record.reviewer == DEADLINE_REVIEWER or record.timed_out:
             return True
         key = self._key(trace, task.tool_name)
+        rules = self._policies[key].policy if key is not None else None
+        if rules is not None:
+            from .policy import satisfied, vote_of
+
+            votes = list(record.votes) or [vote_of(record.actor, record.verdict, record.time_ms)]
+            if not satisfied(rules, votes, task.requester):
+                return False
         allowed = self._approvers.get(key) if key is not None else None
         if allowed is None:
             return True
@@ -240,6 +304,8 @@ class HITLInterceptor(ReActInterceptor):
         state = trace.session.hitl
         now = _now(trace)
         for task in targets:
+            if task.policy is not None and task.policy.expires_after_ms is not None:
+                continue  # its policy's deadline steps were recorded (see timeouts)
             expired = task.deadline_ms is not None and now >= task.deadline_ms
             if not expired or task.call_uuid in state.decisions:
                 continue
@@ -281,6 +347,31 @@ class HITLInterceptor(ReActInterceptor):
         # the event gets copies: what a reader does to it never reaches the session (R42)
         tasks = [t.model_copy(deep=True) for t in undecided]
         trace.emit(HITLPendingEvent, tasks=tasks, reason=summary)
+
+
+def _kept(task: HITLTask, known: HITLTask) -> HITLTask:
+    """``task`` as proposed now, with what the stored one recorded since it was asked."""
+    return task.model_copy(update={
+        "created_ms": known.created_ms, "deadline_ms": known.deadline_ms,
+        "requester": known.requester, "votes": known.votes,
+        "escalated_ms": known.escalated_ms, "warned_ms": known.warned_ms,
+    })  # fmt: skip
+
+
+def _opened(session: Any, task: HITLTask) -> None:
+    """The audit entry of a task that asks under a policy: who asked, and by what rules."""
+    who = task.requester
+    detail: dict[str, Any] = {"tool": task.tool_name}
+    if task.policy is not None:
+        detail["policy"] = task.policy.model_dump(mode="json")
+    if task.deadline_ms is not None:
+        detail["deadline_ms"] = task.deadline_ms
+    note(session, AuditEntry(
+        action="task.opened", actor=who.name if who else None,
+        roles=list(who.roles) if who else [], via=who.via if who else None,
+        authenticated=bool(who and who.authenticated), target=task.call_uuid,
+        reason=task.reason, detail=detail,
+    ))  # fmt: skip
 
 
 def _destructive(trace: ReActTrace, tool_name: str) -> bool:

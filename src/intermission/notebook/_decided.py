@@ -8,12 +8,27 @@ import datetime as _dt
 from typing import Any
 
 from ..agents.request import AgentResponse
-from ._html import esc
+from ..principals import label
+from ._html import esc, short_id
 
 __all__ = [
     "decided_html", "decision_html", "decisions_of", "lost_html", "outcome_data", "outcome_of",
-    "progress_line", "when",
+    "progress_line", "when", "who_html",
 ]  # fmt: skip
+
+
+def who_html(
+    name: str | None, display: str | None = None, timed_out: bool = False, votes: Any = ()
+) -> str:
+    """Who decided, as HTML: the decider (escaped), the deadline for a timeout, and the
+    principals of a quorum."""
+    if timed_out:
+        return "<i>nobody: timed out</i>"
+    who = f"<b>{esc(label(name, display))}</b>" if name else "<i>no reviewer named</i>"
+    names = [v.name for v in votes or ()]
+    if len(names) > 1:
+        who += f" <i>({esc(' and '.join(names))})</i>"
+    return who
 
 
 def when(ms: float) -> str:
@@ -29,13 +44,17 @@ def decisions_of(session: Any) -> list[dict[str, Any]]:
     for e in reversed(list(getattr(session, "events", []))):
         if e.kind == "approval_decided":
             found.append({"verdict": e.verdict, "reviewer": e.reviewer, "at": e.ts,
-                          "reason": e.reason, "comment": e.comment, "tool": None})  # fmt: skip
+                          "reason": e.reason, "comment": e.comment, "tool": None,
+                          "display": getattr(e, "display", None),
+                          "timed_out": getattr(e, "timed_out", False),
+                          "votes": getattr(e, "votes", [])})  # fmt: skip
         elif e.kind == "hitl_decided":
             d = e.decision
             found.append({"verdict": d.verdict, "reviewer": d.reviewer, "at": d.time_ms,
                           "reason": d.comment if d.verdict == "reject" else None,
                           "comment": None if d.verdict == "reject" else d.comment,
-                          "tool": e.tool_name})  # fmt: skip
+                          "tool": e.tool_name, "display": d.display, "timed_out": d.timed_out,
+                          "votes": d.votes})  # fmt: skip
         elif found and e.kind in ("run_start", "team_start"):
             break  # the decisions of one resume sit together
     return found[::-1]
@@ -44,9 +63,9 @@ def decisions_of(session: Any) -> list[dict[str, Any]]:
 def decision_html(d: dict[str, Any]) -> str:
     """One decision (of :func:`decisions_of`): ``delete_user: APPROVE by bob at …``."""
     tool = f"{esc(d['tool'])}: " if d["tool"] else ""
-    who = esc(d["reviewer"]) if d["reviewer"] else "<i>no reviewer named</i>"
+    who = who_html(d["reviewer"], d.get("display"), d.get("timed_out", False), d.get("votes"))
     at = f" at {esc(when(d['at']))}" if d["at"] is not None else ""
-    return f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by <b>{who}</b>{at}"
+    return f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by {who}{at}"
 
 
 def decided_html(session: Any) -> str:
@@ -79,14 +98,40 @@ def lost_html(verb: str, session: Any, error: BaseException | None = None) -> st
 def progress_line(session: Any) -> str:
     """The approval policy's progress on the open decision, one line of plain text (say
     "1 of 2 approvals (alice, sre) — waiting for one more from sre"); empty when there is
-    nothing to say. Widgets show it when it is not empty."""
-    return ""
+    nothing to say. Widgets show it when it is not empty.
+
+    The words are the policy's own (``HITL.progress``), as every other surface shows them
+    (escalated ones say so); a batch of several tool calls names each call it speaks of.
+    An approval without a policy says nothing."""
+    if not getattr(session, "is_pending", False):
+        return ""
+    from ..hitl import HITL
+
+    tasks = list(session.hitl.tasks)
+    if tasks:
+        decided = session.hitl.decisions
+        lines = []
+        for task in tasks:
+            if task.policy is None or task.call_uuid in decided:
+                continue
+            found = HITL.progress(session, task.call_uuid)
+            if found is None:
+                continue
+            name = f"{task.tool_name} ({short_id(task.call_uuid)}): " if len(tasks) > 1 else ""
+            lines.append(name + found.text)
+        return "; ".join(lines)
+    if session.hitl.approval_keys is None:
+        return ""
+    found = HITL.progress(session)
+    if found is None or session.context.get(found.target) is not None:
+        return ""  # decided: the status line says by whom
+    return found.text
 
 
 def outcome_data(session: Any, response: Any = None) -> dict[str, Any]:
     """What a session came to, as plain data for a widget's ``outcome`` trait: its status,
-    what it waits for, the decisions of its last decided request and its answer (None
-    while it waits)."""
+    what it waits for (and its approval policy's progress), the decisions of its last
+    decided request (with the votes of a quorum) and its answer (None while it waits)."""
     answer = response if response is not None else outcome_of(session)
     if session.is_pending:
         answer = None
@@ -96,9 +141,15 @@ def outcome_data(session: Any, response: Any = None) -> dict[str, Any]:
         "pending": bool(session.is_pending),
         "waiting_for": session.pending_reason if session.is_pending else None,
         "decisions": [
-            {**d, "verdict": str(d["verdict"]).upper(), "at": when(d["at"])}
+            {
+                **d,
+                "verdict": str(d["verdict"]).upper(),
+                "at": when(d["at"]),
+                "votes": [v.model_dump(mode="json") for v in d.get("votes") or ()],
+            }
             for d in decisions_of(session)
         ],
+        "progress": progress_line(session),
         "answer": getattr(answer, "content", None) if answer is not None else None,
     }
 

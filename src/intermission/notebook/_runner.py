@@ -35,6 +35,21 @@ Action = Callable[[AgentSession], None]
 W = TypeVar("W", bound="DecisionView")
 
 
+def _votes(session: AgentSession) -> int:
+    """How many approval votes the session's log holds."""
+    return sum(1 for e in session.events if e.kind == "approval_voted")
+
+
+def _decided_now(session: AgentSession) -> bool:
+    """True when the session has what a resume applies: every tool task decided, or a
+    graph decision written."""
+    tasks = session.hitl.tasks
+    if tasks:
+        return all(t.call_uuid in session.hitl.decisions for t in tasks)
+    last = session.events[-1] if len(session.events) else None
+    return last is not None and last.kind == "approval_decided"
+
+
 class ResumeRunner:
     """Runs ``action(session)`` (write a decision) then resumes ``agent``; with a ``store``
     both steps happen under the store's claim, the decision saved before the run. What
@@ -57,7 +72,11 @@ class ResumeRunner:
         self._job: Job | None = None
         self._verb = ""
         self.note = ""
-        """Set when another resume applied the same decision meanwhile (says by whom)."""
+        """Set when another resume applied the same decision meanwhile (says by whom), or
+        when the decision was a vote that an approval's policy counts (says what it still
+        needs)."""
+        self.voted = False
+        """True when the last decision made here was a vote and the approval still waits."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
         self._seen = self._state_key()
@@ -70,9 +89,17 @@ class ResumeRunner:
             # losing reviewer never blocks the winner; see stores.decide
             outcome = decide_and_resume(self.store, self.session.session_id, action, self.agent)
             self.session = outcome.session
-            self.note = "" if not outcome.applied_elsewhere else outcome.describe()
+            waits = outcome.applied_elsewhere or outcome.waiting is not None
+            self.note = outcome.describe() if waits else ""
+            self.voted = outcome.waiting is not None
             return outcome.response
+        waiting = _votes(self.session)
         action(self.session)
+        if _votes(self.session) > waiting and not _decided_now(self.session):
+            self.voted = True  # a quorum's vote: nothing to resume yet
+            needs = progress_line(self.session) or "the approval waits for more decisions"
+            self.note = f"recorded; {needs}"
+            return None
         return self.agent.prompt().session(self.session).call()
 
     @property
@@ -93,11 +120,23 @@ class ResumeRunner:
             self._busy = True
         self.error = None
         self.note = ""
+        self.voted = False
         self._verb = verb
         self.view.lost = ""
         self.view.status = "<i>running…</i>"
         self._redraw()
         return True
+
+    def refused(self, error: BaseException, actor: Any, target: str | None, verdict: str) -> None:
+        """A decision refused before it reached the store: noted in the session's audit
+        trail, and written to the store's at once when there is one (who tried what, why
+        it was refused)."""
+        from ..hitl.refusals import refusal, write_refusal
+
+        if getattr(error, "audit", None) is None:
+            refusal(self.session, error, actor, target, verdict)
+        if self.store is not None:
+            write_refusal(self.store, self.session.session_id, error)
 
     def show_error(self, error: BaseException) -> None:
         """Show an error in the widget (a refused decision: nothing changed). When the
@@ -353,7 +392,8 @@ class DecisionView(View):
         runner.sync()
         if runner.busy:
             return False
-        return runner.response is not None or bool(runner.note) or runner.decided_elsewhere
+        elsewhere = bool(runner.note) and not runner.voted  # applied by another resume
+        return runner.response is not None or elsewhere or runner.decided_elsewhere
 
     def code_twin(self: W, decide: Callable[[W], Any]) -> Any:
         """The cell after a widget: what its buttons would do, in code.

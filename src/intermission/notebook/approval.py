@@ -9,14 +9,25 @@ import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
-from ..errors import InvalidDecisionError
-from ..hitl.graph import ApprovalKeys, approval_deadline, decide_graph
+from ..errors import DecisionRefusedError
+from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph, graph_ask
+from ..principals import Actor, Principal
 from ._html import esc, expired_html, pre_json
 from ._runner import DecisionView, ResumeRunner
 from ._widget import esm
-from .settings import default_reviewer, reviewer_or_default
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
 
 __all__ = ["ApprovalWidget"]
+
+
+def _needs_reason(session: AgentSession, keys: ApprovalKeys) -> bool:
+    """Whether rejecting the approval takes a reason (its policy says; without one, it
+    does)."""
+    try:
+        ask = graph_ask(session, keys)
+    except Exception:  # (an unreadable policy key): ask for one
+        return True
+    return ask is None or ask.policy.reason_to_reject
 
 
 class ApprovalWidget(DecisionView):
@@ -24,7 +35,15 @@ class ApprovalWidget(DecisionView):
     (``approval.decision``/``operator``/``time``/``reason``/``comment``) and resume the
     agent. A decision carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`) and an optional Comment;
-    Reject also needs a Reason and stays disabled until one is typed.
+    Reject also needs a Reason (unless the approval's policy says otherwise) and stays
+    disabled until one is typed.
+
+    An approval whose policy needs more than one decider shows what it has and still
+    needs (``1 of 2 approvals (alice, sre) — waiting for one more from sre``); a decision
+    here is then a vote, saved, and another view decides the rest. ``principal``: who
+    decides here, with roles (default: ``settings.principal``); the Reviewer field starts
+    with its name. A decision the policy refuses (a role, the requester, a second vote of
+    one person, a deadline) is shown here and changes nothing.
 
     ``approve()`` and ``reject(reason)`` do the same from code and return the response;
     ``click("approve" | "reject", reviewer=, comment=, reason=)`` is what the buttons send;
@@ -39,9 +58,15 @@ class ApprovalWidget(DecisionView):
     comment = t.Unicode("").tag(sync=True)
     """The Comment field."""
     reason = t.Unicode("").tag(sync=True)
-    """The Reason field (Reject needs one)."""
+    """The Reason field (Reject needs one when :attr:`needs_reason`)."""
     can_decide = t.Bool(False).tag(sync=True)
     """True while Approve (and, with a reason, Reject) may be clicked."""
+    needs_reason = t.Bool(True).tag(sync=True)
+    """True when a rejection takes a reason (the approval's policy says; without one, it
+    does)."""
+    roles = t.Dict().tag(sync=True)
+    """The roles of the principals this widget knows by name (its ``principal=``, then
+    ``settings.principal``): the page says with which a Reviewer's name decides."""
 
     def __init__(
         self,
@@ -52,10 +77,14 @@ class ApprovalWidget(DecisionView):
         keys: ApprovalKeys | None = None,
         approvers: Any = None,
         reviewer: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self.approval_keys = keys or ApprovalKeys()
         self.approvers = approvers
-        self.reviewer = default_reviewer() if reviewer is None else reviewer
+        self.principal = principal
+        self.reviewer = reviewer if reviewer is not None else (
+            principal.name if principal is not None else default_reviewer()
+        )  # fmt: skip
         self.runner = ResumeRunner(self, agent, session, store)
         self.runner.state_hook = self._show_request
         self._show_request()
@@ -70,7 +99,7 @@ class ApprovalWidget(DecisionView):
         s = self.runner.session
         if s.is_pending:
             req = s.context.get(self.approval_keys.request)
-            deadline = approval_deadline(s, self.approval_keys)
+            deadline = binding_deadline(s, self.approval_keys)
             late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
             self.request = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
@@ -81,6 +110,8 @@ class ApprovalWidget(DecisionView):
         else:
             self.request = f"<b>Nothing to decide</b> (session {esc(s.status)})"
         self.can_decide = s.is_pending and not self.runner.busy
+        self.needs_reason = _needs_reason(s, self.approval_keys)
+        self.roles = known_roles(self.principal)
 
     # -- what the buttons send -----------------------------------------------------------
     def _take(self, fields: dict[str, Any]) -> None:
@@ -99,11 +130,11 @@ class ApprovalWidget(DecisionView):
         self._act("Reject", self._reject_action)
 
     # -- the decisions -------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str:
+    def _who(self, reviewer: str | None) -> Actor:
         who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
         if reviewer is None and self.reviewer.strip() != who:
             self.reviewer = who  # the field shows who the decision records
-        return who
+        return notebook_actor(who, self.principal)
 
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
         who = self._who(reviewer)
@@ -111,10 +142,10 @@ class ApprovalWidget(DecisionView):
         return lambda s: decide_graph(
             s,
             "APPROVE",
-            reviewer=who,
             comment=note,
             keys=self.approval_keys,
             approvers=self.approvers,
+            principal=who,
         )
 
     def _reject_action(
@@ -122,26 +153,34 @@ class ApprovalWidget(DecisionView):
     ) -> Any:
         why = reason if reason is not None else self.reason.strip()
         note = comment if comment is not None else (self.comment.strip() or None)
-        if not why:
-            raise InvalidDecisionError("a rejection needs a reason: type it in the Reason field")
         who = self._who(reviewer)
+        if not why and _needs_reason(self.runner.session, self.approval_keys):
+            error = DecisionRefusedError(
+                "a rejection needs a reason: type it in the Reason field",
+                rule="reason_to_reject", reviewer=who.name, verdict="reject",
+                session_id=self.runner.session.session_id,
+            )  # fmt: skip
+            self.runner.refused(error, who, self.approval_keys.decision, "reject")
+            raise error
         return lambda s: decide_graph(
             s,
             "REJECT",
-            reviewer=who,
-            reason=why,
+            reason=why or None,
             comment=note,
             keys=self.approval_keys,
             approvers=self.approvers,
+            principal=who,
         )
 
     # -- code twins ------------------------------------------------------------------------
     def approve(self, reviewer: str | None = None, comment: str | None = None) -> Any:
-        """Code twin of Approve: decide, resume, return the response."""
+        """Code twin of Approve: decide, resume, return the response (None when the
+        decision was a vote and the approval waits for more)."""
         return self.runner.run_now(self._approve_action(reviewer, comment))
 
     def reject(self, reason: str, reviewer: str | None = None, comment: str | None = None) -> Any:
-        """Code twin of Reject (a reason is required): decide, resume, return the response."""
+        """Code twin of Reject (a reason is required unless the policy says otherwise):
+        decide, resume, return the response."""
         return self.runner.run_now(self._reject_action(reason, reviewer, comment))
 
     def __repr__(self) -> str:

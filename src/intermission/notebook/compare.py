@@ -36,8 +36,9 @@ WIDTH = 100
 """Plain text fits this many columns (a terminal, a notebook's text output)."""
 
 
-_SHOWN_ELSEWHERE = {ApprovalKeys().decision, ApprovalKeys().time}
-"""The decision has its own row; when it was made always differs and says nothing."""
+_SHOWN_ELSEWHERE = {ApprovalKeys().decision, ApprovalKeys().time, ApprovalKeys().by}
+"""The decision has its own row (who made it too); when it was made always differs and
+says nothing."""
 
 
 def _context_differences(sessions: Sequence[Any]) -> list[tuple[str, list[str]]]:

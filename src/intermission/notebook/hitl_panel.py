@@ -13,20 +13,22 @@ import traitlets as t
 from .._text import visible
 from ..core.session import AgentSession
 from ..decisions import DecisionRecord, HITLDecision, HITLTask
-from ..errors import InvalidDecisionError
+from ..errors import DecisionRefusedError, InvalidDecisionError
 from ..hitl import HITL
+from ..principals import Actor, Principal
+from ._decided import who_html
 from ._html import esc, expired_html, short_id
 from ._runner import DecisionView, ResumeRunner
 from ._widget import esm
-from .settings import default_reviewer, reviewer_or_default
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
 
 def _decided_text(record: DecisionRecord) -> str:
-    who = f" by {esc(record.reviewer)}" if record.reviewer else ""
+    who = who_html(record.reviewer, record.display, record.timed_out, record.votes)
     note = f" — {esc(record.comment)}" if record.comment else ""
-    return f"<b>{esc(record.verdict)}</b>{who}{note} <i>(recorded)</i>"
+    return f"<b>{esc(record.verdict)}</b> by {who}{note} <i>(recorded)</i>"
 
 
 def tool_badges(task: HITLTask, agent: Any = None) -> str:
@@ -56,6 +58,11 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
     return shown + (f" <i>{esc(title)}</i>" if title else "")
 
 
+def _needs_reason(task: HITLTask) -> bool:
+    """Whether rejecting ``task`` takes a reason (its policy says; without one it does)."""
+    return task.policy is None or task.policy.reason_to_reject
+
+
 class _Row:
     """One tool call: what it would do, why it waits, and its arguments as edited."""
 
@@ -78,9 +85,16 @@ class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
     Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
     Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
-    Comment, and to reject a Reason (Reject stays disabled until one is typed). When every
+    Comment, and to reject a Reason (Reject stays disabled until one is typed, unless the
+    call's policy says a rejection needs none). When every
     call is decided the agent resumes. Calls someone already decided show that decision;
     a different one is refused (DecisionConflictError, shown here; nothing changes).
+
+    A call whose approval needs more than one decider (a policy's quorum) shows what it
+    has and still needs (``1 of 2 approvals (alice, sre) — waiting for one more from
+    sre``); a decision here is then a vote, saved, and another view decides the rest.
+    ``principal``: who decides here, with roles (default: ``settings.principal``); the
+    Reviewer field starts with its name.
 
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
@@ -92,7 +106,8 @@ class HITLPanel(DecisionView):
 
     _esm = esm("hitl_panel")
     calls = t.List(t.Dict()).tag(sync=True)
-    """The rows as the page draws them: uuid, head (HTML), args, state (HTML), open."""
+    """The rows as the page draws them: uuid, head (HTML), args, state (HTML), open, and
+    needs_reason (its policy asks for a reason to reject)."""
     empty = t.Unicode("").tag(sync=True)
     """Said when no tool call waits (HTML)."""
     reviewer = t.Unicode("").tag(sync=True)
@@ -100,18 +115,33 @@ class HITLPanel(DecisionView):
     comment = t.Unicode("").tag(sync=True)
     """The Comment field."""
     reason = t.Unicode("").tag(sync=True)
-    """The Reason field (rejecting needs one)."""
+    """The Reason field (rejecting needs one, unless a call's policy says otherwise)."""
     can_all = t.Bool(False).tag(sync=True)
     """True while Approve all (and, with a reason, Reject all) may be clicked."""
+    needs_reason = t.Bool(True).tag(sync=True)
+    """True when Reject all takes a reason (some call's policy asks for one)."""
+    roles = t.Dict().tag(sync=True)
+    """The roles of the principals this panel knows by name (its ``principal=``, then
+    ``settings.principal``): the page says with which a Reviewer's name decides."""
     can_resume = t.Bool(False).tag(sync=True)
     """True when every call has a decision and the session may resume."""
     show_resume = t.Bool(False).tag(sync=True)
     """True when Resume with recorded decisions is shown."""
 
     def __init__(
-        self, agent: Any, session: AgentSession, *, store: Any = None, reviewer: str | None = None
+        self,
+        agent: Any,
+        session: AgentSession,
+        *,
+        store: Any = None,
+        reviewer: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
-        self.reviewer = default_reviewer() if reviewer is None else reviewer
+        self.principal = principal
+        self.reviewer = reviewer if reviewer is not None else (
+            principal.name if principal is not None else default_reviewer()
+        )  # fmt: skip
+        self._actor: Actor | None = None
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
         self.runner = ResumeRunner(self, agent, session, store)
@@ -126,12 +156,18 @@ class HITLPanel(DecisionView):
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
-        """After a run or a refusal: new rows when the batch changed, else new states."""
+        """After a run or a refusal: new rows when the batch changed, else new states
+        (choices made here are gone: recorded, or refused)."""
         s = self.runner.session
         batch = [task.call_uuid for task in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
+            if not self.runner.busy:
+                self._chosen = {}
+                for row in self.rows.values():  # (a vote since: the task as it is now)
+                    row.task = next((t for t in s.hitl.tasks if t.call_uuid == row.task.call_uuid),
+                                    row.task)  # fmt: skip
             self._enable()
 
     def _build_rows(self) -> None:
@@ -169,11 +205,14 @@ class HITLPanel(DecisionView):
                 row.state = expired_html(row.task.decide_by_ms, now).strip()
             row.open = record is None and chosen is None and not busy
         self.calls = [
-            {"uuid": u, "head": r.head, "args": r.args, "state": r.state, "open": r.open}
+            {"uuid": u, "head": r.head, "args": r.args, "state": r.state, "open": r.open,
+             "needs_reason": _needs_reason(r.task)}
             for u, r in self.rows.items()
-        ]
+        ]  # fmt: skip
         batch = bool(self.rows) and not busy
         self.can_all = batch
+        self.needs_reason = any(_needs_reason(r.task) for r in self.rows.values())
+        self.roles = known_roles(self.principal)
         self.can_resume = batch and not self._undecided()
         self.show_resume = bool(self.rows) and not self._undecided()
 
@@ -181,11 +220,11 @@ class HITLPanel(DecisionView):
         return self.runner.session.is_pending and bool(self.runner.session.hitl.tasks)
 
     # -- decisions ---------------------------------------------------------------------
-    def _who(self, reviewer: str | None) -> str:
+    def _who(self, reviewer: str | None) -> Actor:
         who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
         if reviewer is None and self.reviewer.strip() != who:
             self.reviewer = who  # the field shows who the decision records
-        return who
+        return notebook_actor(who, self.principal)
 
     def _decision(
         self,
@@ -200,6 +239,27 @@ class HITLPanel(DecisionView):
             raise InvalidDecisionError(
                 f"no tool call {call_uuid!r} waits in this panel", call_uuid=call_uuid
             )
+        actor = self._who(reviewer)
+        try:
+            decision = self._built(row, call_uuid, verdict, args, note, actor)
+            # checked against the session now (conflicts, approvers, policy, edited
+            # arguments); nothing is written until every call has a decision
+            HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, actor)
+        except InvalidDecisionError as exc:
+            self.runner.refused(exc, actor, call_uuid, verdict)
+            raise
+        self._actor = actor
+        return decision
+
+    def _built(
+        self,
+        row: _Row,
+        call_uuid: str,
+        verdict: str,
+        args: dict[str, Any] | None,
+        note: str | None,
+        actor: Actor,
+    ) -> HITLDecision:
         if verdict == "approve":
             if args is None:
                 try:
@@ -214,22 +274,18 @@ class HITLPanel(DecisionView):
             note = note if note is not None else (self.comment.strip() or None)
             if note:
                 decision = decision.comment(note)
-        elif verdict == "reject":
+            return decision
+        if verdict == "reject":
             why = note if note is not None else self.reason.strip()
-            if not why:
-                raise InvalidDecisionError(
+            if not why and _needs_reason(row.task):
+                raise DecisionRefusedError(
                     "a rejection needs a reason: type it in the Reason field",
-                    call_uuid=call_uuid,
-                )
-            decision = HITLDecision.reject(why)
-        else:
-            note = note if note is not None else (self.comment.strip() or None)
-            decision = HITLDecision.skip(note)
-        decision = decision.reviewer(self._who(reviewer))
-        # checked against the session now (conflicts, approvers, edited arguments);
-        # nothing is written until every call has a decision
-        HITL._check(self.runner.session, call_uuid, decision, self.runner.agent)
-        return decision
+                    rule="reason_to_reject", reviewer=actor.name, verdict="reject",
+                    session_id=self.runner.session.session_id, call_uuid=call_uuid,
+                )  # fmt: skip
+            return HITLDecision.reject(why or None)
+        note = note if note is not None else (self.comment.strip() or None)
+        return HITLDecision.skip(note)
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
         """Keep the choices; once every call is decided, submit them and resume."""
@@ -239,7 +295,8 @@ class HITLPanel(DecisionView):
             return None
         chosen = dict(self._chosen)
         agent = self.runner.agent
-        return lambda s: HITL.submit_all(s, chosen, agent=agent)
+        actor = self._actor
+        return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
 
     # -- what the buttons send -----------------------------------------------------------
     def _take(self, fields: dict[str, Any]) -> None:

@@ -20,11 +20,15 @@ __all__ = ["Inbox"]
 
 
 def _to_decide(item: Any) -> str:
-    """What a pending session waits for: its tool calls, a graph approval, or a resume."""
+    """What a pending session waits for: its tool calls, a graph approval, or a resume;
+    and for approvals with a policy, what they still need."""
     n = len(item.tasks)
     if n:
-        return f"{n} tool call{'s' if n > 1 else ''}"
-    return "1 approval" if getattr(item, "request", None) is not None else "a resume"
+        what = f"{n} tool call{'s' if n > 1 else ''}"
+    else:
+        what = "1 approval" if getattr(item, "request", None) is not None else "a resume"
+    progress = getattr(item, "progress", None)
+    return esc(what) + (f"<div class='im-progress'>{esc(progress)}</div>" if progress else "")
 
 
 class Inbox(View):

@@ -1,4 +1,10 @@
-"""Settings of the notebook layer: who decides by default, how often the Inbox looks."""
+"""Settings of the notebook layer: who decides by default, how often the Inbox looks.
+
+Decisions made in a notebook are recorded ``via: notebook`` and not authenticated: the
+name is the one the widget's Reviewer field holds (filled from ``settings.principal``,
+``settings.reviewer``, ``$INTERMISSION_REVIEWER`` or the OS user), with the roles of the
+principal of that name (the widget's ``principal=``, or ``settings.principal``).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,18 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Settings", "default_reviewer", "settings"]
+from ..principals import Actor, Principal
+
+__all__ = ["Settings", "default_reviewer", "known_roles", "notebook_actor", "settings"]
 
 
 @dataclass
 class Settings:
     """Change them for the whole notebook: ``intermission.notebook.settings.reviewer = "alice"``."""
 
+    principal: Principal | None = None
+    """Who decides in this notebook, with roles (``Principal("alice", {"sre"})``); a
+    widget's own ``principal=`` comes first."""
     reviewer: str | None = None
     """The reviewer name widgets fill in; None: ``$INTERMISSION_REVIEWER``, else the OS user."""
     inbox_poll_s: float | None = 5.0
@@ -32,6 +43,8 @@ settings = Settings()
 
 def default_reviewer() -> str:
     """The reviewer a widget starts with (see :attr:`Settings.reviewer`)."""
+    if settings.principal is not None:
+        return settings.principal.name
     if settings.reviewer:
         return settings.reviewer
     env = os.environ.get("INTERMISSION_REVIEWER")
@@ -55,3 +68,22 @@ def reviewer_or_default(name: str | None) -> str:
             "(or set intermission.notebook.settings.reviewer)"
         )
     return chosen
+
+
+def notebook_actor(name: str, principal: Principal | None = None) -> Actor:
+    """Who a notebook decision records: ``name`` (the Reviewer field), with the roles of
+    ``principal`` (the widget's) or ``settings.principal`` when it is of that name; via
+    the notebook, not authenticated (anyone at the keyboard can type a name)."""
+    roles = known_roles(principal).get(name, [])
+    return Actor(name=name, roles=roles, via="notebook", authenticated=False)
+
+
+def known_roles(principal: Principal | None = None) -> dict[str, list[str]]:
+    """The roles of the principals a widget knows by name (``principal``, then
+    ``settings.principal``): what a decision under each name holds (see
+    :func:`notebook_actor`); a name not in it holds none."""
+    known: dict[str, list[str]] = {}
+    for p in (principal, settings.principal):
+        if p is not None and p.name not in known:
+            known[p.name] = sorted(p.roles)
+    return known

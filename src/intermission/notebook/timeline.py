@@ -18,7 +18,9 @@ _BADGE = {
     "action_end": ("action end", "im-action"), "tool_call_start": ("tool", "im-tool"),
     "tool_call_end": ("tool end", "im-tool"), "hitl_pending": ("awaiting human", "im-hitl"),
     "hitl_decided": ("decided", "im-hitl"), "hitl_expired": ("expired", "im-bad"),
-    "approval_decided": ("decided", "im-hitl"),
+    "approval_decided": ("decided", "im-hitl"), "approval_voted": ("voted", "im-hitl"),
+    "approval_warned": ("deadline near", "im-reason"),
+    "approval_escalated": ("escalated", "im-bad"), "approval_expired": ("expired", "im-bad"),
     "node_start": ("node", "im-node"), "node_end": ("node end", "im-node"),
     "team_start": ("team start", "im-team"), "team_end": ("team end", "im-team"),
 }  # fmt: skip
@@ -26,6 +28,19 @@ _BADGE = {
 
 def _ms(value: float) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
+
+
+class _Voted:
+    """A vote as :func:`_decision` shows a decision."""
+
+    def __init__(self, verdict: str, reviewer: str, comment: str | None) -> None:
+        self.verdict, self.reviewer, self.comment = verdict, reviewer, comment
+
+
+def _clock(ms: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%H:%M:%S UTC")
 
 
 def _decision(d: Any) -> str:
@@ -80,6 +95,16 @@ def _detail(e: Any) -> str:
         return f"{_decision(e)}{why}"
     if k == "hitl_expired":
         return f"{esc(e.tool_name)} {id_html(e.call_uuid)} → {esc(e.resolution)}"
+    if k == "approval_voted":
+        v = e.vote
+        what = f"{esc(e.tool_name)} {id_html(e.target)} · " if e.tool_name else ""
+        return f"{what}{_decision(_Voted(v.verdict, v.name, v.comment))} · {esc(e.progress)}"
+    if k in ("approval_warned", "approval_escalated", "approval_expired"):
+        what = f"{esc(e.tool_name)} {id_html(e.target)}" if e.tool_name else "the approval"
+        roles = f" · roles {esc(', '.join(e.roles))}" if getattr(e, "roles", None) else ""
+        if k == "approval_expired":
+            return f"{what} → {esc(e.resolution)} (timed out)"
+        return f"{what} · deadline {esc(_clock(e.deadline_ms))}{roles}"
     if k == "node_start":
         return f"{esc(e.node_id)} <span class='im-t'>({esc(e.node_kind)})</span>"
     if k == "node_end":

@@ -7,8 +7,10 @@ from .memory import MemoryStore
 from .open import open_store
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
+from .sweep import DeadlineSweeper, sweep_deadlines
 
 __all__ = [
+    "DeadlineSweeper",
     "DecisionOutcome",
     "MemoryStore",
     "PendingSession",
@@ -17,4 +19,5 @@ __all__ = [
     "SessionStore",
     "decide_and_resume",
     "open_store",
+    "sweep_deadlines",
 ]

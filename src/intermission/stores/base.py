@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import canonical_dumps
+from ..audit import AuditEntry, AuditRecord, AuditVerification
 from ..core.history import Checkpoint
 from ..core.ledger import LedgerEntry
 from ..core.session import InMemoryAgentSession
@@ -33,7 +34,7 @@ from ..errors import (
     StoreError,
     UsageError,
 )
-from ..hitl.graph import approval_deadline
+from ..hitl.graph import ApprovalKeys, approval_deadline
 from .lease import Leases
 
 __all__ = [
@@ -58,7 +59,7 @@ interrupt, or stopped by an error (say, an effect of unknown outcome). A ``done`
 never run) session has nothing to resume: ``store.claim()`` takes it for a new prompt."""
 
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str]
+_Row = tuple[str, str | None, str | None, str, float | None, float, str, str | None]
 
 
 class PendingSession(_Row):
@@ -75,14 +76,17 @@ class PendingSession(_Row):
         deadline_ms: float | None = None,
         updated_ms: float = 0.0,
         request_json: str = "null",
+        progress: str | None = None,
     ) -> PendingSession:
         """An entry from its columns (stores build them with :meth:`from_rows`)."""
-        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json)
+        row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json,
+               progress)  # fmt: skip
         return tuple.__new__(cls, row)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
-        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request)``."""
+        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
+        progress)``."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
@@ -109,6 +113,13 @@ class PendingSession(_Row):
     def updated_ms(self) -> float:
         """When it was last saved."""
         return self[5]
+
+    @property
+    def progress(self) -> str | None:
+        """What its approvals with a policy have and still need, in words (None: it has
+        none), e.g. ``deploy: 1 of 2 approvals (alice, sre) — waiting for one more from
+        sre``."""
+        return self[7] if len(self) > 7 else None
 
     @property
     def tasks(self) -> list[HITLTask]:
@@ -158,6 +169,11 @@ class StoredRow:
     request_json: str
     state_json: str
     """The canonical snapshot without its event log (stores keep the log apart)."""
+    due_ms: float | None = None
+    """When the next deadline step of an approval with a policy falls due (the sweeper's
+    index; None: nothing scheduled)."""
+    progress: str | None = None
+    """Where its approvals with a policy stand (see PendingSession.progress)."""
 
 
 def column_text(text: str | None) -> str | None:
@@ -175,11 +191,14 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
     tasks = [t for t in hitl.tasks if t.call_uuid not in hitl.decisions]
-    deadlines = [t.deadline_ms for t in tasks if t.deadline_ms is not None]
+    deadlines = [d for t in tasks if (d := _deadline_of(t)) is not None]
     if not hitl.tasks and session.is_pending:  # a graph approval's own deadline (R23b)
-        graph_deadline = approval_deadline(session)
+        graph_deadline = (
+            approval_deadline(session) if hitl.approval_keys is None else _graph_deadline(session)
+        )
         deadlines += [graph_deadline] if graph_deadline is not None else []
     request = session.context.get("approval.request")
+    due, progress = _policy_columns(session)
     return StoredRow(
         session_id=session.session_id,
         status=session.status,
@@ -189,7 +208,48 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         deadline_ms=min(deadlines) if deadlines else None,
         request_json=canonical_dumps(request) if request is not None else "null",
         state_json=state_json(session),
+        due_ms=due,
+        progress=progress,
     )
+
+
+def _deadline_of(task: HITLTask) -> float | None:
+    """A task's deadline as listings show it: for a policy's, its last (an escalation
+    keeps it open past the first)."""
+    if task.policy is not None and task.policy.expires_after_ms is not None:
+        return task.decide_by_ms
+    return task.deadline_ms
+
+
+def _graph_deadline(session: InMemoryAgentSession) -> float | None:
+    from ..hitl.graph import binding_deadline, keys_of
+
+    try:
+        return binding_deadline(session, keys_of(session.hitl.approval_keys) or ApprovalKeys())
+    except UsageError:  # (a hand-edited policy key): listed without a deadline
+        return None
+
+
+def _policy_columns(session: InMemoryAgentSession) -> tuple[float | None, str | None]:
+    """``due_ms`` and ``progress`` of a session's approvals with a policy (None, None for
+    one without: a scan of its tasks)."""
+    hitl = session.hitl
+    if hitl.approval_keys is None and all(t.policy is None for t in hitl.tasks):
+        return None, None
+    from ..hitl.timeouts import due_ms, progress_of
+
+    parts = []
+    if session.is_pending:
+        for task in hitl.tasks:
+            if task.policy is not None and task.call_uuid not in hitl.decisions:
+                found = progress_of(session, task.call_uuid)
+                if found is not None:
+                    parts.append(f"{task.tool_name}: {found.text}")
+        if not hitl.tasks:
+            found = progress_of(session)
+            if found is not None and session.context.get(found.target) is None:
+                parts.append(found.text)
+    return due_ms(session), column_text("; ".join(parts)) if parts else None
 
 
 _CLAIMANT: tuple[int, str] | None = None
@@ -212,9 +272,12 @@ def pending_of(
     deadline: float | None,
     updated: float,
     request_json: str,
+    progress: str | None = None,
 ) -> PendingSession:
     """Build a PendingSession from stored columns (nothing parsed yet)."""
-    return PendingSession(session_id, agent, reason, tasks_json, deadline, updated, request_json)
+    return PendingSession(
+        session_id, agent, reason, tasks_json, deadline, updated, request_json, progress
+    )
 
 
 def session_from(
@@ -431,6 +494,18 @@ class SessionStore(Protocol):
     move forward (R39): no save, from any copy, turns ``completed`` or ``started`` back.
     A stale copy that passes compare-and-set (nobody saved the row since it was loaded)
     saves its other changes; its old ledger entries are not written.
+
+    The audit trail (see :mod:`intermission.audit`): entries noted on a session are written
+    in the transaction of its save (none when the save fails or is refused; they stay
+    noted), ledger writes with their ``effect.*`` record, a fork's first record links to
+    its parent's head; every record is numbered per session id, stamped with the store's
+    clock and hash-chained. ``delete`` keeps the records and ends their chain.
+
+    - ``append_audit(session_id, entries)``: entries that change no session (a refused
+      decision), in a transaction of their own.
+    - ``audit(session_id)``: the records, oldest first.
+    - ``verify_audit(session_id)``: an :class:`~intermission.AuditVerification` naming the
+      first broken record, if any.
     """
 
     def save(self, session: InMemoryAgentSession) -> int:
@@ -476,6 +551,18 @@ class SessionStore(Protocol):
 
     def put_snapshot(self, snapshot: Any) -> int:
         """Store a snapshot given as JSON text, dict or model (validated first)."""
+        ...
+
+    def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append audit entries on their own (see the class docstring)."""
+        ...
+
+    def audit(self, session_id: str) -> list[AuditRecord]:
+        """A session id's audit records, oldest first."""
+        ...
+
+    def verify_audit(self, session_id: str) -> AuditVerification:
+        """Check a session id's audit chain."""
         ...
 
     def close(self) -> None:

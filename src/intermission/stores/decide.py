@@ -11,6 +11,15 @@
 3. If someone else decided and applied meanwhile, nothing is decided again: the same
    decision ends as applied by them (:attr:`DecisionOutcome.applied_by`), a different one
    raises DecisionConflictError naming them.
+4. A decision that is a vote of a quorum, deciding nothing yet, is saved under the claim
+   and nothing is resumed: the approval waits for the others
+   (:attr:`DecisionOutcome.waiting` says for what).
+
+A refused decision changes nothing; its audit entry (who tried what, why it was refused)
+is written to the store's audit trail where it keeps one. An accepted decision's entry is
+written by the save that records the decision, in its transaction: if that write fails,
+the save fails and the error is raised — the decision was not recorded, and nothing
+reports it as accepted.
 """
 
 from __future__ import annotations
@@ -25,12 +34,16 @@ from .. import _check
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     DecisionConflictError,
+    InvalidDecisionError,
     NothingToResumeError,
     SessionBusyError,
     UsageError,
     _utc,
 )
-from ..hitl.api import deciding_for
+from ..hitl.api import deciding_as, deciding_for
+from ..hitl.refusals import write_refusal
+from ..hitl.timeouts import progress_of
+from ..principals import Actor, Principal, label
 from .base import RESUMABLE, SessionStore, not_resumable
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
@@ -63,14 +76,19 @@ class DecisionOutcome:
     applied_by: str | None = None
     applied_ms: float | None = None
     verdict: str | None = None
+    waiting: str | None = None
+    """Set when the decision was a vote that decided nothing yet: what the approval still
+    needs (nothing was resumed)."""
 
     @property
     def applied_elsewhere(self) -> bool:
         """True when another resumer applied this decision (this call ran nothing)."""
-        return self.response is None
+        return self.response is None and self.waiting is None
 
     def describe(self) -> str:
         """One line for a terminal or a widget."""
+        if self.waiting is not None:
+            return f"recorded; {self.waiting}"
         if not self.applied_elsewhere:
             return f"applied here; session {self.session.session_id} is {self.session.status}"
         who = self.applied_by or "an unnamed reviewer"
@@ -88,12 +106,14 @@ def decide_and_resume(
     agent: Any,
     *,
     wait_s: float = DEFAULT_WAIT_S,
+    principal: Principal | Actor | None = None,
 ) -> DecisionOutcome:
     """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
     ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
     module docstring). Refused decisions raise their typed error and change nothing.
-    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent."""
+    Inside ``decide``, HITL.submit without ``agent=`` checks against this agent, and
+    HITL.submit or decide_graph without ``principal=`` decide as ``principal``."""
     if not isinstance(store, SessionStore):
         raise UsageError(f"decide_and_resume takes a store, not {type(store).__name__}")
     _check.function("decide", decide)
@@ -106,8 +126,12 @@ def decide_and_resume(
     if not resumable:
         raise _finished(read)
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
-    with deciding_for(runner):  # its approver policy and tools judge the decision (R49)
-        decide(read)  # the check on a read: a refused decision never claims
+    try:
+        with deciding_for(runner), deciding_as(principal):  # (R49: its policy and tools)
+            decide(read)  # the check on a read: a refused decision never claims
+    except InvalidDecisionError as exc:
+        write_refusal(store, session_id, exc)  # who tried what, why refused
+        raise
     ours = _ours(read, mark)
     try:
         with ExitStack() as stack:
@@ -122,14 +146,42 @@ def decide_and_resume(
             applied = _seen_since(s, mark, applied_only=True)
             if applied:  # applied while we waited (and pending again): leave it unchanged
                 raise _AppliedMeanwhile(applied)
-            with deciding_for(runner):
-                decide(s)  # again, under the claim: what another reviewer recorded meanwhile
+            decisions, since = len(s.hitl.decisions), s.events.next_seq
+            try:
+                with deciding_for(runner), deciding_as(principal):
+                    decide(s)  # again, under the claim: what others recorded meanwhile
+            except InvalidDecisionError as exc:
+                write_refusal(store, session_id, exc)
+                raise
+            waiting = _only_votes(s, decisions, since)
+            if waiting is not None:  # a vote of a quorum: saved as the claim ends
+                return DecisionOutcome(s, None, waiting=waiting)
             if ours:
                 store.save(s)  # durable before anything runs (the claim stays ours)
             response = runner.prompt().session(s).call()
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
+
+
+def _only_votes(s: InMemoryAgentSession, decisions: int, since: int) -> str | None:
+    """What the approvals still need, when ``decide`` recorded votes of a quorum and no
+    decision (None otherwise: resume)."""
+    new = [e.kind for e in s.events if e.seq >= since]
+    if "approval_voted" not in new or "approval_decided" in new:
+        return None
+    if len(s.hitl.decisions) > decisions:
+        return None
+    texts = []
+    for task in s.hitl.tasks:
+        found = progress_of(s, task.call_uuid) if task.call_uuid not in s.hitl.decisions else None
+        if found is not None:
+            texts.append(f"{task.tool_name}: {found.text}" if len(s.hitl.tasks) > 1 else found.text)
+    if not s.hitl.tasks:
+        found = progress_of(s)
+        if found is not None:
+            texts.append(found.text)
+    return "; ".join(texts) or "waiting for more decisions"
 
 
 class _AppliedMeanwhile(Exception):
@@ -180,9 +232,11 @@ def _seen_since(
     for e in session.events:
         if e.kind == "hitl_decided" and e.seq >= seq:
             r = e.decision
-            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, r.reviewer, r.time_ms, e.ts))
+            who = "the deadline" if r.timed_out else label(r.reviewer, r.display)
+            seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, who, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            graph.append((e.seq, None, _Seen("", e.verdict, None, e.reviewer, e.ts, None)))
+            who = "the deadline" if e.timed_out else label(e.reviewer, e.display)
+            graph.append((e.seq, None, _Seen("", e.verdict, None, who, e.ts, None)))
         elif e.kind in _RUNS:
             graph = [
                 (at, e.seq, g._replace(applied_ms=e.ts)) if ran is None else (at, ran, g)
@@ -200,15 +254,13 @@ def _ours(read: InMemoryAgentSession, mark: int) -> list[_Seen]:
     recorded included), or the graph decision it wrote. A graph decision found recorded
     already (decide_graph's no-op) is not listed: whoever applies it applies ours."""
     ours = [
-        _Seen(u, r.verdict, r.modified_args, r.reviewer, r.time_ms, None)
+        _Seen(u, r.verdict, r.modified_args, label(r.reviewer, r.display), r.time_ms, None)
         for u, r in read.hitl.decisions.items()
     ]
     return ours + [s for s in _seen_since(read, mark) if not s.key]
 
 
-def _settle(
-    session: InMemoryAgentSession, ours: list[_Seen], seen: list[_Seen]
-) -> DecisionOutcome:
+def _settle(session: InMemoryAgentSession, ours: list[_Seen], seen: list[_Seen]) -> DecisionOutcome:
     """Someone else's resume applied ``seen``: ours agrees (an outcome) or conflicts."""
     theirs = {s.key: s for s in seen}
     for mine in ours:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.ledger import LedgerEntry, advances
+from ..audit import AuditEntry, AuditRecord, AuditVerification, forget_noted
+from ..core.ledger import LedgerEntry, advances, effect_audit
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import check_size, parse_snapshot
 from ..errors import (
@@ -18,6 +20,8 @@ from ..errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from . import audit_chain
+from .audit_chain import Head, StoredRecord, with_effects
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
@@ -98,6 +102,10 @@ class MemoryStore(StoreMethods):
         self._rows: dict[str, _Entry] = {}
         self._ledgers: dict[str, dict[str, LedgerEntry]] = {}
         self._pending = _PendingIndex()
+        self._due: dict[str, float] = {}
+        """Sessions with a deadline step scheduled: when it falls due."""
+        self._audit: dict[str, list[StoredRecord]] = {}
+        """Each session id's audit records (kept after a delete, see audit_chain)."""
         self._lock = threading.RLock()
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
 
@@ -119,6 +127,8 @@ class MemoryStore(StoreMethods):
         now = self.clock.now_ms()
         expected = session.store_version
         sid = row.session_id
+        noted: list[AuditEntry] = getattr(session, "audit_noted", None) or []
+        n_noted = len(noted)  # written with this save; forgotten once it is done
         with self._lock:
             entry = self._rows.get(sid)
             if expected == 0:
@@ -146,11 +156,23 @@ class MemoryStore(StoreMethods):
                     entry.claimed_by, entry.claim_until = None, 0.0
             if row.status == "pending":
                 self._pending.add(entry)
+            if row.due_ms is not None:
+                self._due[sid] = row.due_ms
+            else:
+                self._due.pop(sid, None)
             ledger = self._ledgers.setdefault(session.ledger_id, {})
+            effects: list[AuditEntry | None] = []
             for key in session.ledger_dirty:
                 new = session.ledger.get(key)
                 if new is not None and advances(ledger.get(key), new):
                     ledger[key] = new
+                    if new.by in (None, sid):  # (see SQLStore._save_tx)
+                        effects.append(effect_audit(key, new))
+            records = with_effects(noted[:n_noted], effects) if effects else noted[:n_noted]
+            if records:
+                self._audit_append(sid, records, now)
+        if n_noted:
+            forget_noted(session, n_noted)
         session.ledger_dirty.clear()
         if session.ledger_hook is None:
             session.ledger_hook = self._write_ledger
@@ -158,7 +180,12 @@ class MemoryStore(StoreMethods):
         return session.store_version
 
     def _write_ledger(
-        self, session: InMemoryAgentSession, key: str, new: LedgerEntry, force: bool
+        self,
+        session: InMemoryAgentSession,
+        key: str,
+        new: LedgerEntry,
+        force: bool,
+        who: AuditEntry | None = None,
     ) -> LedgerEntry:
         """The sessions' ledger hook (see :meth:`SQLStore._write_ledger`)."""
         sid, token = session.session_id, session.claim_token
@@ -170,6 +197,9 @@ class MemoryStore(StoreMethods):
             if not force and not advances(old, new):
                 return old if old is not None else new
             ledger[key] = new
+            record = effect_audit(key, new, who)
+            if record is not None:
+                self._audit_append(sid, [record], self.clock.now_ms())
             return new
 
     def _fence(self, session_id: str, token: str) -> None:
@@ -193,12 +223,18 @@ class MemoryStore(StoreMethods):
         return session
 
     def delete(self, session_id: str) -> None:
-        """Remove a session (and its ledger, unless forks still share it)."""
+        """Remove a session (and its ledger, unless forks still share it). Its audit records
+        stay: a ``session.deleted`` record ends their chain."""
         check_id(session_id)
         with self._lock:
             entry = self._rows.pop(session_id, None)
+            self._due.pop(session_id, None)
             if entry is None:
                 return
+            chain = self._audit.get(session_id)
+            head = Head.of(chain[-1]) if chain else None
+            if head is not None and not head.closed:
+                self._audit_append(session_id, [audit_chain.deleted_entry()], self.clock.now_ms())
             if entry.row.status == "pending":
                 self._pending.remove(entry)
             family = entry.family or session_id
@@ -219,10 +255,28 @@ class MemoryStore(StoreMethods):
             rows = [(t, self._rows[sid].row) for t, sid in keys]
         return [
             pending_of(
-                r.session_id, r.agent, r.reason, r.tasks_json, r.deadline_ms, t, r.request_json
+                r.session_id,
+                r.agent,
+                r.reason,
+                r.tasks_json,
+                r.deadline_ms,
+                t,
+                r.request_json,
+                r.progress,
             )
             for t, r in rows
         ]
+
+    def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
+        """Sessions whose next deadline step (a warning, an escalation, an expiry of an
+        approval with a policy) has fallen due by ``now_ms`` (default: the store's clock),
+        the longest due first."""
+        _check.count("limit", limit, 1, 100_000)
+        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            found = sorted((t, sid) for sid, t in self._due.items() if t <= now)
+        return [sid for _, sid in found[:limit]]
 
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
@@ -265,6 +319,47 @@ class MemoryStore(StoreMethods):
 
     def _final_save(self, session: InMemoryAgentSession) -> None:
         self._save(session, release=True)
+
+    # -- the audit trail (see audit_chain) -----------------------------------------------
+    def _audit_append(
+        self, session_id: str, entries: Sequence[AuditEntry], now: float
+    ) -> list[StoredRecord]:
+        """Append to a session's chain (under the store's lock)."""
+
+        def head(sid: str) -> Head | None:
+            chain = self._audit.get(sid)
+            return Head.of(chain[-1]) if chain else None
+
+        rows = audit_chain.extend(session_id, head(session_id), entries, now, head)
+        self._audit.setdefault(session_id, []).extend(rows)
+        return rows
+
+    def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append ``entries`` to the session's audit chain (see :meth:`SQLStore.append_audit`)."""
+        sid = check_id(session_id)
+        found = audit_chain.check_entries(entries)
+        if not found:
+            return []
+        with self._lock:
+            rows = self._audit_append(sid, found, self.clock.now_ms())
+        return [audit_chain.parse(sid, row) for row in rows]
+
+    def audit(self, session_id: str) -> list[AuditRecord]:
+        """The session id's audit records, oldest first (those of a deleted session too)."""
+        sid = check_id(session_id)
+        with self._lock:
+            rows = list(self._audit.get(sid, ()))
+        return [audit_chain.parse(sid, row) for row in rows]
+
+    def verify_audit(self, session_id: str) -> AuditVerification:
+        """Check the session id's audit chain; the result names the first broken record."""
+        sid = check_id(session_id)
+
+        def parent_record(parent: str, seq: int) -> StoredRecord | None:
+            return next((r for r in self._audit.get(parent, ()) if r[0] == seq), None)
+
+        with self._lock:
+            return audit_chain.verify(sid, list(self._audit.get(sid, ())), parent_record)
 
     # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:

@@ -24,6 +24,9 @@ class PostgresStore(SQLStore):
     int_type = "BIGINT"
     real_type = "DOUBLE PRECISION"
     for_update = " FOR UPDATE"
+    # appends to one session's audit chain take turns (two-key advisory locks are a key
+    # space of their own: the migration's one-key lock never meets them)
+    chain_lock = "SELECT pg_advisory_xact_lock(724872, hashtext(?))"
 
     def __init__(
         self,

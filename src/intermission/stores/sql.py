@@ -9,7 +9,8 @@ from typing import Any
 
 from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.ledger import LedgerEntry, advances
+from ..audit import AuditEntry, forget_noted
+from ..core.ledger import LedgerEntry, advances, effect_audit
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import check_size, parse_snapshot, state_json
 from ..errors import (
@@ -20,6 +21,8 @@ from ..errors import (
     StoreError,
 )
 from ._pool import Pool, until_back
+from .audit_chain import with_effects
+from .audit_sql import AUDIT_MIGRATION, AuditSQL
 from .base import (
     DEFAULT_LEASE_MS,
     RESUMABLE,
@@ -40,7 +43,7 @@ from .lease import Leases
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -101,6 +104,15 @@ MIGRATIONS: list[list[str]] = [
         # (NULL: the session's own)
         "ALTER TABLE im_sessions ADD COLUMN family TEXT",
     ],
+    AUDIT_MIGRATION,  # the audit trail (see audit_sql)
+    [
+        # approvals with a policy: when the session's next deadline step (a warning, an
+        # escalation, an expiry) falls due — the sweeper's index, partial so that sessions
+        # without one cost nothing — and where its approvals stand, for listings
+        "ALTER TABLE im_sessions ADD COLUMN due_ms {real}",
+        "ALTER TABLE im_sessions ADD COLUMN progress TEXT",
+        "CREATE INDEX im_sessions_due ON im_sessions (due_ms) WHERE due_ms IS NOT NULL",
+    ],
 ]
 
 _ROW = "snapshot, version, events, events_n, family"
@@ -111,8 +123,8 @@ _EVENTS_KEY = len(',"events":')
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 _PENDING = (
-    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request FROM im_sessions "
-    "WHERE status = 'pending'"
+    "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request, progress "
+    "FROM im_sessions WHERE status = 'pending'"
 )
 
 
@@ -123,7 +135,7 @@ class _Duplicate(Exception):
 _RESUMABLE_SQL = "(" + ", ".join(f"'{status}'" for status in RESUMABLE) + ")"
 
 
-class SQLStore(StoreMethods, Pool):
+class SQLStore(AuditSQL, StoreMethods, Pool):
     """Base of :class:`SQLiteStore` and :class:`PostgresStore` (subclasses give the driver).
 
     ``lease_ms``: how long a claim outlives a holder that stopped renewing it (a live
@@ -212,7 +224,7 @@ class SQLStore(StoreMethods, Pool):
         expected = session.store_version
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
-            row.request_json, row.state_json, now,
+            row.request_json, row.state_json, now, row.due_ms, row.progress,
         )  # fmt: skip
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
@@ -223,13 +235,16 @@ class SQLStore(StoreMethods, Pool):
         # that updating the row does not rewrite it (chunk numbers: the row's is 0)
         inline = replace and len(chunk) <= _INLINE_MAX
         inline_chunk = (chunk, count) if inline else ("[]", 0)
+        noted: list[AuditEntry] = getattr(session, "audit_noted", None) or []
+        n_noted = len(noted)  # written with this save; forgotten once it committed
         with self._tx() as run:
             if expected == 0:
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, updated_ms, events, events_n, id, family, "
-                        "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                        "request, snapshot, updated_ms, due_ms, progress, events, events_n, "
+                        "id, family, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                        "?, 1)",
                         (*values, *inline_chunk, sid, session.family),
                     )
                 except self.integrity_errors:
@@ -243,10 +258,20 @@ class SQLStore(StoreMethods, Pool):
                     "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
                     (sid, 1 if replace else part, count, chunk),
                 )
+            effects: list[AuditEntry | None] = []
             for key in session.ledger_dirty:
                 entry = session.ledger.get(key)
                 if entry is not None:
-                    self._merge_ledger(run, session.ledger_id, key, entry, force=False)
+                    stored = self._merge_ledger(run, session.ledger_id, key, entry, force=False)
+                    # written (see _merge_ledger): audited with the save, when this session
+                    # ran it (not a dry-run fork's copy of its parent's ledger)
+                    if stored is entry and entry.by in (None, sid):
+                        effects.append(effect_audit(key, entry))
+            records = with_effects(noted[:n_noted], effects) if effects else noted[:n_noted]
+            if records:  # the audit last: its chain lock is the last lock a save takes
+                self._audit_write(run, sid, records, now)
+        if n_noted:
+            forget_noted(session, n_noted)
         # chunk 0 is the row's; a big whole log is chunk 1, appended ones follow
         parts = (1 if inline else 2) if replace else part + (1 if count else 0)
         log.mark_stored(len(log), parts, chars)
@@ -276,7 +301,8 @@ class SQLStore(StoreMethods, Pool):
         inline_values = inline_chunk if replace else ()
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
-            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, family = ?, "
+            "deadline_ms = ?, request = ?, snapshot = ?, updated_ms = ?, due_ms = ?, "
+            "progress = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql} "
             # the generation too: a copy of a deleted session must not overwrite the new
             # one saved under its id, at the same version number (a NULL family: a row
@@ -306,7 +332,7 @@ class SQLStore(StoreMethods, Pool):
         self, run: Callable[..., Any], ledger_id: str, key: str, entry: LedgerEntry, force: bool
     ) -> LedgerEntry:
         """Write ``entry`` if it moves the stored one forward (or ``force``); returns the
-        entry now stored."""
+        entry now stored: ``entry`` itself exactly when it was written."""
         for _ in range(3):
             found = run(
                 f"SELECT entry FROM im_ledger WHERE session_id = ? AND key = ?{self.for_update}",
@@ -333,18 +359,28 @@ class SQLStore(StoreMethods, Pool):
         raise StoreError(f"the ledger entry {key!r} kept changing under this write; retry")
 
     def _write_ledger(
-        self, session: InMemoryAgentSession, key: str, entry: LedgerEntry, force: bool
+        self,
+        session: InMemoryAgentSession,
+        key: str,
+        entry: LedgerEntry,
+        force: bool,
+        who: AuditEntry | None = None,
     ) -> LedgerEntry:
-        """The sessions' ledger hook: write an entry the moment it changes. An entry for
-        an effect that ran must not be lost to a database restart, so the write waits
-        for the database to be back (``outage_s``)."""
+        """The sessions' ledger hook: write an entry the moment it changes, and its audit
+        record in the same transaction (``who``: the record of a change by hand). An
+        entry for an effect that ran must not be lost to a database restart, so the write
+        waits for the database to be back (``outage_s``)."""
         sid, token, family = session.session_id, session.claim_token, session.ledger_id
 
         def write() -> LedgerEntry:
             with self._tx() as run:
                 if token is not None and entry.status == "started" and not force:
                     self._fence(run, sid, token)
-                return self._merge_ledger(run, family, key, entry, force)
+                stored = self._merge_ledger(run, family, key, entry, force)
+                record = effect_audit(key, entry, who) if stored is entry else None
+                if record is not None:
+                    self._audit_write(run, sid, [record], self.clock.now_ms())
+                return stored
 
         return until_back(write, self.outage_s)
 
@@ -400,7 +436,8 @@ class SQLStore(StoreMethods, Pool):
         return self._session(session_id, rows)
 
     def delete(self, session_id: str) -> None:
-        """Remove a session (and its ledger, unless forks still share it)."""
+        """Remove a session (and its ledger, unless forks still share it). Its audit records
+        stay: a ``session.deleted`` record ends their chain."""
         check_id(session_id)
         with self._tx() as run:
             found = run("SELECT family FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
@@ -410,12 +447,13 @@ class SQLStore(StoreMethods, Pool):
             # (a row under the family's id counts only when it has no family of its own:
             # a new session saved under a deleted id is another generation, R48)
             shared = run(
-                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? "
-                "LIMIT 1",
+                "SELECT 1 FROM im_sessions WHERE (id = ? AND family IS NULL) OR family = ? LIMIT 1",
                 (family, family),
             ).fetchone()
             if shared is None:  # nobody of the family is left
                 run("DELETE FROM im_ledger WHERE session_id = ?", (family,))
+            if found is not None:  # its audit stays, its chain ended (see audit_chain)
+                self._audit_close(run, session_id, self.clock.now_ms())
 
     def pending_query(
         self, limit: int, agent: str | None, before: PendingSession | None
@@ -442,6 +480,21 @@ class SQLStore(StoreMethods, Pool):
             rows = run(sql, params).fetchall()
         return PendingSession.from_rows(rows)
 
+    def due(self, now_ms: float | None = None, limit: int = 100) -> list[str]:
+        """Sessions whose next deadline step (a warning, an escalation, an expiry of an
+        approval with a policy) has fallen due by ``now_ms`` (default: the store's clock),
+        the longest due first: one query on a partial index."""
+        _check.count("limit", limit, 1, 100_000)
+        _check.number("now_ms", now_ms, 0, 1e15, optional=True)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._tx("query") as run:
+            rows = run(
+                "SELECT id FROM im_sessions WHERE due_ms IS NOT NULL AND due_ms <= ? "
+                "ORDER BY due_ms, id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     # -- claims (R30, R40): resume() and claim() come from StoreMethods ---------------
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
         now = self.clock.now_ms()
@@ -464,9 +517,7 @@ class SQLStore(StoreMethods, Pool):
                 claimed_now = run(claim, params).rowcount == 1
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
-                found = run(
-                    "SELECT status FROM im_sessions WHERE id = ?", (session_id,)
-                ).fetchone()
+                found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if rows is None:
             if found is None:
                 raise SessionNotFoundError(session_id)
@@ -532,6 +583,7 @@ class SQLStore(StoreMethods, Pool):
         session.store_version = expected
         session.events.mark_stored(-1, 0)  # which chunks went in is unknown: rewrite next
         session.ledger_dirty.clear()
+        forget_noted(session, len(getattr(session, "audit_noted", None) or ()))  # written too
         return expected
 
     # -- snapshots and inspection --------------------------------------------------------

@@ -236,3 +236,26 @@ function child(ctx, host, slot, name) {
   ctx.watch([name], draw);
   ctx.cleanups.push(() => { if (abort) abort.abort(); });
 }
+
+function whoLine(ctx, input) {
+  // Who a decision here records, when the widget knows principals by name (its principal=,
+  // or settings.principal): the roles a Reviewer's name holds. A name typed here holds the
+  // roles of the principal of that name, none otherwise; a notebook asserts it (no sign-in).
+  const node = h("div", { class: "im-who" });
+  const draw = () => {
+    const known = ctx.model.get("roles") || {};
+    const name = input.value.trim();
+    if (!Object.keys(known).length || !name) {
+      node.textContent = "";
+      node.hidden = true;
+      return;
+    }
+    const roles = known[name];
+    const held = roles === undefined ? "no roles (a name typed here holds none)"
+      : roles.length ? `roles: ${roles.join(", ")}` : "no roles";
+    node.textContent = `Decides as ${name} · ${held} · asserted in this notebook, not signed in`;
+    node.hidden = false;
+  };
+  input.addEventListener("input", draw);
+  return { node, draw };
+}

@@ -9,12 +9,13 @@ function render({ model, el }) {
   const reviewer = field("hitl-reviewer", "Reviewer", { placeholder: "your name" });
   const comment = field("hitl-comment", "Comment", { placeholder: "optional note" });
   const reason = field("hitl-reason", "Reason", { placeholder: "required to reject" });
+  const who = whoLine(ctx, reviewer.input);
   const approveAll = button("hitl-approve-all", "Approve all", "approve");
   const rejectAll = button("hitl-reject-all", "Reject all", "reject");
   const resume = button("hitl-resume", "Resume with recorded decisions", "plain");
   const shown = areas(ctx, ["hint", "progress", "lost", "status", "result", "timeline"]);
   ctx.root.append(
-    rowsBox, empty, reviewer.box, comment.box, reason.box,
+    rowsBox, empty, reviewer.box, who.node, comment.box, reason.box,
     h("div", { class: "im-buttons" }, approveAll, rejectAll, resume), ...shown.nodes,
   );
   for (const [input, name] of [[reviewer.input, "reviewer"], [comment.input, "comment"], [reason.input, "reason"]]) {
@@ -70,12 +71,16 @@ function render({ model, el }) {
       row.args.disabled = !open;
       row.buttons.approve.disabled = !open;
       row.buttons.skip.disabled = !open;
-      row.buttons.reject.disabled = !(open && hasReason);
+      // a reason to reject, unless the call's policy takes a rejection without one
+      row.buttons.reject.disabled = !(open && (hasReason || call.needs_reason === false));
     }
     setHTML(empty, model.get("empty"));
     const batch = !!model.get("can_all") && !locked;
     approveAll.disabled = !batch;
-    rejectAll.disabled = !(batch && hasReason);
+    const needs = model.get("needs_reason") !== false;
+    reason.input.placeholder = needs ? "required to reject" : "optional";
+    rejectAll.disabled = !(batch && (hasReason || !needs));
+    who.draw();
     resume.hidden = !model.get("show_resume");
     resume.disabled = !(model.get("can_resume") && !locked);
     for (const f of [reviewer, comment, reason]) f.input.disabled = ctx.dead;
@@ -85,7 +90,8 @@ function render({ model, el }) {
   rejectAll.addEventListener("click", () => ctx.send("all", { ...fields(), verdict: "reject" }));
   resume.addEventListener("click", () => ctx.send("resume", fields()));
   reason.input.addEventListener("input", draw);
-  ctx.watch(["calls", "empty", "can_all", "can_resume", "show_resume", "busy", "reason", ...shown.names], draw);
+  ctx.watch(["calls", "empty", "can_all", "can_resume", "show_resume", "needs_reason", "roles",
+    "reviewer", "busy", "reason", ...shown.names], draw);
   return ctx.done();
 }
 

@@ -1,0 +1,223 @@
+"""The audit chain, the same for every store: numbering, linking and hashing records, and
+checking a stored chain (see :mod:`intermission.audit` for the formula).
+
+A store keeps each record as ``(session_id, seq, text, hash)``: ``text`` is the canonical
+JSON of the record without its hash, which is what the hash covers, so a store never
+re-encodes a record to check it.
+
+Chains and deletes: records are numbered per session id and never renumbered. Deleting a
+session ends its chain with a ``session.deleted`` record (the tombstone) and keeps it: the
+audit outlives the data. Records written under the id afterwards (a new session saved under
+it) start a new chain, from 64 zeros, numbered on: they never continue the old session's
+chain nor take its numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .._json import canonical_dumps
+from ..audit import AuditEntry, AuditRecord, AuditVerification, Problem
+from ..core.ledger import BY_HAND
+
+__all__ = [
+    "DELETED",
+    "FORKED",
+    "GENESIS",
+    "Head",
+    "StoredRecord",
+    "check_entries",
+    "deleted_entry",
+    "extend",
+    "parse",
+    "verify",
+    "with_effects",
+]
+
+GENESIS = "0" * 64
+"""The ``prev`` of the first record of a chain."""
+
+DELETED = "session.deleted"
+"""The action of the record that ends a deleted session's chain."""
+
+FORKED = "session.forked"
+"""The action of a fork's first record (its ``prev`` is its parent's head)."""
+
+StoredRecord = tuple[int, str, str]
+"""A stored record: ``(seq, text, hash)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The last record of a session id."""
+
+    seq: int
+    hash: str
+    closed: bool
+    """True when it ends a deleted session's chain: the next record starts a new one."""
+
+    @classmethod
+    def of(cls, row: Sequence[Any] | None) -> Head | None:
+        """The head from a stored ``(seq, text, hash)`` (None: no records)."""
+        if row is None:
+            return None
+        # canonical JSON sorts keys, so "action" comes first: no need to parse the record
+        closed = str(row[1]).startswith(f'{{"action":"{DELETED}"')
+        return cls(int(row[0]), str(row[2]), closed)
+
+
+def _digest(prev: str, text: str) -> str:
+    return hashlib.sha256((prev + text).encode("utf-8")).hexdigest()
+
+
+def extend(
+    session_id: str,
+    head: Head | None,
+    entries: Iterable[AuditEntry],
+    now_ms: float,
+    parent_head: Callable[[str], Head | None],
+) -> list[StoredRecord]:
+    """The records that append ``entries`` after ``head``, stamped ``now_ms``. A fork's
+    ``session.forked`` entry that starts a chain links it to its parent's head (read with
+    ``parent_head(parent_id)`` in the writer's transaction) and records that head's seq."""
+    out: list[StoredRecord] = []
+    seq = head.seq if head is not None else 0
+    prev = head.hash if head is not None and not head.closed else None
+    for entry in entries:
+        fields = entry.model_dump(mode="json")
+        if prev is None:  # a new chain
+            prev = GENESIS
+            parent = entry.detail.get("parent") if entry.action == FORKED else None
+            if isinstance(parent, str):
+                found = parent_head(parent)
+                fields["detail"] = {**fields["detail"], "parent_seq": found.seq if found else 0}
+                prev = found.hash if found is not None else GENESIS
+        seq += 1
+        fields.update(session_id=session_id, seq=seq, at_ms=now_ms, prev=prev)
+        text = canonical_dumps(fields)
+        prev = _digest(prev, text)
+        out.append((seq, text, prev))
+    return out
+
+
+def parse(session_id: str, row: StoredRecord) -> AuditRecord:
+    """A stored record as an :class:`AuditRecord` (a StoreError names one that is not)."""
+    from ..errors import StoreError
+
+    seq, text, digest = row
+    try:
+        return AuditRecord.model_validate({**json.loads(text), "hash": digest})
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise StoreError(
+            f"audit record {seq} of session {session_id!r} is unreadable ({exc}); "
+            "check the chain with verify_audit (python -m intermission audit ID --verify)"
+        ) from None
+
+
+def verify(
+    session_id: str,
+    rows: Sequence[StoredRecord],
+    parent_record: Callable[[str, int], StoredRecord | None],
+) -> AuditVerification:
+    """Check a session id's stored records (oldest first); ``parent_record(id, seq)``
+    reads the record a fork's chain starts from."""
+    head = rows[-1][2] if rows else None
+
+    def broken(seq: int, problem: Problem, why: str) -> AuditVerification:
+        return AuditVerification(session_id, len(rows), head, seq, problem, why)
+
+    expected, prev, closed = 1, GENESIS, True
+    for i, (seq, text, stored) in enumerate(rows):
+        if seq != expected:
+            more = "" if seq == expected + 1 else f", and so are records up to {seq - 1}"
+            return broken(expected, "missing", f"missing: it was deleted{more}")
+        try:
+            data = json.loads(text)
+            record = AuditRecord.model_validate({**data, "hash": stored})
+        except (ValueError, TypeError, ValidationError):
+            return broken(seq, "unreadable", "unreadable: not an audit record")
+        if record.seq != seq or record.session_id != session_id:
+            return broken(
+                seq,
+                "chain",
+                f"out of place: its content says it is record {record.seq} of session "
+                f"{record.session_id!r} (records were renumbered, inserted or moved)",
+            )
+        if _digest(record.prev, text) != stored:
+            following = rows[i + 1][1] if i + 1 < len(rows) else None
+            if following is not None and _prev_of(following) == _digest(record.prev, text):
+                return broken(seq, "hash", "hash changed: its content is intact, its hash is not")
+            return broken(seq, "edited", "content edited: it no longer matches its hash")
+        link = _link_problem(record, prev, closed, parent_record)
+        if link:
+            return broken(seq, "chain", link)
+        expected, prev, closed = seq + 1, stored, record.action == DELETED
+    return AuditVerification(session_id, len(rows), head)
+
+
+def _prev_of(text: str) -> str | None:
+    try:
+        prev = json.loads(text).get("prev")
+    except (ValueError, AttributeError):
+        return None
+    return prev if isinstance(prev, str) else None
+
+
+def _link_problem(
+    record: AuditRecord,
+    prev: str,
+    starts: bool,
+    parent_record: Callable[[str, int], StoredRecord | None],
+) -> str:
+    """Why ``record`` does not follow the record before it ("" when it does)."""
+    if not starts:
+        if record.prev == prev:
+            return ""
+        return (
+            f"chain broken: it does not follow record {record.seq - 1} (a record was "
+            "inserted, replaced or rewritten before it)"
+        )
+    parent, at = record.detail.get("parent"), record.detail.get("parent_seq")
+    if record.action == FORKED and isinstance(parent, str) and isinstance(at, int) and at > 0:
+        found = parent_record(parent, at)
+        point = f"record {at} of session {parent!r}"
+        if found is None:
+            return f"chain broken: it starts from {point}, which is missing"
+        if found[2] != record.prev or _digest(_prev_of(found[1]) or "", found[1]) != found[2]:
+            return f"chain broken: it does not follow {point}, its fork point"
+        return ""
+    if record.prev == GENESIS:
+        return ""
+    return "chain broken: it starts a chain in the middle (the records before it were deleted)"
+
+
+def deleted_entry() -> AuditEntry:
+    """The tombstone that ends a deleted session's chain."""
+    return AuditEntry(action=DELETED, via="api")
+
+
+def check_entries(entries: Any) -> list[AuditEntry]:
+    """The ``entries`` argument of ``append_audit`` (typed error before any write)."""
+    from .._json import check_json
+    from ..errors import UsageError
+
+    if isinstance(entries, AuditEntry) or not isinstance(entries, (list, tuple)):
+        raise UsageError(f"entries is a list of AuditEntry, not {type(entries).__name__}")
+    for entry in entries:
+        if not isinstance(entry, AuditEntry) or isinstance(entry, AuditRecord):
+            raise UsageError(f"entries holds AuditEntry objects, not {type(entry).__name__}")
+        check_json("audit detail", entry.detail)
+    return list(entries)
+
+
+def with_effects(noted: list[AuditEntry], effects: Sequence[AuditEntry | None]) -> list[AuditEntry]:
+    """What a save writes: the noted entries, then the ledger entries it wrote (not a dry
+    run's skips, nor an effect whose change by hand is noted: that record says it all)."""
+    by_hand = {e.target for e in noted if e.action in BY_HAND}
+    return [*noted, *(e for e in effects if e is not None and e.target not in by_hand)]
