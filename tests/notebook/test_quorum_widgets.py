@@ -129,3 +129,85 @@ def test_a_widget_asks_for_a_reason_to_reject_as_the_policy_says(needs: bool) ->
     else:
         assert panel.reject(uuid, "").is_abnormal and session.status == "done"
     panel.close()
+
+
+def _two_deploys(ran: list[str]) -> Any:
+    """Asks two sre principals before each of two ``deploy`` calls of one batch."""
+    from intermission import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
+
+    @tool
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    def script(messages: list[Any], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        seen = [m.content for m in messages[last_user:] if m.role == "tool"]
+        if seen:
+            return "; ".join(seen)
+        return [ToolCall("deploy", {"env": "prod"}), ToolCall("deploy", {"env": "staging"})]
+
+    hitl = HITLInterceptor().on_tool("deploy", policy=ApprovalPolicy(roles={"sre"}, approvals=2))
+    return (
+        ReActAgent.of(ScriptedModel(script)).name("deploy").tools(deploy).interceptor(hitl).build()
+    )
+
+
+def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_call(
+    tmp_path: Any,
+) -> None:
+    import json
+
+    from intermission.notebook import HITLPanel
+    from intermission.notebook._html import short_id
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "b.db")
+    session = InMemoryAgentSession.of("b-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("b-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    a, b = short_id(first), short_id(second)
+    assert alice.roles == {"alice": ["sre"]}
+    waiting = "0 of 2 approvals — waiting for 2 approvals from sre"
+    assert alice.progress == f"deploy ({a}): {waiting}; deploy ({b}): {waiting}"
+    alice.click("all", verdict="approve")  # what Approve all sends
+    alice.wait()
+    one = "1 of 2 approvals (alice, sre) — waiting for one more from sre"
+    assert alice.runner.note.startswith("recorded; ") and one in alice.status
+    assert alice.progress == f"deploy ({a}): {one}; deploy ({b}): {one}"
+    assert [c["open"] for c in alice.calls] == [True, True] and alice.can_all
+    assert ran == [] and not alice.decided and alice.outcome["progress"] == alice.progress
+    # her second vote on one call: refused, shown, nothing changed, kept in the trail
+    before = store.raw_row("b-1")
+    alice.click("decide", call_uuid=first, verdict="approve")
+    alice.wait()
+    assert "counts once" in alice.status and store.raw_row("b-1") == before
+    assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [
+        "twice"
+    ]
+    # a rejection without a reason, clicked: refused by the default rule, in the trail too
+    bob = HITLPanel(_two_deploys(ran), store.load("b-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    assert bob.progress == alice.progress and bob.needs_reason
+    bob.click("decide", call_uuid=first, verdict="reject", reason="")
+    assert "needs a reason" in bob.status and store.raw_row("b-1") == before
+    assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [
+        "twice", "reason_to_reject"
+    ]  # fmt: skip
+    # bob's Approve all completes both quorums: each call runs once
+    bob.click("all", verdict="approve")
+    response = bob.wait()
+    assert response.content == "deployed prod; deployed staging" and sorted(ran) == [
+        "prod", "staging"
+    ]  # fmt: skip
+    assert bob.progress == "" and bob.decided
+    assert bob.status.count("by <b>bob</b> <i>(alice and bob)</i>") == 2
+    data = json.loads(json.dumps(bob.outcome))  # the outcome trait is plain JSON
+    assert [[v["name"] for v in d["votes"]] for d in data["decisions"]] == [["alice", "bob"]] * 2
+    for view in (alice, bob):
+        view.close()
+    store.close()
