@@ -112,7 +112,8 @@ def _(mo, path):
 
     The store is the one authority, so a decision made elsewhere shows here within seconds:
     run this in a terminal, then look at the inbox (or its opened widget, which says
-    "Decided (not in this view): APPROVE by carol at …"):
+    "Decided (not in this view): APPROVE by carol (you) at …" — the command decides as your
+    operating-system user, and `--reviewer` is the display name it records with it):
 
     ```
     python -m intermission approve change-001 --reviewer carol --store {path}
@@ -149,11 +150,15 @@ def _(Inbox, agents, describe, mo, store_with_two_pending):
         store, path = store_with_two_pending()
         inbox = Inbox(store, agents, poll_s=None)
         widget = inbox.open_session("change-001")
+        from intermission.principals import os_principal
+
         assert cli(["approve", "change-001", "--reviewer", "carol", "--store", str(path)]) == 0
         assert widget.runner.sync()  # what the inbox's poll does every few seconds
-        assert "Decided <i>(not in this view)</i>: <b>APPROVE</b> by <b>carol</b>" in widget.status
+        # the OS user decided; carol is the display name typed on the command line
+        who = f"<b>carol ({os_principal().name})</b>"
+        assert f"Decided <i>(not in this view)</i>: <b>APPROVE</b> by {who}" in widget.status
         widget.click("approve")  # a stale click: not recorded, and it says why
-        assert "Your Approve was not recorded: <b>APPROVE</b> by <b>carol</b>" in widget.lost
+        assert f"Your Approve was not recorded: <b>APPROVE</b> by {who}" in widget.lost
         inbox.close()
         store.close()
 
