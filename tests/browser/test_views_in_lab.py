@@ -355,12 +355,14 @@ def test_a_click_that_lost_the_race_says_so_naming_the_decision_that_won(
     assert done.returncode == 0, done.stderr
     reject.click()
     lost = widget.locator(".im-lost-box")
+    # the OS user decided; carol is the display name typed on the command line
+    carol = f"carol ({os_principal().name})"
     expect(lost).to_contain_text(
-        "Your Reject was not recorded: APPROVE by carol at ", timeout=30_000
+        f"Your Reject was not recorded: APPROVE by {carol} at ", timeout=30_000
     )
     expect(lost).to_contain_text("came first")
     expect(widget.locator(".approval-status")).to_contain_text(
-        "Decided (not in this view): APPROVE by carol"
+        f"Decided (not in this view): APPROVE by {carol}"
     )
     expect(widget.locator(".approval-result")).to_contain_text("Change executed")
     expect(reject).to_be_disabled()
