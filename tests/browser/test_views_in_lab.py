@@ -395,3 +395,50 @@ def test_a_widget_of_a_restarted_kernel_says_it_is_disconnected_and_a_rerun_is_l
     expect(widget.locator(".approval-result")).to_contain_text(
         "Change executed: applied change-001", timeout=60_000
     )
+
+
+POLICY_PANEL = [
+    "from intermission import (ApprovalPolicy, HITLInterceptor, InMemoryAgentSession,\n"
+    "                          Principal, ReActAgent, ScriptedModel, ToolCall, tool)\n"
+    "from intermission.notebook import HITLPanel\n"
+    "\n"
+    "@tool\n"
+    "def deploy(env: str) -> str:\n"
+    "    '''Deploy.'''\n"
+    "    return f'deployed {env}'\n"
+    "\n"
+    "policy = ApprovalPolicy(roles={'sre'}, reason_to_reject=False)\n"
+    "script = ScriptedModel([[ToolCall('deploy', {'env': 'prod'})], 'done'])\n"
+    "hitl = HITLInterceptor().on_tool('deploy', policy=policy)\n"
+    "agent = ReActAgent.of(script).name('deploy').tools(deploy).interceptor(hitl).build()\n"
+    "session = InMemoryAgentSession.of('policy-panel')\n"
+    "agent.prompt('deploy').session(session).call()\n"
+    "panel = HITLPanel(agent, session, principal=Principal('alice', {'sre'}))\n"
+    "panel",
+]
+
+
+def test_a_panel_under_a_policy_says_who_decides_and_rejects_without_a_reason(
+    lab: Lab, page: Any
+) -> None:  # the policy's rules on the page: roles of the name, a reason not needed
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, notebook_file(lab, "policy_panel.ipynb", POLICY_PANEL))
+    nb.run_all()
+    panel = nb.widget(".hitl-panel")
+    expect(panel.locator(".im-progress")).to_have_text("waiting for an approval from sre")
+    who = panel.locator(".im-who")
+    expect(who).to_contain_text("Decides as alice · roles: sre")
+    reviewer = panel.locator(".hitl-reviewer input")
+    reviewer.fill("mallory")
+    expect(who).to_contain_text("Decides as mallory · no roles (a name typed here holds none)")
+    reviewer.fill("alice")
+    reject = panel.locator(".hitl-row button.hitl-reject")
+    expect(panel.locator(".hitl-reason input")).to_have_value("")
+    expect(reject).to_be_enabled()  # the policy takes a rejection without a reason
+    expect(panel.locator("button.hitl-reject-all")).to_be_enabled()
+    reject.click()
+    expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice", timeout=60_000)
+    expect(panel.locator(".approval-result")).to_contain_text("Rejected by the reviewer")
+    expect(panel.locator(".im-progress")).to_be_hidden()
+    shot(panel, "views-policy-panel")
