@@ -6,13 +6,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+MARIMO_NOTEBOOKS := $(wildcard notebooks/marimo/*.py)
 
-.PHONY: setup lab lite lite-serve phoenix test unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab marimo lite lite-serve phoenix test unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,dev]'
+	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -29,8 +30,13 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
+# The marimo tutorials (notebooks/marimo/*.py) in marimo's editor; `marimo run FILE` shows
+# one as an app. Press Run (the ▶ at the bottom right) on a notebook you open.
+marimo: setup
+	$(VENV)/bin/marimo edit notebooks/marimo
+
 lint: setup
-	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py)
+	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py) $(MARIMO_NOTEBOOKS)
 	$(VENV)/bin/mypy --strict src
 
 # The tutorials as a JupyterLite site in $(LITE_OUT)/site, built offline from PyPI and npm
@@ -74,10 +80,14 @@ unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
 
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
 # (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
-# notebooks/` works the same).
+# notebooks/` works the same). A marimo tutorial is tested by pytest on its file: its
+# test_* functions run (marimo's own way; nbval collects .ipynb files only).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
+	fi
+	@if [ -n "$(MARIMO_NOTEBOOKS)" ]; then \
+	  $(PY) -m pytest -q -p no:cacheprovider $(MARIMO_NOTEBOOKS); \
 	fi
 
 test: lint unit notebooks-test

@@ -178,8 +178,7 @@ def test_every_thread_the_package_starts_goes_through_the_seam(
 ) -> None:
     from intermission import InMemoryAgentSession
     from intermission.examples import build_change_graph
-    from intermission.notebook import Inbox, settings
-    from intermission.notebook._runner import ResumeRunner
+    from intermission.notebook import ApprovalWidget, Inbox, settings
     from intermission.stores import SQLiteStore
 
     rec = Recording(c.BACKEND)
@@ -199,7 +198,7 @@ def test_every_thread_the_package_starts_goes_through_the_seam(
     team.prompt("Upgrade the order service").session(session).call()
     store = SQLiteStore(tmp_path / "s.sqlite", lease_ms=30)
     store.save(session)
-    runner = ResumeRunner(team, store.load("change-001"), store)
+    runner = ApprovalWidget(team, store.load("change-001"), store=store).runner
     runner.run_in_background(lambda s: s.context.put("approval.decision", "x"))
     runner.wait()
     inbox = Inbox(store, {"change": team}, poll_s=0.01)

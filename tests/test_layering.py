@@ -13,6 +13,7 @@ SCRIPT = textwrap.dedent(
     BLOCKED = {
         "IPython", "ipywidgets", "graphviz", "psycopg", "httpx", "ag_ui", "starlette", "uvicorn",
         "opentelemetry",
+        "anywidget", "marimo",
     }
 
     class Refuse:

@@ -48,6 +48,7 @@ PIP_NAME = re.compile(r"""(["']?)intermission(\[[^\]]*\])?\1(?=\s|$)""")
 SKIPPED = "skipped: `make` targets need a clone of the repository, not an installed wheel"
 
 
+
 def blocks() -> list[tuple[str, str, int]]:
     """``(language, code, line)`` of every fenced block of the README."""
     text = README.read_text()

@@ -6,6 +6,8 @@ Everything comes from the registries, nothing from a CDN at run time:
   compiled to WebAssembly (``@viz-js/viz``), which draws the graphs where no ``dot`` runs;
 - every wheel from PyPI for Pyodide's platform (``wheels.txt``): pure wheels and
   ``pyemscripten`` wheels; PyYAML has none, so a pure wheel is made from its sdist;
+- the widgets' front ends: JupyterLab's widget manager and anywidget's prebuilt extension
+  (installed in the build's environment, ``requirements-build.txt``);
 - the package's own wheel, and the kernel's wheels from its labextension;
 - a ``pyodide-lock.json`` written here (Pyodide's own lock points at wheels it rebuilt, whose
   hashes differ from PyPI's), so ``import intermission`` works with no install cell;
@@ -53,7 +55,7 @@ KERNEL_EXT = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/
 KERNEL_WHEELS = ("piplite-", "pyodide_kernel-", "ipykernel-", "widgetsnbextension-4.0.999")
 # Unused in a browser: the kernel's shim stands in for widgetsnbextension, and no terminal.
 DROP = {"widgetsnbextension", "pexpect", "ptyprocess"}
-NOTEBOOK_EXTRA = ["ipywidgets", "ipython", "graphviz"]
+NOTEBOOK_EXTRA = ["ipywidgets", "ipython", "graphviz", "anywidget"]
 
 
 def run(*cmd: str | Path, cwd: Path | None = None) -> None:
@@ -326,6 +328,10 @@ def main(out: Path) -> None:
     pure_pyyaml(wheels, work)
     kernel_wheels(wheels)
     pip("wheel", "--no-deps", "-w", wheels, ROOT)
+    with zipfile.ZipFile(next(wheels.glob("intermission-*.whl"))) as whl:
+        assert "intermission/notebook/static/_shared.js" in whl.namelist(), (
+            "the package's wheel lacks its widgets' modules (intermission/notebook/static)"
+        )
     lock = write_lock(npm / "pyodide-lock.json", wheels, {"intermission": NOTEBOOK_EXTRA})
     print(f"pyodide-lock.json: {len(lock['packages'])} wheels")  # type: ignore[arg-type]
 
@@ -337,6 +343,8 @@ def main(out: Path) -> None:
     local = "static/pyodide/pyodide.mjs" in json.dumps(config)
     assert local, "the site would load Pyodide from a CDN"
     loading_message(out / "site", lock)
+    extensions = {e["name"] for e in config["jupyter-config-data"]["federated_extensions"]}
+    assert "anywidget" in extensions, f"the site would draw no widget: {sorted(extensions)}"
     print(f"site: {out / 'site'}")
 
 

@@ -175,8 +175,13 @@ CONTRAST = """(selectors) => {
   const lum = rgb => { const f = v => { v /= 255;
       return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
     return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]); };
+  const up = e => e.parentElement || (e.getRootNode && e.getRootNode().host) || null;
+  const all = sel => { const out = [];  // through shadow roots too (marimo's widgets)
+    const walk = root => { out.push(...root.querySelectorAll(sel));
+      for (const e of root.querySelectorAll('*')) if (e.shadowRoot) walk(e.shadowRoot); };
+    walk(document); return out; };
   const backdrop = el => { const layers = [];
-    for (let e = el; e; e = e.parentElement) {
+    for (let e = el; e; e = up(e)) {
       const c = rgba(getComputedStyle(e).backgroundColor);
       if (c[3] > 0) { layers.push(c); if (c[3] >= 0.99) break; } }
     let base = [255, 255, 255];
@@ -184,7 +189,7 @@ CONTRAST = """(selectors) => {
     return base; };
   const found = [];
   for (const sel of selectors) {
-    for (const root of document.querySelectorAll(sel)) {
+    for (const root of all(sel)) {
       const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
       for (let n = walk.nextNode(); n; n = walk.nextNode()) {
         const text = n.textContent.trim();

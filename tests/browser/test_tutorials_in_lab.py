@@ -148,7 +148,7 @@ def test_08_a_person_scrubs_the_history_forks_and_decides_the_fork(
     label = history.locator(".history-label")
     expect(label).to_contain_text("checkpoint 3")
     expect(label).to_contain_text("waiting: Change plan awaits human review")
-    handle = history.locator(".history-slider .noUi-handle")
+    handle = history.locator(".history-slider input[type=range]")
     handle.focus()
     handle.press("ArrowLeft")  # one checkpoint back: entering the approval node
     expect(label).to_contain_text("checkpoint 2", timeout=30_000)
@@ -225,13 +225,14 @@ def test_11_two_people_approve_one_change_in_two_views(lab: Lab, page: Any) -> N
     bob = nb.panel.locator(".approval-widget").nth(1)
     waiting = "0 of 2 approvals — waiting for 2 approvals from sre (not carol, who asked)"
     for view in (alice, bob):
-        expect(view.locator(".approval-request")).to_contain_text(waiting)
+        expect(view.locator(".im-progress")).to_have_text(waiting)
     expect(alice.locator(".approval-reviewer input")).to_have_value("alice")
+    expect(alice.locator(".im-who")).to_contain_text("Decides as alice · roles: sre")
     alice.locator("button.approval-approve").click()
     one = "1 of 2 approvals (alice, sre) — waiting for one more from sre (not carol, who asked)"
     expect(alice.locator(".approval-status")).to_contain_text(f"recorded; {one}", timeout=60_000)
-    expect(alice.locator(".approval-request")).to_contain_text(one)
-    expect(bob.locator(".approval-request")).to_contain_text(one, timeout=30_000)  # its poll
+    expect(alice.locator(".im-progress")).to_have_text(one)
+    expect(bob.locator(".im-progress")).to_have_text(one, timeout=30_000)  # its poll
     shot(bob, "11-one-of-two")
     expect(bob.locator(".approval-reviewer input")).to_have_value("bob")
     bob.locator("button.approval-approve").click()
@@ -239,5 +240,6 @@ def test_11_two_people_approve_one_change_in_two_views(lab: Lab, page: Any) -> N
         "Change executed: applied change-011", timeout=60_000
     )
     expect(bob.locator(".approval-status")).to_contain_text("APPROVE by bob")
+    expect(bob.locator(".im-progress")).to_be_hidden()  # decided: nothing more is needed
     shot(bob, "11-after-both")
     goes_on(nb, "response = bob_view.code_twin(", "Change executed: applied change-011")

@@ -168,7 +168,7 @@ def test_08_a_fork_from_checkpoint_1_resumed_to_its_pause_is_decided_in_the_widg
     history = nb.widget(".im-history")
     label = history.locator(".history-label")
     expect(label).to_contain_text("checkpoint 3")
-    handle = history.locator(".history-slider .noUi-handle")
+    handle = history.locator(".history-slider input[type=range]")
     handle.focus()
     handle.press("ArrowLeft")
     expect(label).to_contain_text("checkpoint 2", timeout=30_000)
@@ -316,3 +316,129 @@ def test_04_in_jupyter_notebook_7_runs_renders_the_widget_and_a_click_decides(
     )
     expect(widget.locator(".approval-status")).to_contain_text("APPROVE by alice at ")
     shot(widget, "nb7-04-after-approve")
+
+
+RACE = [
+    "from intermission import InMemoryAgentSession\n"
+    "from intermission.examples import build_change_graph\n"
+    "from intermission.notebook import ApprovalWidget, settings\n"
+    "from intermission.stores import SQLiteStore\n"
+    "\n"
+    "settings.view_poll_s = None  # the widget learns of carol's decision only from the click\n"
+    "store = SQLiteStore('race.sqlite')\n"
+    "team = build_change_graph()\n"
+    "session = InMemoryAgentSession.of('change-race')\n"
+    "team.prompt('Upgrade the order service').session(session).call()\n"
+    "store.save(session)\n"
+    "widget = ApprovalWidget(team, store.load('change-race'), store=store, reviewer='alice')\n"
+    "widget",
+]
+
+
+def test_a_click_that_lost_the_race_says_so_naming_the_decision_that_won(
+    lab: Lab, page: Any
+) -> None:  # issue 29, item 2
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, notebook_file(lab, "race.ipynb", RACE))
+    nb.run_all()
+    widget = nb.widget(".approval-widget")
+    widget.locator(".approval-reason input").fill("not this week")
+    reject = widget.locator("button.approval-reject")
+    expect(reject).to_be_enabled()
+    # carol approves in a terminal; the page still shows the decision as open
+    done = subprocess.run(
+        [sys.executable, "-m", "intermission", "approve", "change-race", "--reviewer", "carol",
+         "--store", "race.sqlite"],
+        cwd=lab.nb_dir, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reject.click()
+    lost = widget.locator(".im-lost-box")
+    # the OS user decided; carol is the display name typed on the command line
+    carol = f"carol ({os_principal().name})"
+    expect(lost).to_contain_text(
+        f"Your Reject was not recorded: APPROVE by {carol} at ", timeout=30_000
+    )
+    expect(lost).to_contain_text("came first")
+    expect(widget.locator(".approval-status")).to_contain_text(
+        f"Decided (not in this view): APPROVE by {carol}"
+    )
+    expect(widget.locator(".approval-result")).to_contain_text("Change executed")
+    expect(reject).to_be_disabled()
+    shot(widget, "views-lost-race")
+
+
+def test_a_widget_of_a_restarted_kernel_says_it_is_disconnected_and_a_rerun_is_live(
+    lab: Lab, page: Any
+) -> None:  # issue 29, item 3
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "04_graph_approval.ipynb")
+    nb.run_all()
+    widget = nb.widget(".approval-widget")
+    approve = widget.locator("button.approval-approve")
+    expect(approve).to_be_enabled()
+    expect(widget.locator(".im-banner")).to_be_hidden()
+    nb.menu("Kernel", "Restart Kernel…")
+    nb.wait_idle()
+    banner = widget.locator(".im-banner")
+    expect(banner).to_contain_text("Disconnected", timeout=30_000)
+    expect(banner).to_contain_text("Run the cell again for a live widget")
+    expect(approve).to_be_disabled()
+    expect(widget.locator(".approval-reason input")).to_be_disabled()
+    shot(widget, "views-disconnected")
+    nb.run_all()  # a live widget in the old one's place
+    widget = nb.widget(".approval-widget")
+    expect(widget.locator(".im-banner")).to_be_hidden()
+    widget.locator("button.approval-approve").click()
+    expect(widget.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-001", timeout=60_000
+    )
+
+
+POLICY_PANEL = [
+    "from intermission import (ApprovalPolicy, HITLInterceptor, InMemoryAgentSession,\n"
+    "                          Principal, ReActAgent, ScriptedModel, ToolCall, tool)\n"
+    "from intermission.notebook import HITLPanel\n"
+    "\n"
+    "@tool\n"
+    "def deploy(env: str) -> str:\n"
+    "    '''Deploy.'''\n"
+    "    return f'deployed {env}'\n"
+    "\n"
+    "policy = ApprovalPolicy(roles={'sre'}, reason_to_reject=False)\n"
+    "script = ScriptedModel([[ToolCall('deploy', {'env': 'prod'})], 'done'])\n"
+    "hitl = HITLInterceptor().on_tool('deploy', policy=policy)\n"
+    "agent = ReActAgent.of(script).name('deploy').tools(deploy).interceptor(hitl).build()\n"
+    "session = InMemoryAgentSession.of('policy-panel')\n"
+    "agent.prompt('deploy').session(session).call()\n"
+    "panel = HITLPanel(agent, session, principal=Principal('alice', {'sre'}))\n"
+    "panel",
+]
+
+
+def test_a_panel_under_a_policy_says_who_decides_and_rejects_without_a_reason(
+    lab: Lab, page: Any
+) -> None:  # the policy's rules on the page: roles of the name, a reason not needed
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, notebook_file(lab, "policy_panel.ipynb", POLICY_PANEL))
+    nb.run_all()
+    panel = nb.widget(".hitl-panel")
+    expect(panel.locator(".im-progress")).to_have_text("waiting for an approval from sre")
+    who = panel.locator(".im-who")
+    expect(who).to_contain_text("Decides as alice · roles: sre")
+    reviewer = panel.locator(".hitl-reviewer input")
+    reviewer.fill("mallory")
+    expect(who).to_contain_text("Decides as mallory · no roles (a name typed here holds none)")
+    reviewer.fill("alice")
+    reject = panel.locator(".hitl-row button.hitl-reject")
+    expect(panel.locator(".hitl-reason input")).to_have_value("")
+    expect(reject).to_be_enabled()  # the policy takes a rejection without a reason
+    expect(panel.locator("button.hitl-reject-all")).to_be_enabled()
+    reject.click()
+    expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice", timeout=60_000)
+    expect(panel.locator(".approval-result")).to_contain_text("Rejected by the reviewer")
+    expect(panel.locator(".im-progress")).to_be_hidden()
+    shot(panel, "views-policy-panel")

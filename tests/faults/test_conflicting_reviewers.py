@@ -116,11 +116,10 @@ def test_bob_rejecting_after_alice_is_refused_by_the_api_and_the_inbox(
             with pytest.raises(DecisionConflictError, match="approve by alice"):
                 widget.reject_all("do NOT delete", reviewer="bob")
         else:
-            widget.reviewer.value = "bob"
-            widget.reason.value = "do NOT delete"
-            widget.reject_all_button.click()
+            widget.click("all", verdict="reject", reviewer="bob", reason="do NOT delete")
             widget.wait()
             assert isinstance(widget.runner.error, DecisionConflictError)
-            assert "approve by alice" in widget.runner.status.value
+            assert "approve by alice" in widget.status
+            assert "Your Reject all was not recorded" in widget.lost
     assert store.load("ops-2").to_json() == before and _ran_tools(store, "ops-2") == 0
     tally(f"bob after alice: {how}", trials=1, effects=0, expected=0, refused=1)

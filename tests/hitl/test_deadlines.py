@@ -265,25 +265,25 @@ def test_every_widget_refuses_a_late_decision_and_shows_it(
     for widget in widgets:
         if kind == "tool":
             (uuid,) = widget.rows
-            assert "expired" in widget.rows[uuid].state.value
+            assert "expired" in widget.calls[0]["state"]
             approve: Any = partial(widget.approve, uuid)
-            button = widget.rows[uuid].buttons["approve"]
+            click: Any = partial(widget.click, "decide", call_uuid=uuid, verdict="approve")
         else:
-            assert "expired" in widget.request.value
+            assert "expired" in widget.request
             approve = widget.approve
-            button = widget.approve_button
+            click = partial(widget.click, "approve")
         if how == "code":
             with pytest.raises(DeadlinePassedError):
                 approve()
         else:
-            button.click()
+            click()
             widget.wait()
             assert isinstance(widget.runner.error, DeadlinePassedError)
-            assert "DeadlinePassedError" in widget.runner.status.value
-            assert "had to be decided by" in widget.runner.status.value
+            assert "DeadlinePassedError" in widget.status
+            assert "had to be decided by" in widget.status
     assert store.raw_row(sid) == row and lines(effects) == 0
     inbox.refresh()
-    assert ">expired</span>" in inbox.table.value  # still listed, as expired
+    assert ">expired</span>" in inbox.table  # still listed, as expired
     inbox.close()
     store.close()
 

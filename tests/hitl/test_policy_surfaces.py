@@ -169,7 +169,7 @@ class Widgets(Surface):
     name = "widgets"
 
     def __init__(self, effects: Path) -> None:
-        need_module("ipywidgets", "the notebook extra (pip install 'intermission[notebook]')")
+        need_module("anywidget", "the notebook extra (pip install 'intermission[notebook]')")
         self.store = SQLiteStore(effects.with_name("widgets.db"))
         self.effects = effects
 
@@ -183,7 +183,7 @@ class Widgets(Surface):
 
         panel = HITLPanel(deploy_agent(), self.store.load(sid), store=self.store,
                           principal=PRINCIPALS[step.who])  # fmt: skip
-        assert panel.reviewer.value == step.who
+        assert panel.reviewer == step.who
         (uuid_,) = panel.rows
         try:
             if step.verdict == "approve":
@@ -205,12 +205,13 @@ class Widgets(Surface):
     def progress(self, sid: str) -> str | None:
         from intermission.notebook import HITLPanel
 
-        # another person's view of it: the row says what it has and needs
+        # another person's view of it: the panel says what it has and needs
         panel = HITLPanel(deploy_agent(), self.store.load(sid), store=self.store,
                           principal=PRINCIPALS["bob"])  # fmt: skip
         try:
-            (row,) = panel.rows.values()
-            return row.state.value
+            (row,) = panel.calls
+            assert row["open"], row  # open for bob to decide
+            return panel.progress
         finally:
             panel.close()
 

@@ -136,9 +136,9 @@ def test_html_forms_neutralise_bidi_controls_in_model_tool_and_server_text() -> 
     store.save(a)
     panel = HITLPanel(agent, a)
     pages = [
-        *(child.value for child in _html_children(panel)),
+        *_page_texts(panel),
         Timeline(a).html(),
-        *(child.value for child in _html_children(Inbox(store, {a.agent: _react}, poll_s=None))),
+        *_page_texts(Inbox(store, {a.agent: _react}, poll_s=None)),
     ]
     assert not BIDI.search("".join(pages)) and "\\u202e" in "".join(pages)  # (the panel)
     b = a.fork("b")
@@ -149,7 +149,7 @@ def test_html_forms_neutralise_bidi_controls_in_model_tool_and_server_text() -> 
     team = _team()
     g = InMemoryAgentSession("g")
     team.prompt("go").session(g).call()
-    pages += [child.value for child in _html_children(ApprovalWidget(team, g))]
+    pages += _page_texts(ApprovalWidget(team, g))
     pages.append(Compare(team, g, g.fork("g2")).html())
     text = "\n".join(pages)
     assert "exe.tsil_etihw" in text and "\\u202e" in text  # the text is there, shown
@@ -157,22 +157,26 @@ def test_html_forms_neutralise_bidi_controls_in_model_tool_and_server_text() -> 
     # the Inbox picker labels a session whose id carries them with an escaped label
     store.save(_paused_react(f"id{FORGED}")[1])
     inbox = Inbox(store, {a.agent: _react}, poll_s=None)
-    labels = list(inbox.picker._options_labels)
+    labels = [o["label"] for o in inbox.options]
     assert labels and not any(BIDI.search(label) for label in labels), labels
-    assert f"id{FORGED}" in inbox.picker._options_values
+    assert f"id{FORGED}" in [o["id"] for o in inbox.options]
 
 
-def _html_children(widget: Any) -> list[Any]:
-    """Every HTML widget inside ``widget`` (what a page shows as markup)."""
-    import ipywidgets as w
-
-    out: list[Any] = []
-    stack = [widget]
+def _page_texts(widget: Any) -> list[str]:
+    """Every text a widget's page shows: its synced traits, but its ES module, its
+    ``outcome`` (the session's data as stored, for code to read, never drawn) and the ids
+    the page only sends back (an option's value, the preselected session)."""
+    out: list[str] = []
+    hidden = ("_esm", "_css", "outcome", "selected", "id")
+    stack: list[Any] = [v for k, v in widget.get_state().items() if k not in hidden]
     while stack:
         item = stack.pop()
-        if isinstance(item, w.HTML):
+        if isinstance(item, str):
             out.append(item)
-        stack.extend(getattr(item, "children", ()))
+        elif isinstance(item, dict):
+            stack.extend(v for k, v in item.items() if k not in hidden)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return out
 
 

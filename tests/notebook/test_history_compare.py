@@ -1,6 +1,6 @@
 """History and Compare (R45): scrub checkpoints, fork from one and decide the fork in the
 widget that opens; compare sessions side by side. Buttons are clicked as a person would
-(``.click()``), next to their code twins."""
+(``click(...)``: the message the page sends), next to their code twins."""
 
 from __future__ import annotations
 
@@ -43,17 +43,17 @@ def test_the_slider_shows_each_checkpoint_as_it_stood() -> None:
     h = History(team, s)
     cps = h.checkpoints
     assert [c.positions for c in cps] == [["start"], ["proposal_agent"], ["approval"], ["approval"]]
-    assert h.slider.value == cps[-1].index and not h.slider.disabled
-    assert "waiting: Change plan awaits human review" in h.label.value
-    assert "approval · pending" in h.graph.value  # the newest: parked at the approval
-    h.slider.value = cps[1].index  # what dragging the slider does
-    assert "proposal_agent" in h.label.value and "running" in h.label.value
-    assert "proposal_agent · current" in h.graph.value
-    assert "approval · not_reached" in h.graph.value
+    assert h.index == cps[-1].index and h.indices == [c.index for c in cps]
+    assert "waiting: Change plan awaits human review" in h.label
+    assert "approval · pending" in h.graph  # the newest: parked at the approval
+    h.click("show", index=cps[1].index)  # what dragging the slider sends
+    assert "proposal_agent" in h.label and "running" in h.label
+    assert "proposal_agent · current" in h.graph
+    assert "approval · not_reached" in h.graph
     then = h.at()
     assert len(then.events) == cps[1].events == 3
-    assert h.timeline.value.count("<tr><td class='im-t'") == 3  # the timeline up to it
-    assert h.show(cps[0].index) == cps[0] and "start · current" in h.graph.value
+    assert h.timeline.count("<tr><td class='im-t'>") == 3  # the timeline up to it
+    assert h.show(cps[0].index) == cps[0] and "start · current" in h.graph
     with pytest.raises(UsageError):
         h.show(99)
     assert h.checkpoint == cps[0]
@@ -63,29 +63,27 @@ def test_fork_from_here_opens_the_fork_in_its_approval_widget_and_the_parent_sta
     team, s, applied = paused()
     before = s.to_json()
     h = History(team, s)
-    h.effects.value = "dry-run"
-    h.fork_button.click()  # a person's click
+    h.click("fork", fork_id=h.fork_id, effects="dry-run")  # a person's click
     preview = h.current
-    assert isinstance(preview, ApprovalWidget) and h.clicked
+    assert isinstance(preview, ApprovalWidget) and h.clicked and h.opened is preview
     assert preview.session.session_id == "change-001.fork1"
     assert preview.session.parent == ("change-001", h.checkpoints[-1].index)
-    assert h.fork_id.value == "change-001.fork2"  # the next free name
-    preview.approve_button.click()
+    assert h.fork_id == "change-001.fork2"  # the next free name
+    assert "Fork change-001.fork1" in h.opened_title
+    preview.click("approve")
     preview.wait()
     assert applied == []  # a dry run: nothing ran
-    assert "not run (dry run)" not in preview.runner.timeline.value  # (Compare's word)
-    assert "[dry run] not run: apply_change" in preview.runner.timeline.value
-    h.effects.value = "shared"
-    h.fork_button.click()
+    assert "not run (dry run)" not in preview.timeline  # (Compare's word)
+    assert "[dry run] not run: apply_change" in preview.timeline
+    h.click("fork", effects="shared")
     real = h.current
-    real.operator.value = "alice"
-    real.approve_button.click()
+    real.click("approve", reviewer="alice")
     real.wait()
     assert applied == ["change-001"]
     again = h.fork_from_here("change-001.again")  # the code twin of the button
     assert again.approve().content == "Change executed: applied change-001"
     assert applied == ["change-001"]  # once in the family
-    assert "ran in change-001.fork2" in again.runner.timeline.value
+    assert "ran in change-001.fork2" in again.timeline
     assert s.to_json() != before  # the family ledger is shared: the parent knows it ran…
     parent = json.loads(s.to_json())
     assert parent.pop("ledger") and parent == {
@@ -101,8 +99,8 @@ def test_forks_at_a_node_open_a_resume_widget_and_a_tool_batch_an_hitl_panel() -
     h = History(team, s)
     h.show(1)  # entering proposal_agent: nothing to decide there
     w = h.fork_from_here("change-001.redo")
-    assert isinstance(w, ResumeWidget) and not w.resume_button.disabled
-    w.resume_button.click()
+    assert isinstance(w, ResumeWidget) and w.can_resume
+    w.click("resume")
     w.runner.wait()
     assert w.session.is_pending and w.session.pending_reason == "Change plan awaits human review"
     assert s.history[-1].status == "pending"  # the parent is where it was
@@ -118,14 +116,13 @@ def test_history_of_a_stored_session_saves_its_forks(tmp_path: Any) -> None:
     for store in (MemoryStore(), SQLiteStore(str(tmp_path / "h.sqlite"))):
         store.save(InMemoryAgentSession.restore(s.to_json()))
         h = History(team, "change-001", store=store)
-        assert [c.status for c in h.checkpoints] == ["pending"] and h.slider.disabled
+        assert [c.status for c in h.checkpoints] == ["pending"] and len(h.indices) == 1
         w = h.fork_from_here("change-001.b")
         assert store.load("change-001.b").parent == ("change-001", 0)
         w.approve()
         assert store.load("change-001.b").status == "done"
-        h.fork_id.value = "change-001.b"  # taken: the error is shown, nothing is made
-        h.fork_button.click()
-        assert "error" in h.status.value and len(h.forks) == 1
+        h._received(h, {"action": "fork", "fork_id": "change-001.b"}, [])  # taken:
+        assert "error" in h.status and len(h.forks) == 1  # shown, nothing is made
         store.close()
     assert applied == ["change-001", "change-001"]  # once per store's family
 
@@ -134,7 +131,7 @@ def test_history_refuses_what_it_cannot_show() -> None:
     team = build_change_graph(lambda c: c)
     fresh = InMemoryAgentSession.of("new")
     h = History(team, fresh)
-    assert "no checkpoint yet" in h.label.value and h.fork_button.disabled
+    assert "no checkpoint yet" in h.label and not h.can_fork
     with pytest.raises(UsageError):
         h.fork_from_here("x")
     with pytest.raises(UsageError):
@@ -151,8 +148,8 @@ def test_history_code_twin_leaves_the_click_to_a_person(monkeypatch: Any) -> Non
     h = History(team, s)
     monkeypatch.setattr(settings, "autopilot", False)
     assert h.code_twin(lambda h: h.fork_from_here("never")) is None
-    assert "Fork from here" in h.hint.value and h.forks == []
-    h.fork_button.click()
+    assert "Fork from here" in h.hint and h.forks == []
+    h.click("fork")
     assert h.code_twin(lambda h: h.fork_from_here("never")) is h.current
     monkeypatch.setattr(settings, "autopilot", True)
     h2 = History(team, s)
@@ -233,11 +230,11 @@ def test_each_move_draws_once(monkeypatch: Any) -> None:
     real = History._draw
 
     def counted(self: History) -> None:
-        drawn.append(self.slider.value)
+        drawn.append(self.index)
         real(self)
 
     monkeypatch.setattr(History, "_draw", counted)
-    h.slider.value = 1
+    h.click("show", index=1)
     h.show(0)
     h.show(0)  # the same checkpoint again: drawn again (a person asked for it)
     h.refresh()  # back to the newest

@@ -33,7 +33,7 @@ def test_the_inbox_names_unreadable_rows_and_stuck_sessions(tmp_path: Path) -> N
         inbox = Inbox(store, {"ops": build_ops_agent, "change": build_change_graph}, poll_s=None)
         listed = set(inbox.picker.options)
         assert listed == (set(ids) | {"stuck"}) - {ids[4], ids[9]}
-        problems = inbox.problems.value
+        problems = inbox.problems
         assert f"unreadable: {ids[4]}: its stored snapshot is" in problems
         assert f"unreadable: {ids[9]}: tasks: the stored tasks" in problems
         assert "needs a person: stuck: effect &#x27;change-001/execute&#x27; started" in problems

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests._helpers import need_module
 
-need_module("ipywidgets", "the notebook extra (pip install 'intermission[notebook]')")
+need_module("anywidget", "the notebook extra (pip install 'intermission[notebook]')")
 
 from intermission import (  # noqa: E402
     ApprovalPolicy,
@@ -42,37 +42,39 @@ def test_the_approval_widget_and_the_inbox_show_the_quorum(store: Any) -> None:
     team = build_change_graph(change_id="c-1", policy=POLICY)
     alice = ApprovalWidget(team, store.load("c-1"), store=store,
                            principal=Principal("alice", {"sre"}))  # fmt: skip
-    assert "0 of 2 approvals" in alice.request.value
+    assert alice.progress.startswith("0 of 2 approvals")
     assert alice.approve(comment="fine") is None  # a vote: nothing resumed
     assert alice.runner.note == f"recorded; {ONE}"
-    assert ONE in alice.request.value and "recorded; 1 of 2" in alice.runner.status.value
-    assert not alice.approve_button.disabled  # (open for others: this view can change hands)
+    assert alice.progress == ONE and "recorded; 1 of 2" in alice.status
+    assert alice.can_decide  # (open for others: this view can change hands)
+    assert not alice.decided  # a vote decides nothing yet
     inbox = Inbox(store, {"change": team}, poll_s=None)
-    assert ONE in inbox.table.value
+    assert ONE in inbox.table
     # alice again, in another view: refused, shown, nothing changed, and kept in the trail
     again = inbox.open_session("c-1")
-    again.operator.value = "alice"  # a typed name holds no roles ...
+    again.reviewer = "alice"  # a typed name holds no roles ...
     with pytest.raises(ReviewerNotAllowedError, match="held: none"):
         again.approve()
     again.principal = Principal("alice", {"sre"})  # ... alice's principal does
     before = store.raw_row("c-1")
     with pytest.raises(Exception, match="counts once"):
         again.approve()
-    assert store.raw_row("c-1") == before and "counts once" in again.runner.status.value
+    assert store.raw_row("c-1") == before and "counts once" in again.status
     carol = ApprovalWidget(team, store.load("c-1"), store=store,
                            principal=Principal("carol", {"sre"}))  # fmt: skip
     with pytest.raises(ReviewerNotAllowedError):
         carol.approve()
     bob = ApprovalWidget(team, store.load("c-1"), store=store, principal=Principal("bob", {"sre"}))
-    assert ONE in bob.request.value
+    assert bob.progress == ONE
     response = bob.approve()
     assert response.content == "Change executed: applied c-1"
-    assert "APPROVE</b> by <b>bob</b> <i>(alice and bob)</i>" in bob.runner.status.value
+    assert "APPROVE</b> by <b>bob</b> <i>(alice and bob)</i>" in bob.status
+    assert bob.progress == "" and bob.decided  # decided: the status says by whom
     refused = [(r.actor, r.detail["rule"]) for r in store.audit("c-1")
                if r.action == "decision.refused"]  # fmt: skip
     assert refused == [("alice", "roles"), ("alice", "twice"), ("carol", "not_requester")]
     inbox.refresh()
-    assert "no pending sessions" in inbox.table.value
+    assert "no pending sessions" in inbox.table
     for view in (alice, again, carol, bob):
         view.close()
     inbox.close()
@@ -84,7 +86,7 @@ def test_settings_principal_names_who_decides_in_the_notebook(store: Any) -> Non
     settings.principal = Principal("alice", {"sre"})
     try:
         view = ApprovalWidget(team, store.load("c-1"), store=store)
-        assert view.operator.value == "alice"
+        assert view.reviewer == "alice" and view.roles == {"alice": ["sre"]}
         assert view.approve() is None
         (vote,) = [e.vote for e in store.load("c-1").events if e.kind == "approval_voted"]
         assert (vote.name, vote.roles, vote.via, vote.authenticated) == (
@@ -118,7 +120,8 @@ def test_a_widget_asks_for_a_reason_to_reject_as_the_policy_says(needs: bool) ->
     agent.prompt("deploy").session(session).call()
     panel = HITLPanel(agent, session, reviewer="alice")
     (uuid,) = panel.rows
-    assert panel.rows[uuid].buttons["reject"].disabled is needs
+    (call,) = panel.calls
+    assert call["open"] and call["needs_reason"] is needs and panel.needs_reason is needs
     if needs:
         with pytest.raises(Exception, match="needs a reason"):
             panel.reject(uuid, "")
@@ -126,3 +129,85 @@ def test_a_widget_asks_for_a_reason_to_reject_as_the_policy_says(needs: bool) ->
     else:
         assert panel.reject(uuid, "").is_abnormal and session.status == "done"
     panel.close()
+
+
+def _two_deploys(ran: list[str]) -> Any:
+    """Asks two sre principals before each of two ``deploy`` calls of one batch."""
+    from intermission import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
+
+    @tool
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    def script(messages: list[Any], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        seen = [m.content for m in messages[last_user:] if m.role == "tool"]
+        if seen:
+            return "; ".join(seen)
+        return [ToolCall("deploy", {"env": "prod"}), ToolCall("deploy", {"env": "staging"})]
+
+    hitl = HITLInterceptor().on_tool("deploy", policy=ApprovalPolicy(roles={"sre"}, approvals=2))
+    return (
+        ReActAgent.of(ScriptedModel(script)).name("deploy").tools(deploy).interceptor(hitl).build()
+    )
+
+
+def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_call(
+    tmp_path: Any,
+) -> None:
+    import json
+
+    from intermission.notebook import HITLPanel
+    from intermission.notebook._html import short_id
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "b.db")
+    session = InMemoryAgentSession.of("b-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("b-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    a, b = short_id(first), short_id(second)
+    assert alice.roles == {"alice": ["sre"]}
+    waiting = "0 of 2 approvals — waiting for 2 approvals from sre"
+    assert alice.progress == f"deploy ({a}): {waiting}; deploy ({b}): {waiting}"
+    alice.click("all", verdict="approve")  # what Approve all sends
+    alice.wait()
+    one = "1 of 2 approvals (alice, sre) — waiting for one more from sre"
+    assert alice.runner.note.startswith("recorded; ") and one in alice.status
+    assert alice.progress == f"deploy ({a}): {one}; deploy ({b}): {one}"
+    assert [c["open"] for c in alice.calls] == [True, True] and alice.can_all
+    assert ran == [] and not alice.decided and alice.outcome["progress"] == alice.progress
+    # her second vote on one call: refused, shown, nothing changed, kept in the trail
+    before = store.raw_row("b-1")
+    alice.click("decide", call_uuid=first, verdict="approve")
+    alice.wait()
+    assert "counts once" in alice.status and store.raw_row("b-1") == before
+    assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [
+        "twice"
+    ]
+    # a rejection without a reason, clicked: refused by the default rule, in the trail too
+    bob = HITLPanel(_two_deploys(ran), store.load("b-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    assert bob.progress == alice.progress and bob.needs_reason
+    bob.click("decide", call_uuid=first, verdict="reject", reason="")
+    assert "needs a reason" in bob.status and store.raw_row("b-1") == before
+    assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [
+        "twice", "reason_to_reject"
+    ]  # fmt: skip
+    # bob's Approve all completes both quorums: each call runs once
+    bob.click("all", verdict="approve")
+    response = bob.wait()
+    assert response.content == "deployed prod; deployed staging" and sorted(ran) == [
+        "prod", "staging"
+    ]  # fmt: skip
+    assert bob.progress == "" and bob.decided
+    assert bob.status.count("by <b>bob</b> <i>(alice and bob)</i>") == 2
+    data = json.loads(json.dumps(bob.outcome))  # the outcome trait is plain JSON
+    assert [[v["name"] for v in d["votes"]] for d in data["decisions"]] == [["alice", "bob"]] * 2
+    for view in (alice, bob):
+        view.close()
+    store.close()

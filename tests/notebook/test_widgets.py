@@ -1,4 +1,5 @@
-"""Headless widgets (R35–R37a): buttons drive the same path as the code twins."""
+"""Headless widgets (R35–R37a, R59): what a button sends (``click``: the message the page
+sends, handled in Python) takes the same path as the code twins."""
 
 from __future__ import annotations
 
@@ -28,16 +29,14 @@ paused = paused_change  # the change graph waiting at its approval: (team, sessi
 def test_approve_button_and_code_twin_take_the_same_path() -> None:
     team, s, log = paused()
     w = ApprovalWidget(team, s)
-    assert "Change plan awaits human review" in w.request.value
-    w.operator.value = "alice"
-    w.comment.value = "ship it"
-    w.approve_button.click()
+    assert "Change plan awaits human review" in w.request and w.can_decide
+    w.click("approve", reviewer="alice", comment="ship it")
     w.wait()
     assert log == ["change-001"] and s.context["approval.operator"] == "alice"
     assert s.context["approval.comment"] == "ship it"
-    assert "Change executed" in w.runner.result.value
-    assert w.approve_button.disabled and w.reject_button.disabled
-    assert "executor_agent · visited" in w.runner.graph.value
+    assert "Change executed" in w.result
+    assert not w.can_decide and not w.busy
+    assert "executor_agent · visited" in w.graph
     team2, s2, log2 = paused()
     resp = ApprovalWidget(team2, s2).approve(reviewer="alice", comment="ship it")
     assert log2 == ["change-001"] and resp.content == "Change executed: applied change-001"
@@ -47,18 +46,14 @@ def test_reject_needs_a_reason_and_it_shows_in_the_timeline() -> None:  # R47
     team, s, log = paused()
     w = ApprovalWidget(team, s, reviewer="bob")
     before = s.to_json()
-    assert w.reject_button.disabled  # until a reason is typed
-    w.reject_button.click()  # (a frontend would not even send this click)
-    assert "needs a reason" in w.runner.status.value and s.to_json() == before
+    w.click("reject", reason="  ")  # (the page greys Reject without a reason: never sent)
+    assert "needs a reason" in w.status and s.to_json() == before
     with pytest.raises(InvalidDecisionError, match="needs a reason"):
         w.reject("")
-    w.reason.value = "no window"
-    w.comment.value = "ask again on Monday"
-    assert not w.reject_button.disabled
-    w.reject_button.click()
+    w.click("reject", reason="no window", comment="ask again on Monday")
     assert w.wait().content == "Change rejected: no window" and log == []
     assert s.context["approval.reason"] == "no window" and s.context["approval.operator"] == "bob"
-    timeline = w.runner.timeline.value
+    timeline = w.timeline
     assert "REJECT</b> by bob — ask again on Monday" in timeline and "reason: no window" in timeline
     team2, s2, _ = paused()
     assert ApprovalWidget(team2, s2).reject("no window").content == "Change rejected: no window"
@@ -72,17 +67,16 @@ def test_the_reviewer_defaults_from_the_settings_and_an_empty_one_falls_back_to_
     monkeypatch.setattr(settings, "reviewer", "carol")
     team, s, _ = paused()
     w = ApprovalWidget(team, s, approvers={"carol"})
-    assert w.operator.value == "carol"
-    w.operator.value = "   "  # cleared: the decision records the default reviewer (R47)
-    w.approve_button.click()
+    assert w.reviewer == "carol"
+    w.click("approve", reviewer="   ")  # cleared: the decision records the default (R47)
     w.wait()
     assert s.status == "done" and s.context["approval.operator"] == "carol"
-    assert w.operator.value == "carol"  # the field says who was recorded
+    assert w.reviewer == "carol"  # the field says who was recorded
     decided = [e for e in s.events if e.kind == "approval_decided"]
     assert [e.reviewer for e in decided] == ["carol"]
     monkeypatch.setattr(settings, "reviewer", None)
     monkeypatch.setenv("INTERMISSION_REVIEWER", "dave")
-    assert ApprovalWidget(team, paused()[1]).operator.value == "dave"
+    assert ApprovalWidget(team, paused()[1]).reviewer == "dave"
 
 
 def test_with_no_reviewer_at_all_a_decision_is_refused_and_nothing_changes(
@@ -98,9 +92,9 @@ def test_with_no_reviewer_at_all_a_decision_is_refused_and_nothing_changes(
     team, s, _ = paused()
     before = s.to_json()
     w = ApprovalWidget(team, s)
-    w.approve_button.click()
+    w.click("approve")
     w.wait()
-    assert "InvalidDecisionError" in w.runner.status.value and "Reviewer" in w.runner.status.value
+    assert "InvalidDecisionError" in w.status and "Reviewer" in w.status
     assert s.to_json() == before
     with pytest.raises(InvalidDecisionError, match="reviewer"):
         w.approve()
@@ -126,22 +120,23 @@ def test_double_click_resumes_once() -> None:
     team, s, _ = paused()
     team = build_change_graph(slow)
     w = ApprovalWidget(team, s, reviewer="alice")
-    w.approve_button.click()
-    w.approve_button.click()  # ignored: disabled and busy
+    w.click("approve")
+    assert w.busy and not w.can_decide  # the page greys its buttons
+    w.click("approve")  # a second message (a page without its guard): ignored while busy
+    w.click("reject", reason="too late")  # ignored too
     w.runner.run_in_background(lambda sess: None)  # also ignored while busy
     gate.set()
     w.wait()
-    assert calls == ["change-001"]
+    assert calls == ["change-001"] and s.context["approval.decision"] == "APPROVE"
 
 
 def test_failing_resume_shows_the_error_and_re_enables_buttons() -> None:
     team, s, _ = paused()
     w = ApprovalWidget(team, s, approvers={"lead"})
-    w.operator.value = "intern"
-    w.approve_button.click()
+    w.click("approve", reviewer="intern")
     w.wait()
-    assert "ReviewerNotAllowedError" in w.runner.status.value
-    assert not w.approve_button.disabled and s.is_pending
+    assert "ReviewerNotAllowedError" in w.status
+    assert w.can_decide and not w.busy and s.is_pending
     with pytest.raises(Exception, match="intern"):
         w.approve(reviewer="intern")
     assert w.approve(reviewer="lead").content.startswith("Change executed")
@@ -152,8 +147,8 @@ def test_html_in_reason_and_request_is_escaped() -> None:
     s.pending(True, "<script>alert('x')</script>")
     s.context.put("approval.request", "<img src=x onerror=alert(1)>")
     w = ApprovalWidget(team, s)
-    assert "<script>" not in w.request.value and "&lt;script&gt;" in w.request.value
-    assert "<img" not in w.request.value
+    assert "<script>" not in w.request and "&lt;script&gt;" in w.request
+    assert "<img" not in w.request
 
 
 def _two_call_agent() -> tuple[ReActAgent, list[tuple[str, int]]]:
@@ -186,14 +181,14 @@ def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
     s = InMemoryAgentSession.of("p")
     agent.prompt("pay both").session(s).call()
     panel = HITLPanel(agent, s, reviewer="lead")
-    assert set(panel.rows) == {"c1", "c2"}
-    assert '"<b>b</b>"' in panel.rows["c2"].args.value  # a Textarea shows text, not HTML
-    timeline = panel.runner.timeline.value
+    assert set(panel.rows) == {"c1", "c2"} and [c["uuid"] for c in panel.calls] == ["c1", "c2"]
+    assert '"<b>b</b>"' in panel.calls[1]["args"]  # a text box shows text, not HTML
+    timeline = panel.timeline
     assert "&lt;b&gt;b&lt;/b&gt;" in timeline and "<b>b</b>" not in timeline
-    panel.rows["c1"].args.value = '{"to": "a", "amount": 5}'
-    panel.rows["c1"].buttons["approve"].click()
-    assert ran == [] and panel.rows["c1"].buttons["reject"].disabled
-    panel.rows["c2"].buttons["skip"].click()
+    panel.click("decide", call_uuid="c1", verdict="approve", args='{"to": "a", "amount": 5}')
+    assert ran == [] and [c["open"] for c in panel.calls] == [False, True]
+    assert "approve (chosen)" in panel.calls[0]["state"]
+    panel.click("decide", call_uuid="c2", verdict="skip")
     assert panel.wait().content == "done" and ran == [("a", 5)]
     agent2, ran2 = _two_call_agent()
     s2 = InMemoryAgentSession.of("p2")
@@ -201,9 +196,7 @@ def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
     panel2 = HITLPanel(agent2, s2, reviewer="lead")
     with pytest.raises(InvalidDecisionError, match="needs a reason"):
         panel2.decide_all({"c1": "approve", "c2": "reject"})
-    assert panel2.rows["c2"].buttons["reject"].disabled  # until a reason is typed
-    panel2.reason.value = "b is not a payee"
-    assert not panel2.rows["c2"].buttons["reject"].disabled
+    panel2.reason = "b is not a payee"  # the Reason field, as the page sends it
     resp = panel2.decide_all({"c1": "approve", "c2": "reject"})
     assert resp.content == "done" and ran2 == [("a", 1)]
     (rejected,) = [e for e in s2.events if e.kind == "tool_call_end" and e.call_uuid == "c2"]
@@ -217,12 +210,11 @@ def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     agent.prompt("pay both").session(s).call()
     before = s.to_json()
     panel = HITLPanel(agent, s)
-    panel.rows["c1"].args.value = "{not json"
-    panel.rows["c1"].buttons["approve"].click()
-    assert "not JSON" in panel.runner.status.value and s.to_json() == before
-    panel.rows["c1"].args.value = '{"to": "a", "amount": "lots"}'
-    panel.rows["c1"].buttons["approve"].click()
-    assert "amount" in panel.runner.status.value and HITL.get_decision(s, "c1") is None
+    panel.click("decide", call_uuid="c1", verdict="approve", args="{not json")
+    assert "not JSON" in panel.status and s.to_json() == before
+    panel.click("decide", call_uuid="c1", verdict="approve", args='{"to": "a", "amount": "lots"}')
+    assert "amount" in panel.status and HITL.get_decision(s, "c1") is None
+    assert panel.calls[0]["open"]  # refused: the row may be decided again
 
 
 def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
@@ -235,9 +227,9 @@ def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
     with pytest.raises(InvalidDecisionError, match="2 tool approval"):
         ApprovalWidget(agent, tools).approve(reviewer="alice")
     button = ApprovalWidget(agent, tools)
-    button.approve_button.click()
+    button.click("approve")
     button.wait()  # (the click's resume runs beside the cell; its refusal redraws the buttons)
-    assert "HITLPanel" in button.runner.status.value and not button.approve_button.disabled
+    assert "HITLPanel" in button.status and button.can_decide
     assert tools.to_json() == before and ran == []
 
     team, graph, log = paused()
@@ -261,9 +253,9 @@ def _two_pending() -> tuple[MemoryStore, Any, list[str]]:
 def test_inbox_opens_decides_and_saves() -> None:
     store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent})
-    assert set(inbox.picker.options) == {"change-001", "ops-1"}
+    assert set(inbox.pending_ids) == {"change-001", "ops-1"}
     # what each waits for: a graph approval counts, it is not "0 tasks"
-    table = inbox.table.value
+    table = inbox.table
     assert "<td>1 approval</td>" in table and "<td>1 tool call</td>" in table
     widget = inbox.open_session("change-001")
     assert isinstance(widget, ApprovalWidget)
@@ -280,10 +272,10 @@ def test_stepper_advances_n_nodes_and_resets() -> None:
     spec = linear(4)
     stepper = Stepper(spec)
     assert stepper.step(2) == "budget" and stepper.session.context["count"] == 1
-    assert "next node(s): n1" in stepper.status.value
-    assert "Stopped after the steps asked for" in stepper.status.value
-    stepper.step_button.click()
-    assert stepper.session.context["count"] == 2
+    assert "next node(s): n1" in stepper.status
+    assert "Stopped after the steps asked for" in stepper.status
+    stepper.click("step", n=1)
+    assert stepper.session.context["count"] == 2 and stepper.steps == 1 and not stepper.busy
     assert stepper.run() == "done" and stepper.session.context["count"] == 4
     stepper.reset()
     assert "count" not in stepper.session.context
@@ -303,12 +295,12 @@ def test_code_twins_leave_the_click_to_a_person_and_never_decide_twice(
     team, s, log = paused()
     w = ApprovalWidget(team, s, reviewer="alice")
     assert w.code_twin(lambda x: x.approve()) is None  # a person is expected to click
-    assert "Waiting for your decision" in w.runner.hint.value and s.is_pending and log == []
+    assert "Waiting for your decision" in w.hint and s.is_pending and log == []
     assert not w.decided
-    w.approve_button.click()  # the person clicks
+    w.click("approve")  # the person clicks
     response = w.code_twin(lambda x: x.reject("never runs"))  # shows the click's result
     assert response.content.startswith("Change executed") and log == ["change-001"]
-    assert w.decided and w.runner.hint.value == ""
+    assert w.decided and w.hint == ""
     monkeypatch.setattr(settings, "autopilot", True)  # nbval: the twin decides
     team2, s2, log2 = paused()
     w2 = ApprovalWidget(team2, s2, reviewer="alice")
@@ -319,21 +311,20 @@ def test_code_twins_leave_the_click_to_a_person_and_never_decide_twice(
 def test_the_inbox_preselects_refreshes_itself_and_shows_one_graph() -> None:  # R47
     store, team, log = _two_pending()
     inbox = Inbox(store, {"change": lambda: team, "ops": build_ops_agent}, poll_s=0.05)
-    assert inbox.picker.value == "ops-1"  # the newest pending session, preselected
+    assert inbox.selected == "ops-1"  # the newest pending session, preselected
     late = InMemoryAgentSession.of("change-002")
     team.prompt("Another change").session(late).call()
     store.save(late)
     deadline = time.monotonic() + 5
-    while "change-002" not in inbox.picker.options and time.monotonic() < deadline:
+    while "change-002" not in inbox.pending_ids and time.monotonic() < deadline:
         time.sleep(0.01)  # the poll finds it without a click on Refresh
-    assert "change-002" in inbox.table.value
-    inbox.picker.value = "change-001"
-    inbox.open_button.click()
+    assert "change-002" in inbox.table and "change-002" in [o["id"] for o in inbox.options]
+    inbox.click("open", session_id="change-001")
     widget = inbox.current
-    assert isinstance(widget, ApprovalWidget) and inbox.detail.children == (widget,)
-    assert widget.runner.graph.value.count("<svg") == 1  # one graph, the widget's
-    widget.approve_button.click()
+    assert isinstance(widget, ApprovalWidget) and inbox.detail is widget
+    assert widget.graph.count("<svg") == 1  # one graph, the widget's
+    widget.click("approve")
     widget.wait()
-    assert log == ["change-001"] and "change-001" not in inbox.picker.options  # refreshed
-    assert "change-001" not in inbox.table.value
+    assert log == ["change-001"] and "change-001" not in inbox.pending_ids  # refreshed
+    assert "change-001" not in inbox.table
     inbox.close()

@@ -9,9 +9,12 @@ from typing import Any
 
 from ..agents.request import AgentResponse
 from ..principals import label
-from ._html import esc
+from ._html import esc, short_id
 
-__all__ = ["decided_html", "decisions_of", "label", "outcome_of", "when", "who_html"]
+__all__ = [
+    "decided_html", "decision_html", "decisions_of", "lost_html", "outcome_data", "outcome_of",
+    "progress_line", "when", "who_html",
+]  # fmt: skip
 
 
 def who_html(
@@ -57,18 +60,98 @@ def decisions_of(session: Any) -> list[dict[str, Any]]:
     return found[::-1]
 
 
+def decision_html(d: dict[str, Any]) -> str:
+    """One decision (of :func:`decisions_of`): ``delete_user: APPROVE by bob at …``."""
+    tool = f"{esc(d['tool'])}: " if d["tool"] else ""
+    who = who_html(d["reviewer"], d.get("display"), d.get("timed_out", False), d.get("votes"))
+    at = f" at {esc(when(d['at']))}" if d["at"] is not None else ""
+    return f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by {who}{at}"
+
+
 def decided_html(session: Any) -> str:
     """One line per decision: ``APPROVE by bob at … — comment``; empty when none."""
     lines = []
     for d in decisions_of(session):
-        tool = f"{esc(d['tool'])}: " if d["tool"] else ""
-        who = who_html(d["reviewer"], d.get("display"), d.get("timed_out", False), d.get("votes"))
         note = d["reason"] or d["comment"]
-        lines.append(
-            f"{tool}<b>{esc(str(d['verdict']).upper())}</b> by {who} at {esc(when(d['at']))}"
-            + (f" — {esc(note)}" if note else "")
-        )
+        lines.append(decision_html(d) + (f" — {esc(note)}" if note else ""))
     return "<br>".join(lines)
+
+
+def lost_html(verb: str, session: Any, error: BaseException | None = None) -> str:
+    """What a click that lost the race to another decision says: ``Your Reject was not
+    recorded: APPROVE by carol at … came first.`` The winner is the one a
+    DecisionConflictError names (recorded, maybe not applied yet), else the decisions the
+    session applied last; empty when there is none."""
+    from ..errors import DecisionConflictError
+
+    if isinstance(error, DecisionConflictError):
+        found = [{"verdict": error.verdict, "reviewer": error.reviewer, "tool": None,
+                  "at": error.time_ms}]  # fmt: skip
+    else:
+        found = decisions_of(session)
+    if not found:
+        return ""
+    won = "; ".join(decision_html(d) for d in found)
+    return f"<div class='im-lost'>Your {esc(verb)} was not recorded: {won} came first.</div>"
+
+
+def progress_line(session: Any) -> str:
+    """The approval policy's progress on the open decision, one line of plain text (say
+    "1 of 2 approvals (alice, sre) — waiting for one more from sre"); empty when there is
+    nothing to say. Widgets show it when it is not empty.
+
+    The words are the policy's own (``HITL.progress``), as every other surface shows them
+    (escalated ones say so); a batch of several tool calls names each call it speaks of.
+    An approval without a policy says nothing."""
+    if not getattr(session, "is_pending", False):
+        return ""
+    from ..hitl import HITL
+
+    tasks = list(session.hitl.tasks)
+    if tasks:
+        decided = session.hitl.decisions
+        lines = []
+        for task in tasks:
+            if task.policy is None or task.call_uuid in decided:
+                continue
+            found = HITL.progress(session, task.call_uuid)
+            if found is None:
+                continue
+            name = f"{task.tool_name} ({short_id(task.call_uuid)}): " if len(tasks) > 1 else ""
+            lines.append(name + found.text)
+        return "; ".join(lines)
+    if session.hitl.approval_keys is None:
+        return ""
+    found = HITL.progress(session)
+    if found is None or session.context.get(found.target) is not None:
+        return ""  # decided: the status line says by whom
+    return found.text
+
+
+def outcome_data(session: Any, response: Any = None) -> dict[str, Any]:
+    """What a session came to, as plain data for a widget's ``outcome`` trait: its status,
+    what it waits for (and its approval policy's progress), the decisions of its last
+    decided request (with the votes of a quorum) and its answer (None while it waits)."""
+    answer = response if response is not None else outcome_of(session)
+    if session.is_pending:
+        answer = None
+    return {
+        "session_id": session.session_id,
+        "status": session.status,
+        "pending": bool(session.is_pending),
+        "waiting_for": session.pending_reason if session.is_pending else None,
+        "decisions": [
+            {
+                **d,
+                "verdict": str(d["verdict"]).upper(),
+                "at": when(d["at"]),
+                "votes": [v.model_dump(mode="json") for v in d.get("votes") or ()],
+            }
+            for d in decisions_of(session)
+        ],
+        "progress": progress_line(session),
+        "answer": getattr(answer, "content", None) if answer is not None else None,
+    }
 
 
 def outcome_of(session: Any) -> AgentResponse | None:

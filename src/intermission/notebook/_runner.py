@@ -1,5 +1,6 @@
-"""What every approval widget shares: decide, resume without blocking the kernel, show
-the result, graph and timeline, and the code twins of the buttons (R35, R36)."""
+"""What every decision widget shares: decide, resume without blocking the kernel, show the
+result, graph and timeline, say when a click lost to a decision made elsewhere, and the
+code twins of the buttons (R35, R36, R59)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,31 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import ipywidgets as w
+import traitlets as t
 
 from .._concurrency import Job, Ticker, background
 from ..core.session import AgentSession
-from ..errors import RequestInProgressError
+from ..errors import DecisionConflictError, RequestInProgressError
 from ..stores.decide import decide_and_resume
-from ._decided import decided_html, decisions_of, outcome_of
+from ._decided import (
+    decided_html,
+    decisions_of,
+    lost_html,
+    outcome_data,
+    outcome_of,
+    progress_line,
+)
 from ._html import esc
 from ._poll import every
+from ._widget import View
 from .graph_view import GraphView
 from .settings import settings
 from .timeline import Timeline
 
-__all__ = ["CodeTwins", "ResumeRunner"]
+__all__ = ["DecisionView", "ResumeRunner"]
 
 Action = Callable[[AgentSession], None]
-W = TypeVar("W", bound="CodeTwins")
+W = TypeVar("W", bound="DecisionView")
 
 
 def _votes(session: AgentSession) -> int:
@@ -43,31 +52,31 @@ def _decided_now(session: AgentSession) -> bool:
 
 class ResumeRunner:
     """Runs ``action(session)`` (write a decision) then resumes ``agent``; with a ``store``
-    both steps happen under the store's claim, the decision saved before the run."""
+    both steps happen under the store's claim, the decision saved before the run. What
+    it shows goes to its ``view``'s traits (status, result, graph, timeline, hint, lost,
+    progress, busy, outcome)."""
 
-    def __init__(self, agent: Any, session: AgentSession, store: Any = None) -> None:
+    def __init__(
+        self, view: DecisionView, agent: Any, session: AgentSession, store: Any = None
+    ) -> None:
+        self.view = view
         self.agent = agent
         self.session = session
         self.store = store
         self.response: Any = None
         self.error: BaseException | None = None
-        self.status = w.HTML(layout=w.Layout(margin="4px 0"))
-        self.status.add_class("approval-status")
-        self.result = w.HTML()
-        self.result.add_class("approval-result")
-        self.graph = w.HTML()
-        self.graph.add_class("approval-graph")
-        self.timeline = w.HTML()
-        self.hint = w.HTML()
-        self.hint.add_class("im-hint-box")
         self.clicked = False
         """True once a button (not a code twin) started a decision."""
         self._lock = threading.Lock()
         self._busy = False
         self._job: Job | None = None
-        self.buttons: list[w.Button] = []
+        self._verb = ""
         self.note = ""
-        """Set when another resume applied the same decision meanwhile (says by whom)."""
+        """Set when another resume applied the same decision meanwhile (says by whom), or
+        when the decision was a vote that an approval's policy counts (says what it still
+        needs)."""
+        self.voted = False
+        """True when the last decision made here was a vote and the approval still waits."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
         self._seen = self._state_key()
@@ -82,12 +91,15 @@ class ResumeRunner:
             self.session = outcome.session
             waits = outcome.applied_elsewhere or outcome.waiting is not None
             self.note = outcome.describe() if waits else ""
+            self.voted = outcome.waiting is not None
             return outcome.response
         waiting = _votes(self.session)
         action(self.session)
         if _votes(self.session) > waiting and not _decided_now(self.session):
-            self.note = "recorded; the approval waits for more decisions"
-            return None  # a quorum's vote: nothing to resume yet
+            self.voted = True  # a quorum's vote: nothing to resume yet
+            needs = progress_line(self.session) or "the approval waits for more decisions"
+            self.note = f"recorded; {needs}"
+            return None
         return self.agent.prompt().session(self.session).call()
 
     @property
@@ -96,19 +108,22 @@ class ResumeRunner:
         return self._busy
 
     def _redraw(self) -> None:
-        for b in self.buttons:
-            b.disabled = self._busy or not self.session.is_pending
+        self.view.busy = self._busy
+        self.view.progress = progress_line(self.session)
         if self.state_hook is not None:
             self.state_hook()
 
-    def _begin(self) -> bool:
+    def _begin(self, verb: str = "") -> bool:
         with self._lock:
             if self._busy:
                 return False  # a double click resumes once
             self._busy = True
         self.error = None
         self.note = ""
-        self.status.value = "<i>running…</i>"
+        self.voted = False
+        self._verb = verb
+        self.view.lost = ""
+        self.view.status = "<i>running…</i>"
         self._redraw()
         return True
 
@@ -130,26 +145,42 @@ class ResumeRunner:
         if self.decided_elsewhere:
             self._show_state()
             return
-        self.status.value = (
+        self.view.status = (
             f"<span class='im-error'>error: {esc(type(error).__name__)}: {esc(error)}</span>"
         )
+
+    def lost(self, verb: str, error: BaseException | None = None) -> None:
+        """Say that a click's decision was not recorded because another one came first
+        (the one ``error`` names, when it is a DecisionConflictError)."""
+        if verb:
+            self.view.lost = lost_html(verb, self.session, error)
 
     def _finish(self, response: Any = None, error: BaseException | None = None) -> None:
         with self._lock:
             self._busy = False
+        verb, self._verb = self._verb, ""
         if error is not None:
             self._reload()  # show what the store holds now, never a stale state
             self.show_error(error)
+            if isinstance(error, DecisionConflictError) or self.decided_elsewhere:
+                self.lost(verb, error)  # another decision won the race: say which
             self.refresh()
             self._redraw()
+            self._settled()
             return
         self.response = response
         self._seen = self._state_key()
         self.refresh()
         self._show_state()
         if self.note:  # another resume applied the same decision meanwhile: say by whom
-            self.status.value += f" <i class='im-note'>{esc(self.note)}</i>"
+            self.view.status += f" <i class='im-note'>{esc(self.note)}</i>"
         self._redraw()
+        self._settled()
+
+    def _settled(self) -> None:
+        """What the session came to now, for the page (and marimo's cells) to pick up."""
+        self.view.outcome = outcome_data(self.session, self.response)
+        self.view._bump()
 
     def _reload(self) -> None:
         if self.store is None:
@@ -200,6 +231,7 @@ class ResumeRunner:
         self.refresh()
         self._show_state()
         self._redraw()
+        self._settled()
         return True
 
     def start_polling(self) -> None:
@@ -224,27 +256,30 @@ class ResumeRunner:
         """The first drawing's status: a session decided already says by whom."""
         if not self.session.is_pending:
             self._show_state()
+        self.view.outcome = outcome_data(self.session, self.response)
+        self.view.progress = progress_line(self.session)
 
     def _show_state(self) -> None:
         """Status and result lines from the session: waiting (again), or its status with
         who decided what and when, and the answer it ended with."""
         s = self.session
+        view = self.view
         if s.is_pending:
             again = "waiting again" if self.response is not None else "waiting for a decision"
-            self.status.value = f"<b>{again}:</b> {esc(s.pending_reason)}"
+            view.status = f"<b>{again}:</b> {esc(s.pending_reason)}"
             if self.response is not None:
                 content = getattr(self.response, "content", "")
-                self.result.value = f"<div class='im-result'>{esc(content)}</div>"
+                view.result = f"<div class='im-result'>{esc(content)}</div>"
             return
-        self.hint.value = ""  # nothing left to click here
+        view.hint = ""  # nothing left to click here
         who = decided_html(s)
         where = "" if self.response is not None else " <i>(not in this view)</i>"
-        self.status.value = f"<b>{esc(s.status)}</b>" + (
+        view.status = f"<b>{esc(s.status)}</b>" + (
             f"<div class='im-decided'>Decided{where}: {who}</div>" if who else ""
         )
         response = self.response if self.response is not None else outcome_of(s)
         content = getattr(response, "content", "") if response is not None else ""
-        self.result.value = f"<div class='im-result'>{esc(content)}</div>" if content else ""
+        view.result = f"<div class='im-result'>{esc(content)}</div>" if content else ""
 
     def run_now(self, action: Action) -> Any:
         """Decide and resume in this thread; returns the response (code twins use this)."""
@@ -258,13 +293,14 @@ class ResumeRunner:
         self._finish(response)
         return response
 
-    def run_in_background(self, action: Action) -> None:
+    def run_in_background(self, action: Action, verb: str = "") -> None:
         """What buttons do: decide and resume beside the cell (a thread; an asyncio task in
-        the browser, where a click handler may not block), never blocking it."""
-        if not self._begin():
+        the browser, where a click handler may not block), never blocking it. ``verb``
+        (say "Reject") names the click if another decision wins the race."""
+        if not self._begin(verb):
             return
         self.clicked = True
-        self.hint.value = ""
+        self.view.hint = ""
 
         def work() -> None:
             try:
@@ -286,13 +322,25 @@ class ResumeRunner:
     def refresh(self) -> None:
         """Redraw graph and timeline from the session."""
         if hasattr(self.agent, "spec"):
-            self.graph.value = GraphView(self.agent, self.session).card()
-        self.timeline.value = Timeline(self.session).html()
+            self.view.graph = GraphView(self.agent, self.session).card()
+        self.view.timeline = Timeline(self.session).html()
 
 
-class CodeTwins:
-    """What decision widgets share for notebooks that work both ways: a person clicks in
-    JupyterLab, nbval runs the code twin. ``runner`` is the widget's ResumeRunner."""
+class DecisionView(View):
+    """What decision widgets share for notebooks that work both ways: a person clicks (in
+    JupyterLab, Notebook 7, JupyterLite or marimo), nbval runs the code twin. ``runner`` is
+    the widget's ResumeRunner."""
+
+    result = t.Unicode("").tag(sync=True)
+    """The answer the session ended with (HTML)."""
+    graph = t.Unicode("").tag(sync=True)
+    """The graph with the session's state, for a team (HTML with SVG)."""
+    timeline = t.Unicode("").tag(sync=True)
+    """The session's timeline (HTML)."""
+    lost = t.Unicode("").tag(sync=True)
+    """Said when a click's decision lost to one made elsewhere first (HTML)."""
+    progress = t.Unicode("").tag(sync=True)
+    """The approval policy's progress (plain text; shown when not empty)."""
 
     runner: ResumeRunner
 
@@ -303,7 +351,37 @@ class CodeTwins:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         self.runner.start_polling()  # shown: keep up with decisions made elsewhere
-        return super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        return super()._repr_mimebundle_(**kwargs)
+
+    def _show_error(self, error: BaseException) -> None:
+        self.runner.show_error(error)
+
+    def _act(self, verb: str, decide: Callable[[], Any]) -> None:
+        """What a decision button does: when the session moved on elsewhere meanwhile, show
+        that (and that this click was not recorded: another decision came first); else
+        make the decision (a refused one is shown, nothing changes) and resume beside the
+        cell. ``decide()`` returns the action, or None when nothing is to run yet."""
+        runner = self.runner
+        if runner.busy:
+            return  # a click while a resume runs: ignored, as the page's greyed button
+        runner.sync()  # what the store holds now, not what the page showed
+        if not self._still_open() and decisions_of(runner.session):
+            if runner.response is None:  # not this widget's own earlier decision
+                runner.lost(verb)
+            return
+        try:
+            action = decide()
+        except Exception as exc:  # a refused decision: shown, nothing changed
+            runner.show_error(exc)
+            if isinstance(exc, DecisionConflictError):
+                runner.lost(verb, exc)
+            return
+        if action is not None:
+            runner.run_in_background(action, verb)
+
+    def _still_open(self) -> bool:
+        """True while the decision this widget offers is still to be made."""
+        return self.runner.session.is_pending
 
     @property
     def decided(self) -> bool:
@@ -314,7 +392,8 @@ class CodeTwins:
         runner.sync()
         if runner.busy:
             return False
-        return runner.response is not None or bool(runner.note) or runner.decided_elsewhere
+        elsewhere = bool(runner.note) and not runner.voted  # applied by another resume
+        return runner.response is not None or elsewhere or runner.decided_elsewhere
 
     def code_twin(self: W, decide: Callable[[W], Any]) -> Any:
         """The cell after a widget: what its buttons would do, in code.
@@ -335,9 +414,13 @@ class CodeTwins:
             return outcome_of(runner.session)
         if settings.autopilot:
             return decide(self)
-        runner.hint.value = (
+        self.hint = (
             "<div class='im-hint'>&#8593; Waiting for your decision in the widget above. "
             "After clicking, run the cells below again (or Run &#9658; Run Selected Cell and "
             "All Below).</div>"
         )
         return None
+
+    def wait(self, timeout: float | None = 60.0) -> Any:
+        """Wait for a button-started resume; returns the response."""
+        return self.runner.wait(timeout)

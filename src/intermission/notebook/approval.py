@@ -1,21 +1,21 @@
-"""ApprovalWidget: decide a graph approval (the seed's ``approval.decision``) and resume
-(R35, R47)."""
+"""ApprovalWidget: decide a graph approval (the ``approval.decision`` keys) and resume
+(R35, R47, R59)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
 from ..errors import DecisionRefusedError
-from ..hitl import HITL
 from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph, graph_ask
 from ..principals import Actor, Principal
-from ._html import CSS, esc, expired_html, pre_json
-from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer, notebook_actor, reviewer_or_default
+from ._html import esc, expired_html, pre_json
+from ._runner import DecisionView, ResumeRunner
+from ._widget import esm
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
 
 __all__ = ["ApprovalWidget"]
 
@@ -30,21 +30,43 @@ def _needs_reason(session: AgentSession, keys: ApprovalKeys) -> bool:
     return ask is None or ask.policy.reason_to_reject
 
 
-class ApprovalWidget(CodeTwins, w.VBox):
+class ApprovalWidget(DecisionView):
     """Shows the pending reason and request; Approve / Reject write the decision keys
     (``approval.decision``/``operator``/``time``/``reason``/``comment``) and resume the
     agent. A decision carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`) and an optional Comment;
-    Reject also needs a Reason and stays disabled until one is typed.
+    Reject also needs a Reason (unless the approval's policy says otherwise) and stays
+    disabled until one is typed.
 
     An approval whose policy needs more than one decider shows what it has and still
     needs (``1 of 2 approvals (alice, sre) — waiting for one more from sre``); a decision
     here is then a vote, saved, and another view decides the rest. ``principal``: who
-    decides here, with roles (default: ``settings.principal``).
+    decides here, with roles (default: ``settings.principal``); the Reviewer field starts
+    with its name. A decision the policy refuses (a role, the requester, a second vote of
+    one person, a deadline) is shown here and changes nothing.
 
     ``approve()`` and ``reject(reason)`` do the same from code and return the response;
-    ``code_twin(...)`` is the cell after the widget (see :class:`CodeTwins`).
+    ``click("approve" | "reject", reviewer=, comment=, reason=)`` is what the buttons send;
+    ``code_twin(...)`` is the cell after the widget (see :class:`DecisionView`).
     """
+
+    _esm = esm("approval")
+    request = t.Unicode("").tag(sync=True)
+    """What is asked (HTML)."""
+    reviewer = t.Unicode("").tag(sync=True)
+    """The Reviewer field."""
+    comment = t.Unicode("").tag(sync=True)
+    """The Comment field."""
+    reason = t.Unicode("").tag(sync=True)
+    """The Reason field (Reject needs one when :attr:`needs_reason`)."""
+    can_decide = t.Bool(False).tag(sync=True)
+    """True while Approve (and, with a reason, Reject) may be clicked."""
+    needs_reason = t.Bool(True).tag(sync=True)
+    """True when a rejection takes a reason (the approval's policy says; without one, it
+    does)."""
+    roles = t.Dict().tag(sync=True)
+    """The roles of the principals this widget knows by name (its ``principal=``, then
+    ``settings.principal``): the page says with which a Reviewer's name decides."""
 
     def __init__(
         self,
@@ -60,38 +82,18 @@ class ApprovalWidget(CodeTwins, w.VBox):
         self.approval_keys = keys or ApprovalKeys()
         self.approvers = approvers
         self.principal = principal
-        self.runner = ResumeRunner(agent, session, store)
-        self.request = w.HTML()
-        self.request.add_class("approval-request")
-        start = reviewer if reviewer is not None else (
+        self.reviewer = reviewer if reviewer is not None else (
             principal.name if principal is not None else default_reviewer()
         )  # fmt: skip
-        self.operator = w.Text(value=start, description="Reviewer", placeholder="your name")
-        self.operator.add_class("approval-reviewer")
-        self.comment = w.Textarea(description="Comment", placeholder="optional note", rows=2)
-        self.comment.add_class("approval-comment")
-        self.reason = w.Text(description="Reason", placeholder="required to reject")
-        self.reason.add_class("approval-reason")
-        self.reason.observe(lambda _change: self._show_request(), names=["value"])
-        self.approve_button = w.Button(description="Approve", button_style="success", icon="check")
-        self.approve_button.add_class("approval-approve")
-        self.reject_button = w.Button(description="Reject", button_style="danger", icon="times")
-        self.reject_button.add_class("approval-reject")
-        self.approve_button.on_click(lambda _b: self._click(self._approve_action))
-        self.reject_button.on_click(lambda _b: self._click(self._reject_action))
+        self.runner = ResumeRunner(self, agent, session, store)
         self.runner.state_hook = self._show_request
-        r = self.runner
-        super().__init__(
-            [
-                w.HTML(CSS), self.request, self.operator, self.comment, self.reason,
-                w.HBox([self.approve_button, self.reject_button]),
-                r.hint, r.status, r.result, r.graph, r.timeline,
-            ]
-        )  # fmt: skip
-        self.add_class("approval-widget")
         self._show_request()
-        r.refresh()
-        r.settle()
+        self.runner.refresh()
+        self.runner.settle()
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"approve": self._on_approve, "reject": self._on_reject}
 
     def _show_request(self) -> None:
         s = self.runner.session
@@ -99,45 +101,44 @@ class ApprovalWidget(CodeTwins, w.VBox):
             req = s.context.get(self.approval_keys.request)
             deadline = binding_deadline(s, self.approval_keys)
             late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
-            progress = HITL.progress(s) if s.hitl.approval_keys is not None else None
-            needs = (
-                f"<div class='im-progress'>{esc(progress.text)}</div>"
-                if progress is not None and s.context.get(progress.target) is None
-                else ""
-            )
-            self.request.value = (
+            self.request = (
                 f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
                 + late
-                + needs
                 + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
                 + "</div>"
             )
         else:
-            self.request.value = f"<b>Nothing to decide</b> (session {esc(s.status)})"
-        waiting = s.is_pending and not self.runner.busy
-        self.approve_button.disabled = not waiting
-        why = bool(self.reason.value.strip()) or not _needs_reason(s, self.approval_keys)
-        self.reject_button.disabled = not (waiting and why)
+            self.request = f"<b>Nothing to decide</b> (session {esc(s.status)})"
+        self.can_decide = s.is_pending and not self.runner.busy
+        self.needs_reason = _needs_reason(s, self.approval_keys)
+        self.roles = known_roles(self.principal)
 
-    def _click(self, action: Any) -> None:
-        if self.runner.sync():  # it moved on elsewhere: the widget shows that now instead
-            return
-        try:
-            decide = action()
-        except Exception as exc:  # a refused decision: shown, nothing changed
-            self.runner.show_error(exc)
-            return
-        self.runner.run_in_background(decide)
+    # -- what the buttons send -----------------------------------------------------------
+    def _take(self, fields: dict[str, Any]) -> None:
+        """The fields as the page had them when the button was clicked."""
+        for name in ("reviewer", "comment", "reason"):
+            value = self._text(fields, name)
+            if value is not None:
+                setattr(self, name, value)
 
+    def _on_approve(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        self._act("Approve", self._approve_action)
+
+    def _on_reject(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        self._act("Reject", self._reject_action)
+
+    # -- the decisions -------------------------------------------------------------------
     def _who(self, reviewer: str | None) -> Actor:
-        who = reviewer_or_default(reviewer if reviewer is not None else self.operator.value)
-        if reviewer is None and self.operator.value.strip() != who:
-            self.operator.value = who  # the field shows who the decision records
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
+        if reviewer is None and self.reviewer.strip() != who:
+            self.reviewer = who  # the field shows who the decision records
         return notebook_actor(who, self.principal)
 
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
         who = self._who(reviewer)
-        note = comment if comment is not None else (self.comment.value.strip() or None)
+        note = comment if comment is not None else (self.comment.strip() or None)
         return lambda s: decide_graph(
             s,
             "APPROVE",
@@ -150,8 +151,8 @@ class ApprovalWidget(CodeTwins, w.VBox):
     def _reject_action(
         self, reason: str | None = None, reviewer: str | None = None, comment: str | None = None
     ) -> Any:
-        why = reason if reason is not None else self.reason.value.strip()
-        note = comment if comment is not None else (self.comment.value.strip() or None)
+        why = reason if reason is not None else self.reason.strip()
+        note = comment if comment is not None else (self.comment.strip() or None)
         who = self._who(reviewer)
         if not why and _needs_reason(self.runner.session, self.approval_keys):
             error = DecisionRefusedError(
@@ -171,17 +172,16 @@ class ApprovalWidget(CodeTwins, w.VBox):
             principal=who,
         )
 
+    # -- code twins ------------------------------------------------------------------------
     def approve(self, reviewer: str | None = None, comment: str | None = None) -> Any:
-        """Code twin of Approve: decide, resume, return the response."""
+        """Code twin of Approve: decide, resume, return the response (None when the
+        decision was a vote and the approval waits for more)."""
         return self.runner.run_now(self._approve_action(reviewer, comment))
 
     def reject(self, reason: str, reviewer: str | None = None, comment: str | None = None) -> Any:
-        """Code twin of Reject (a reason is required): decide, resume, return the response."""
+        """Code twin of Reject (a reason is required unless the policy says otherwise):
+        decide, resume, return the response."""
         return self.runner.run_now(self._reject_action(reason, reviewer, comment))
-
-    def wait(self, timeout: float | None = 60.0) -> Any:
-        """Wait for a button-started resume; returns the response."""
-        return self.runner.wait(timeout)
 
     def __repr__(self) -> str:
         s = self.runner.session

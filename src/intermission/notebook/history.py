@@ -1,4 +1,4 @@
-"""History: scrub a session's checkpoints and fork from any of them (R45)."""
+"""History: scrub a session's checkpoints and fork from any of them (R45, R59)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._text import visible
 from ..core.fork import EFFECTS
 from ..core.history import Checkpoint
 from ..core.session import AgentSession
 from ..errors import UsageError
-from ._html import CSS, esc
+from ._html import esc
+from ._widget import View, esm, widget_ref
 from .graph_view import GraphView
 from .resume import decision_widget
 from .settings import settings
@@ -33,7 +34,7 @@ def _when(at_ms: float) -> str:
     return stamp.strftime("%H:%M:%S UTC")
 
 
-class History(w.VBox):
+class History(View):
     """A slider over ``session.history``: at each checkpoint the graph as it stood (for
     a team) and the timeline up to that point. **Fork from here** makes a fork at the
     shown checkpoint (``effects``: shared, dry-run or separate; saved in ``store`` when
@@ -42,7 +43,32 @@ class History(w.VBox):
 
     Code twins: ``show(index)`` (the slider), ``fork_from_here(new_id, effects=...)``
     (the button; returns the opened widget) and ``code_twin(...)`` for the cell after.
+    What the page sends: ``click("show", index=)``, ``click("fork", fork_id=, effects=)``.
     """
+
+    _esm = esm("history")
+    indices = t.List(t.Int()).tag(sync=True)
+    """The checkpoints' indices, oldest first (the slider's stops)."""
+    index = t.Int(0).tag(sync=True)
+    """The checkpoint on show (setting it draws that one, as the slider does)."""
+    label = t.Unicode("").tag(sync=True)
+    """What the checkpoint on show is (HTML)."""
+    graph = t.Unicode("").tag(sync=True)
+    """The graph as it stood then, for a team (HTML with SVG)."""
+    timeline = t.Unicode("").tag(sync=True)
+    """The timeline up to then (HTML)."""
+    fork_id = t.Unicode("").tag(sync=True)
+    """The Fork id field (the next free name by default)."""
+    effects = t.Unicode("shared").tag(sync=True)
+    """How the fork shares effects: shared, dry-run or separate."""
+    effect_options = t.List(t.List(t.Unicode())).tag(sync=True)
+    """The Effects choices: ``[key, label]``."""
+    can_fork = t.Bool(False).tag(sync=True)
+    """True while Fork from here may be clicked."""
+    opened = widget_ref()
+    """The widget of the newest fork made here."""
+    opened_title = t.Unicode("").tag(sync=True)
+    """Said above that widget (HTML)."""
 
     def __init__(self, agent: Any, session: AgentSession | str, *, store: Any = None) -> None:
         if isinstance(session, str):
@@ -60,42 +86,13 @@ class History(w.VBox):
         self._current: Any = None
         self.clicked = False
         """True once a person clicked Fork from here."""
-        self.slider = w.IntSlider(description="Checkpoint", continuous_update=False)
-        self.slider.add_class("history-slider")
-        self.slider.observe(lambda _c: self._draw(), names=["value"])
-        self.label = w.HTML()
-        self.label.add_class("history-label")
-        self.graph = w.HTML()
-        self.graph.add_class("history-graph")
-        self.timeline = w.HTML()
-        self.timeline.add_class("history-timeline")
-        self.fork_id = w.Text(description="Fork id")
-        self.fork_id.add_class("history-fork-id")
-        self.effects = w.Dropdown(
-            description="Effects",
-            options=[(label, key) for key, label in _EFFECT_LABELS.items()],
-            value="shared",
-            layout=w.Layout(width="32em"),
-        )
-        self.effects.add_class("history-effects")
-        self.fork_button = w.Button(description="Fork from here", button_style="primary",
-                                    icon="code-fork")  # fmt: skip
-        self.fork_button.add_class("history-fork")
-        self.fork_button.on_click(lambda _b: self._fork_clicked())
-        self.status = w.HTML()
-        self.status.add_class("history-status")
-        self.hint = w.HTML()
-        self.opened = w.VBox()
-        self.opened.add_class("history-opened")
-        super().__init__(
-            [
-                w.HTML(CSS), self.slider, self.label, self.graph, self.timeline,
-                w.HBox([self.fork_id, self.effects, self.fork_button]),
-                self.hint, self.status, self.opened,
-            ]
-        )  # fmt: skip
-        self.add_class("im-history")
+        self.effect_options = [[key, label] for key, label in _EFFECT_LABELS.items()]
+        self.observe(lambda _c: self._draw(), names=["index"])
         self.refresh()
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"show": self._on_show, "fork": self._on_fork}
 
     @property
     def current(self) -> Any:
@@ -113,7 +110,7 @@ class History(w.VBox):
     @property
     def checkpoint(self) -> Checkpoint | None:
         """The checkpoint on show."""
-        return next((cp for cp in self._checkpoints if cp.index == self.slider.value), None)
+        return next((cp for cp in self._checkpoints if cp.index == self.index), None)
 
     def refresh(self) -> None:
         """Read the session again (from the store when given) and redraw; the slider
@@ -122,17 +119,13 @@ class History(w.VBox):
             self.session = self.store.load(self.session.session_id)
         self._checkpoints = self.session.history  # (walks the patches: once, here)
         cps = self._checkpoints
-        self.fork_id.value = self._free_id()
-        before = self.slider.value
-        with self.slider.hold_trait_notifications():
-            if cps:
-                # max first from a low min, so min never passes max on the way
-                self.slider.min, self.slider.max = 0, cps[-1].index
-                self.slider.min = cps[0].index
-                self.slider.value = cps[-1].index
-            self.slider.disabled = len(cps) < 2
-        if self.slider.value == before:
-            self._draw()  # (a new value is drawn by the slider's observer)
+        self.fork_id = self._free_id()
+        self.indices = [cp.index for cp in cps]
+        before = self.index
+        if cps:
+            self.index = cps[-1].index
+        if self.index == before:
+            self._draw()  # (a new value is drawn by the index's observer)
 
     def show(self, index: int) -> Checkpoint:
         """Code twin of the slider: show checkpoint ``index``; returns it."""
@@ -140,29 +133,29 @@ class History(w.VBox):
         if found is None:
             kept = [cp.index for cp in self._checkpoints]
             raise UsageError(f"no checkpoint {index} (kept: {kept})")
-        if self.slider.value == index:
+        if self.index == index:
             self._draw()
-        self.slider.value = index  # (the observer draws a new value)
+        self.index = index  # (the observer draws a new value)
         return found
 
     def at(self, index: int | None = None) -> Any:
         """The session as it stood at checkpoint ``index`` (default: the one on show), as
         a throwaway fork that is never saved and runs nothing."""
-        at = self.slider.value if index is None else index
+        at = self.index if index is None else index
         sid = self.session.session_id
         return self.session.fork(f"{sid}@{at}", at, effects="separate")
 
     def _draw(self) -> None:
         cp = self.checkpoint
         if cp is None:
-            self.label.value = (
+            self.label = (
                 f"<i>session {esc(self.session.session_id)} has no checkpoint yet: run it "
                 "first (every request end takes one)</i>"
             )
-            self.graph.value = self.timeline.value = ""
-            self.fork_button.disabled = True
+            self.graph = self.timeline = ""
+            self.can_fork = False
             return
-        self.fork_button.disabled = False
+        self.can_fork = True
         where = ", ".join(cp.positions) or "—"
         waits = (
             f" · <span class='im-reason-text'>waiting: {esc(cp.pending_reason)}</span>"
@@ -183,9 +176,9 @@ class History(w.VBox):
         # everything is worked out before anything changes on the page, so the label never
         # names a checkpoint while the graph (rendered by dot, the slow part) shows another
         if graph is not None:
-            self.graph.value = graph
-        self.timeline.value = timeline
-        self.label.value = label
+            self.graph = graph
+        self.timeline = timeline
+        self.label = label
 
     # -- forking -------------------------------------------------------------------------
     def _free_id(self) -> str:
@@ -199,8 +192,8 @@ class History(w.VBox):
     def fork_from_here(self, new_session_id: str | None = None, effects: str | None = None) -> Any:
         """Code twin of Fork from here: fork at the checkpoint on show and open the fork
         below; returns its widget (``.session`` is the fork)."""
-        new_id = new_session_id if new_session_id is not None else self.fork_id.value.strip()
-        how = effects if effects is not None else self.effects.value
+        new_id = new_session_id if new_session_id is not None else self.fork_id.strip()
+        how = effects if effects is not None else self.effects
         if how not in EFFECTS:
             raise UsageError(f"effects is one of {EFFECTS}, not {how!r}")
         cp = self.checkpoint
@@ -214,26 +207,38 @@ class History(w.VBox):
         self.forks.append(fork)
         self._current = widget
         widget.runner.start_polling()
-        self.opened.children = [
-            w.HTML(
-                f"<h4>Fork {esc(new_id)} — from checkpoint {cp.index}, effects "
-                f"{esc(how)}</h4>"
-            ),
-            widget,
-        ]
-        self.fork_id.value = self._free_id()
-        self.status.value = self.hint.value = ""
+        widget.observe(lambda _change: self._settled(), names=["revision"])  # marimo's cells
+        self.opened_title = (
+            f"<h4>Fork {esc(new_id)} — from checkpoint {cp.index}, effects {esc(how)}</h4>"
+        )
+        self.opened = widget
+        self.fork_id = self._free_id()
+        self.status = self.hint = ""
+        self._settled()
         return widget
 
-    def _fork_clicked(self) -> None:
-        try:
-            self.fork_from_here()
-            self.clicked = True
-        except Exception as exc:  # shown here; nothing was made
-            self.status.value = (
-                f"<span class='im-error'>error: "
-                f"{esc(type(exc).__name__)}: {esc(exc)}</span>"
-            )
+    def _settled(self) -> None:
+        """The newest fork's outcome, for the page (and marimo's cells) to pick up."""
+        current = self.current
+        self.outcome = {
+            "forks": [f.session_id for f in self.forks],
+            "current": getattr(current, "outcome", None),
+        }
+        self._bump()
+
+    # -- what the page sends ---------------------------------------------------------------
+    def _on_show(self, fields: dict[str, Any]) -> None:
+        index = fields.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            self.show(index)
+
+    def _on_fork(self, fields: dict[str, Any]) -> None:
+        for name in ("fork_id", "effects"):
+            value = self._text(fields, name)
+            if value is not None:
+                setattr(self, name, value)
+        self.fork_from_here()
+        self.clicked = True
 
     def code_twin(self, fork: Callable[[History], Any]) -> Any:
         """The cell after the History: when a person clicked Fork from here, the widget
@@ -243,7 +248,7 @@ class History(w.VBox):
             return self.current
         if settings.autopilot:
             return fork(self)
-        self.hint.value = (
+        self.hint = (
             "<div class='im-hint'>&#8593; Move the slider to a checkpoint and click <b>Fork "
             "from here</b>; decide the fork in the widget that opens. Then run the cells below "
             "again.</div>"

@@ -1,5 +1,6 @@
 """HITLPanel: decide the tool calls of a suspended batch one by one (by call UUID), with
-editable arguments, a reviewer, a comment and a reason to reject, then resume (R36, R47)."""
+editable arguments, a reviewer, a comment and a reason to reject, then resume (R36, R47,
+R59)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
@@ -16,9 +17,10 @@ from ..errors import DecisionRefusedError, InvalidDecisionError
 from ..hitl import HITL
 from ..principals import Actor, Principal
 from ._decided import who_html
-from ._html import CSS, esc, expired_html, short_id
-from ._runner import CodeTwins, ResumeRunner
-from .settings import default_reviewer, notebook_actor, reviewer_or_default
+from ._html import esc, expired_html, short_id
+from ._runner import DecisionView, ResumeRunner
+from ._widget import esm
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
 
 __all__ = ["HITLPanel"]
 
@@ -62,34 +64,29 @@ def _needs_reason(task: HITLTask) -> bool:
 
 
 class _Row:
-    """One tool call: what it would do, why it waits, and its three buttons."""
+    """One tool call: what it would do, why it waits, and its arguments as edited."""
 
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
         badges = tool_badges(task, panel.runner.agent)
-        self.head = w.HTML(
+        self.head = (
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
             f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
         )
-        self.args = w.Textarea(value=json.dumps(task.args, indent=1), rows=3)
-        self.args.add_class("hitl-args")
-        self.buttons: dict[str, w.Button] = {}
-        for verdict, style in (("approve", "success"), ("reject", "danger"), ("skip", "warning")):
-            b = w.Button(description=verdict.title(), button_style=style)
-            b.add_class(f"hitl-{verdict}")
-            b.on_click(lambda _b, v=verdict: panel._click(self.task.call_uuid, v))
-            self.buttons[verdict] = b
-        self.state = w.HTML()
-        self.state.add_class("hitl-row-state")
-        self.box = w.VBox([self.head, self.args, w.HBox([*self.buttons.values(), self.state])])
-        self.box.add_class("hitl-row")
+        self.args = json.dumps(task.args, indent=1)
+        """The arguments box's text (JSON; a person may edit it before approving)."""
+        self.state = ""
+        """What the row says of its decision (HTML)."""
+        self.open = False
+        """True while the call may be decided here."""
 
 
-class HITLPanel(CodeTwins, w.VBox):
+class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
     Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
     Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
-    Comment, and to reject a Reason (Reject stays disabled until one is typed). When every
+    Comment, and to reject a Reason (Reject stays disabled until one is typed, unless the
+    call's policy says a rejection needs none). When every
     call is decided the agent resumes. Calls someone already decided show that decision;
     a different one is refused (DecisionConflictError, shown here; nothing changes).
 
@@ -101,8 +98,35 @@ class HITLPanel(CodeTwins, w.VBox):
 
     Code twins: ``approve(uuid)``, ``reject(uuid, reason)``, ``skip(uuid)``,
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
-    ``code_twin(...)`` for the cell after the panel (see :class:`CodeTwins`).
+    ``code_twin(...)`` for the cell after the panel (see :class:`DecisionView`). What the
+    buttons send: ``click("decide", call_uuid=, verdict=, args=)``, ``click("all",
+    verdict=)``, ``click("resume")`` (each may carry ``reviewer=``, ``comment=``,
+    ``reason=``).
     """
+
+    _esm = esm("hitl_panel")
+    calls = t.List(t.Dict()).tag(sync=True)
+    """The rows as the page draws them: uuid, head (HTML), args, state (HTML), open, and
+    needs_reason (its policy asks for a reason to reject)."""
+    empty = t.Unicode("").tag(sync=True)
+    """Said when no tool call waits (HTML)."""
+    reviewer = t.Unicode("").tag(sync=True)
+    """The Reviewer field."""
+    comment = t.Unicode("").tag(sync=True)
+    """The Comment field."""
+    reason = t.Unicode("").tag(sync=True)
+    """The Reason field (rejecting needs one, unless a call's policy says otherwise)."""
+    can_all = t.Bool(False).tag(sync=True)
+    """True while Approve all (and, with a reason, Reject all) may be clicked."""
+    needs_reason = t.Bool(True).tag(sync=True)
+    """True when Reject all takes a reason (some call's policy asks for one)."""
+    roles = t.Dict().tag(sync=True)
+    """The roles of the principals this panel knows by name (its ``principal=``, then
+    ``settings.principal``): the page says with which a Reviewer's name decides."""
+    can_resume = t.Bool(False).tag(sync=True)
+    """True when every call has a decision and the session may resume."""
+    show_resume = t.Bool(False).tag(sync=True)
+    """True when Resume with recorded decisions is shown."""
 
     def __init__(
         self,
@@ -113,51 +137,29 @@ class HITLPanel(CodeTwins, w.VBox):
         reviewer: str | None = None,
         principal: Principal | None = None,
     ) -> None:
-        self.runner = ResumeRunner(agent, session, store)
         self.principal = principal
-        start = reviewer if reviewer is not None else (
+        self.reviewer = reviewer if reviewer is not None else (
             principal.name if principal is not None else default_reviewer()
         )  # fmt: skip
-        self.reviewer = w.Text(value=start, description="Reviewer")
-        self.reviewer.add_class("hitl-reviewer")
-        self.comment = w.Text(description="Comment", placeholder="optional note")
-        self.comment.add_class("hitl-comment")
-        self.reason = w.Text(description="Reason", placeholder="required to reject")
-        self.reason.add_class("hitl-reason")
-        self.reason.observe(lambda _change: self._enable(), names=["value"])
-        self.approve_all_button = w.Button(description="Approve all", button_style="success")
-        self.approve_all_button.add_class("hitl-approve-all")
-        self.approve_all_button.on_click(lambda _b: self._click_all("approve"))
-        self.reject_all_button = w.Button(description="Reject all", button_style="danger")
-        self.reject_all_button.add_class("hitl-reject-all")
-        self.reject_all_button.on_click(lambda _b: self._click_all("reject"))
-        self.resume_button = w.Button(description="Resume with recorded decisions")
-        self.resume_button.add_class("hitl-resume")
-        self.resume_button.on_click(lambda _b: self._click_resume())
-        self.rows_box = w.VBox()
         self._actor: Actor | None = None
         self._chosen: dict[str, HITLDecision] = {}
         self.rows: dict[str, _Row] = {}
-        r = self.runner
-        r.state_hook = self._sync
-        super().__init__(
-            [
-                w.HTML(CSS), self.rows_box, self.reviewer, self.comment, self.reason,
-                w.HBox([self.approve_all_button, self.reject_all_button, self.resume_button]),
-                r.hint, r.status, r.result, r.timeline,
-            ]
-        )  # fmt: skip
-        self.add_class("hitl-panel")
+        self.runner = ResumeRunner(self, agent, session, store)
+        self.runner.state_hook = self._sync
         self._build_rows()
-        r.refresh()
-        r.settle()
+        self.runner.refresh()
+        self.runner.settle()
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"decide": self._on_decide, "all": self._on_all, "resume": self._on_resume}
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
         """After a run or a refusal: new rows when the batch changed, else new states
         (choices made here are gone: recorded, or refused)."""
         s = self.runner.session
-        batch = [t.call_uuid for t in s.hitl.tasks] if s.is_pending else []
+        batch = [task.call_uuid for task in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
@@ -171,11 +173,13 @@ class HITLPanel(CodeTwins, w.VBox):
     def _build_rows(self) -> None:
         s = self.runner.session
         self._chosen = {}
-        self.rows = {t.call_uuid: _Row(self, t) for t in s.hitl.tasks} if s.is_pending else {}
-        self.rows_box.children = [row.box for row in self.rows.values()]
+        tasks = s.hitl.tasks if s.is_pending else []
+        self.rows = {task.call_uuid: _Row(self, task) for task in tasks}
         if not self.rows:
             waits = f": {esc(s.pending_reason)}" if s.is_pending else f" ({esc(s.status)})"
-            self.rows_box.children = [w.HTML(f"<i>No tool call waits for a decision</i>{waits}")]
+            self.empty = f"<i>No tool call waits for a decision</i>{waits}"
+        else:
+            self.empty = ""
         self._enable()
 
     def _undecided(self) -> list[str]:
@@ -183,10 +187,9 @@ class HITLPanel(CodeTwins, w.VBox):
         return [u for u in self.rows if u not in decided and u not in self._chosen]
 
     def _enable(self) -> None:
-        """Buttons as the session and the fields say (all off while a resume runs)."""
+        """Rows and buttons as the session says (all off while a resume runs)."""
         busy = self.runner.busy
         decided = self.runner.session.hitl.decisions
-        has_reason = bool(self.reason.value.strip())
         # a click after the deadline is refused; read the clock only then (a FakeClock
         # advances on every reading)
         timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
@@ -195,33 +198,32 @@ class HITLPanel(CodeTwins, w.VBox):
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
             if record is not None:
-                row.state.value = _decided_text(record)
+                row.state = _decided_text(record)
             elif chosen is not None:
-                row.state.value = f"<i>{esc(chosen.verdict)} (chosen)</i>"
+                row.state = f"<i>{esc(chosen.verdict)} (chosen)</i>"
             else:
-                progress = HITL.progress(self.runner.session, uuid) if row.task.policy else None
-                needs = (
-                    f"<span class='im-progress'>{esc(progress.text)}</span> " if progress else ""
-                )
-                row.state.value = (needs + expired_html(row.task.decide_by_ms, now)).strip()
-            open_row = record is None and chosen is None and not busy
-            row.args.disabled = not open_row
-            row.buttons["approve"].disabled = not open_row
-            row.buttons["skip"].disabled = not open_row
-            row.buttons["reject"].disabled = not (
-                open_row and (has_reason or not _needs_reason(row.task))
-            )
+                row.state = expired_html(row.task.decide_by_ms, now).strip()
+            row.open = record is None and chosen is None and not busy
+        self.calls = [
+            {"uuid": u, "head": r.head, "args": r.args, "state": r.state, "open": r.open,
+             "needs_reason": _needs_reason(r.task)}
+            for u, r in self.rows.items()
+        ]  # fmt: skip
         batch = bool(self.rows) and not busy
-        self.approve_all_button.disabled = not batch
-        self.reject_all_button.disabled = not (batch and has_reason)
-        self.resume_button.disabled = not (batch and not self._undecided())
-        self.resume_button.layout.display = "" if self.rows and not self._undecided() else "none"
+        self.can_all = batch
+        self.needs_reason = any(_needs_reason(r.task) for r in self.rows.values())
+        self.roles = known_roles(self.principal)
+        self.can_resume = batch and not self._undecided()
+        self.show_resume = bool(self.rows) and not self._undecided()
+
+    def _still_open(self) -> bool:
+        return self.runner.session.is_pending and bool(self.runner.session.hitl.tasks)
 
     # -- decisions ---------------------------------------------------------------------
     def _who(self, reviewer: str | None) -> Actor:
-        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer.value)
-        if reviewer is None and self.reviewer.value.strip() != who:
-            self.reviewer.value = who  # the field shows who the decision records
+        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
+        if reviewer is None and self.reviewer.strip() != who:
+            self.reviewer = who  # the field shows who the decision records
         return notebook_actor(who, self.principal)
 
     def _decision(
@@ -261,7 +263,7 @@ class HITLPanel(CodeTwins, w.VBox):
         if verdict == "approve":
             if args is None:
                 try:
-                    args = json.loads(row.args.value)
+                    args = json.loads(row.args)
                 except ValueError as exc:
                     raise InvalidDecisionError(f"arguments are not JSON: {exc}") from None
             if not isinstance(args, dict):
@@ -269,12 +271,12 @@ class HITLPanel(CodeTwins, w.VBox):
             decision = HITLDecision.approve()
             if args != row.task.args:
                 decision = decision.modified_args(args)
-            note = note if note is not None else (self.comment.value.strip() or None)
+            note = note if note is not None else (self.comment.strip() or None)
             if note:
                 decision = decision.comment(note)
             return decision
         if verdict == "reject":
-            why = note if note is not None else self.reason.value.strip()
+            why = note if note is not None else self.reason.strip()
             if not why and _needs_reason(row.task):
                 raise DecisionRefusedError(
                     "a rejection needs a reason: type it in the Reason field",
@@ -282,7 +284,7 @@ class HITLPanel(CodeTwins, w.VBox):
                     session_id=self.runner.session.session_id, call_uuid=call_uuid,
                 )  # fmt: skip
             return HITLDecision.reject(why or None)
-        note = note if note is not None else (self.comment.value.strip() or None)
+        note = note if note is not None else (self.comment.strip() or None)
         return HITLDecision.skip(note)
 
     def _choose(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -296,34 +298,39 @@ class HITLPanel(CodeTwins, w.VBox):
         actor = self._actor
         return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
 
-    def _click(self, call_uuid: str, verdict: str) -> None:
-        if self.runner.sync():  # it moved on elsewhere: the panel shows that now instead
-            return
-        try:
-            action = self._choose({call_uuid: self._decision(call_uuid, verdict)})
-        except Exception as exc:
-            self.runner.show_error(exc)
-            return
-        if action is not None:
-            self.runner.run_in_background(action)
+    # -- what the buttons send -----------------------------------------------------------
+    def _take(self, fields: dict[str, Any]) -> None:
+        """The fields as the page had them when the button was clicked."""
+        for name in ("reviewer", "comment", "reason"):
+            value = self._text(fields, name)
+            if value is not None:
+                setattr(self, name, value)
+
+    def _on_decide(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        uuid = str(fields.get("call_uuid", ""))
+        verdict = str(fields.get("verdict", ""))
+        if verdict not in ("approve", "reject", "skip"):
+            raise InvalidDecisionError(f"a verdict is approve, reject or skip, not {verdict!r}")
+        row = self.rows.get(uuid)
+        edited = self._text(fields, "args")
+        if row is not None and edited is not None and row.open:
+            row.args = edited  # the arguments as the person left them
+        self._act(verdict.title(), lambda: self._choose({uuid: self._decision(uuid, verdict)}))
+
+    def _on_all(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        verdict = str(fields.get("verdict", ""))
+        if verdict not in ("approve", "reject"):
+            raise InvalidDecisionError(f"all calls are approved or rejected, not {verdict!r}")
+        self._act(f"{verdict.title()} all", lambda: self._choose(self._all(verdict, None, None)))
+
+    def _on_resume(self, fields: dict[str, Any]) -> None:
+        self._take(fields)
+        self._act("Resume", lambda: None if self._undecided() else _nothing)
 
     def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
         return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
-
-    def _click_all(self, verdict: str) -> None:
-        if self.runner.sync():
-            return
-        try:
-            action = self._choose(self._all(verdict, None, None))
-        except Exception as exc:
-            self.runner.show_error(exc)
-            return
-        if action is not None:
-            self.runner.run_in_background(action)
-
-    def _click_resume(self) -> None:
-        if not self.runner.sync() and not self._undecided():
-            self.runner.run_in_background(lambda s: None)
 
     # -- code twins ------------------------------------------------------------------
     def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -379,12 +386,12 @@ class HITLPanel(CodeTwins, w.VBox):
             raise InvalidDecisionError(
                 f"{len(self._undecided())} tool call(s) still need a decision"
             )
-        return self.runner.run_now(lambda s: None)
-
-    def wait(self, timeout: float | None = 30.0) -> Any:
-        """Wait for a button-started resume; returns the response."""
-        return self.runner.wait(timeout)
+        return self.runner.run_now(_nothing)
 
     def __repr__(self) -> str:
         s = self.runner.session
         return f"<HITLPanel {visible(s.session_id)}: {len(self._undecided())} pending call(s)>"
+
+
+def _nothing(_session: AgentSession) -> None:
+    """The decision of a resume with the recorded decisions: none more."""

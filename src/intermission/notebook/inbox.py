@@ -1,16 +1,18 @@
-"""Inbox: the pending sessions of a store; open one, decide, resume, save (R37, R47)."""
+"""Inbox: the pending sessions of a store; open one, decide, resume, save (R37, R47, R59)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._clock import SYSTEM_CLOCK
 from .._concurrency import Ticker, every
 from ..errors import IntermissionError, UsageError
+from ..stores.base import SessionStore
 from ._decided import decisions_of, outcome_of
-from ._html import CSS, esc, expired_html, id_html, plain
+from ._html import esc, expired_html, id_html, plain
+from ._widget import View, esm, widget_ref
 from .resume import decision_widget
 from .settings import settings
 
@@ -29,63 +31,66 @@ def _to_decide(item: Any) -> str:
     return esc(what) + (f"<div class='im-progress'>{esc(progress)}</div>" if progress else "")
 
 
-class Inbox(w.VBox):
+class Inbox(View):
     """A live table of ``store.pending()``: the first pending session is preselected; Open
     shows it in the right decision widget (an ApprovalWidget with its graph, an
     HITLPanel, or a ResumeWidget). The table refreshes after every decision made here and every
     ``poll_s`` seconds (``settings.inbox_poll_s``; off on autopilot, and for
-    ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume.
+    ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume;
+    without one for a session's agent the Inbox lists the session but cannot open it.
 
     Code twins: ``open_session(id)``, ``refresh()``; ``code_twin(...)`` as on the decision
-    widgets (``CodeTwins``).
+    widgets (``DecisionView``). What the buttons send: ``click("open", session_id=)``,
+    ``click("refresh")``.
     """
+
+    _esm = esm("inbox")
+    table = t.Unicode("").tag(sync=True)
+    """The pending sessions (HTML)."""
+    problems = t.Unicode("").tag(sync=True)
+    """Rows that cannot be read and sessions stuck on an effect of unknown outcome (HTML,
+    under the table: they never hide the others)."""
+    options = t.List(t.Dict()).tag(sync=True)
+    """The session picker's entries: ``{"id", "label"}``."""
+    selected = t.Unicode("").tag(sync=True)
+    """The session the picker preselects."""
+    detail = widget_ref()
+    """The decision widget of the opened session (shown below the table)."""
 
     def __init__(
         self,
         store: Any,
-        agents: dict[str, Any],
+        agents: dict[str, Any] | None = None,
         *,
         limit: int = 50,
         poll_s: float | str | None = "default",
     ) -> None:
-        if not isinstance(agents, dict):
+        self._poller: Ticker | None = None
+        if not isinstance(store, SessionStore):
+            raise UsageError(f"Inbox takes a session store, not {type(store).__name__}")
+        if agents is not None and not isinstance(agents, dict):
             raise UsageError(f"agents maps agent names to agents, not {type(agents).__name__}")
         self.store = store
-        self.agents = agents
+        self.agents: dict[str, Any] = dict(agents or {})
         self.limit = limit
         self.poll_s: float | None = settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
-        self.table = w.HTML()
-        self.table.add_class("inbox-table")
-        self.picker = w.Dropdown(description="Session")
-        self.picker.add_class("inbox-picker")
-        self.open_button = w.Button(description="Open", button_style="primary")
-        self.open_button.add_class("inbox-open")
-        self.open_button.on_click(lambda _b: self._open_clicked())
-        self.refresh_button = w.Button(description="Refresh")
-        self.refresh_button.add_class("inbox-refresh")
-        self.refresh_button.on_click(lambda _b: self.refresh())
-        self.detail = w.VBox()
         self.current: Any = None
         """The decision widget of the opened session."""
-        self.hint = w.HTML()
-        self.status = w.HTML()
-        self.problems = w.HTML()
-        self.problems.add_class("inbox-problems")
-        self._opened_by_click = False
         self.listed: list[str] = []
         """Every session id this inbox has listed as pending, first seen first."""
-        self._poller: Ticker | None = None
-        super().__init__(
-            [
-                w.HTML(CSS), self.table, self.problems,
-                w.HBox([self.picker, self.open_button, self.refresh_button]),
-                self.hint, self.status, self.detail,
-            ]
-        )  # fmt: skip
-        self.add_class("inbox")
+        self._ids: list[str] = []
         self.refresh()
+        super().__init__()  # opens the widget with everything above in its first state
         if self.poll_s and not settings.autopilot:
             self._poller = every(float(self.poll_s), self._poll, name="intermission-inbox")
+
+    def _actions(self) -> dict[str, Any]:
+        return {"open": self._on_open, "refresh": lambda _fields: self.refresh()}
+
+    @property
+    def pending_ids(self) -> list[str]:
+        """The ids of the sessions listed now, newest first (as the table shows them)."""
+        return list(self._ids)
 
     # -- the list --------------------------------------------------------------------
     def refresh(self) -> list[Any]:
@@ -103,7 +108,7 @@ class Inbox(w.VBox):
                 continue
             items.append(p)
         stuck = getattr(self.store, "stuck", None)
-        self.problems.value = "".join(
+        self.problems = "".join(
             [f"<div class='im-error'>unreadable: {esc(sid)}: {esc(why)}</div>" for sid, why in bad]
             + [
                 f"<div class='im-error'>needs a person: {esc(x.session_id)}: {esc(x.why)} "
@@ -120,7 +125,7 @@ class Inbox(w.VBox):
             + "</td></tr>"
             for p in items
         )
-        self.table.value = (
+        self.table = (
             "<div class='im-inbox'><table><colgroup><col style='width:22%'>"
             "<col style='width:14%'><col style='width:12%'><col></colgroup>"
             "<tr><th>session</th><th>agent</th><th>to decide</th><th>reason</th></tr>"
@@ -130,14 +135,22 @@ class Inbox(w.VBox):
         )
         ids = [p.session_id for p in items]
         self.listed += [i for i in ids if i not in self.listed]
-        keep = self.picker.value if self.picker.value in ids else (ids[0] if ids else None)
+        keep = self.selected if self.selected in ids else (ids[0] if ids else "")
         # an id with bidi controls gets a label with them neutralised
-        options: list[Any] = [i if plain(i) == i else (plain(i), i) for i in ids]
-        if list(self.picker.options) != options:
-            self.picker.options = options
-        self.picker.value = keep
-        self.open_button.disabled = keep is None
+        options = [{"id": i, "label": plain(i)} for i in ids]
+        if options != self.options:
+            self.options = options
+        self.selected = keep
+        if ids != self._ids:
+            self._ids = ids
+            self._settled()
         return items
+
+    def _settled(self) -> None:
+        """What the inbox shows now, for the page (and marimo's cells) to pick up."""
+        opened = self.current.outcome if self.current is not None else None
+        self.outcome = {"pending": list(self._ids), "opened": opened}
+        self._bump()
 
     def _poll(self) -> None:
         try:
@@ -150,29 +163,30 @@ class Inbox(w.VBox):
 
     def close(self) -> None:
         """Stop polling and close the widget."""
-        if self._poller is not None:
-            self._poller.stop(timeout=0)
+        poller = getattr(self, "_poller", None)
+        if poller is not None:
+            poller.stop(timeout=0)
         super().close()
 
     # -- opening ---------------------------------------------------------------------
     def _agent(self, name: str | None) -> Any:
         agent = self.agents.get(name or "")
         if agent is None:
+            given = (
+                f"it knows {sorted(self.agents)}" if self.agents else "it was made without agents"
+            )
             raise UsageError(
-                f"no agent named {name!r} in this inbox (known: {sorted(self.agents)})"
+                f"no agent named {name!r} in this inbox ({given}), so it can list the "
+                f"session but not resume it: give it one, Inbox(store, {{{name!r}: agent}})"
             )
         return agent if hasattr(agent, "prompt") else agent()  # an agent, or a factory
 
-    def _open_clicked(self) -> None:
-        if self.picker.value is None:
+    def _on_open(self, fields: dict[str, Any]) -> None:
+        sid = self._text(fields, "session_id") or self.selected
+        if not sid:
             return
-        try:
-            self.open_session(self.picker.value)
-            self._opened_by_click = True
-        except Exception as exc:
-            self.status.value = (
-                f"<span class='im-error'>error: {esc(type(exc).__name__)}: {esc(exc)}</span>"
-            )
+        self.status = ""
+        self.open_session(sid)
 
     def open_session(self, session_id: str) -> Any:
         """Show one session and return its decision widget (see ``decision_widget``)."""
@@ -188,9 +202,11 @@ class Inbox(w.VBox):
                 self.refresh()
 
         widget.runner.state_hook = after
-        self.detail.children = [widget]  # the widget draws the session's graph: one graph
+        widget.observe(lambda _change: self._settled(), names=["revision"])  # marimo's cells
         self.current = widget
-        self.hint.value = self.status.value = ""
+        self.detail = widget  # the widget draws the session's graph: one graph
+        self.selected = session_id
+        self.hint = self.status = ""
         return widget
 
     # -- code twins ------------------------------------------------------------------
@@ -215,8 +231,8 @@ class Inbox(w.VBox):
         return self.current is None and self._decided_elsewhere() is not None
 
     def code_twin(self, decide: Any) -> Any:
-        """The cell after the Inbox (see :class:`CodeTwins`): when a person opened a session
-        and decided it, that response; on autopilot ``decide(inbox)``; else a hint."""
+        """The cell after the Inbox (see :class:`DecisionView`): when a person opened a
+        session and decided it, that response; on autopilot ``decide(inbox)``; else a hint."""
         if self.current is not None and self.current.runner.clicked:
             return self.current.runner.wait()
         if self.current is not None:
@@ -230,11 +246,11 @@ class Inbox(w.VBox):
                 return outcome_of(done)
         if settings.autopilot:
             return decide(self)
-        self.hint.value = (
+        self.hint = (
             "<div class='im-hint'>&#8593; Pick a session, click <b>Open</b> and decide it above. "
             "Then run the cells below again.</div>"
         )
         return None
 
     def __repr__(self) -> str:
-        return f"<Inbox {len(self.picker.options)} pending session(s)>"
+        return f"<Inbox {len(getattr(self, '_ids', []))} pending session(s)>"

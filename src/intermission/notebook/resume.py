@@ -5,45 +5,48 @@ from __future__ import annotations
 
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
+from .._text import visible
 from ..core.session import AgentSession
-from ._html import CSS
-from ._runner import CodeTwins, ResumeRunner
+from ._runner import DecisionView, ResumeRunner
+from ._widget import esm, widget_ref
 from .approval import ApprovalWidget
 from .hitl_panel import HITLPanel
 
 __all__ = ["ResumeWidget", "decision_widget"]
 
 
-class ResumeWidget(CodeTwins, w.VBox):
+class ResumeWidget(DecisionView):
     """A session with nothing to decide that can go on (paused, or forked at a node):
     Resume continues it (an empty prompt). When it pauses for a decision (a graph approval,
     a tool batch) the widget turns into the widget that decides it (``next``, shown in its
-    place). Code twin: ``resume()``."""
+    place). Code twin: ``resume()``; what the button sends: ``click("resume")``."""
+
+    _esm = esm("resume")
+    can_resume = t.Bool(False).tag(sync=True)
+    """True while Resume may be clicked."""
+    next = widget_ref()
+    """The decision widget this one turned into when the session paused for a decision."""
+    note = t.Unicode("").tag(sync=True)
+    """Said above that widget (HTML)."""
 
     def __init__(self, agent: Any, session: AgentSession, *, store: Any = None) -> None:
-        self.next: Any = None
-        """The decision widget this one turned into when the session paused for a decision."""
-        self.runner = ResumeRunner(agent, session, store)
-        self.resume_button = w.Button(description="Resume", button_style="primary", icon="play")
-        self.resume_button.add_class("history-resume")
-        self.resume_button.on_click(lambda _b: self._click())
-        self.runner.buttons = []
+        self.runner = ResumeRunner(self, agent, session, store)
         self.runner.state_hook = self._enable
-        r = self.runner
-        super().__init__([w.HTML(CSS), self.resume_button, r.hint, r.status, r.result, r.graph,
-                          r.timeline])  # fmt: skip
-        self.add_class("resume-widget")
         self._enable()
-        r.refresh()
-        r.settle()
+        self.runner.refresh()
+        self.runner.settle()
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"resume": self._on_resume}
 
     def _enable(self) -> None:
         r = self.runner
         s = r.session
         done = s.status in ("done", "failed")
-        self.resume_button.disabled = r.busy or done
+        self.can_resume = not (r.busy or done)
         decides = bool(s.hitl.tasks) or hasattr(r.agent, "spec")
         if self.next is None and not r.busy and s.is_pending and decides:
             self._turn_into_decision()
@@ -53,25 +56,30 @@ class ResumeWidget(CodeTwins, w.VBox):
         widget = decision_widget(r.agent, r.session, store=r.store)
         widget.runner.start_polling()
         r.stop_polling()
+        widget.observe(lambda _change: self._bump(), names=["revision"])  # marimo's cells
+        self.note = "<div class='im-ask'><b>Paused for a decision</b>: decide it here.</div>"
         self.next = widget
-        note = w.HTML(
-            "<div class='im-ask'><b>Paused for a decision</b>: decide it here.</div>"
-        )
-        self.children = [w.HTML(CSS), note, widget]
 
     @property
     def active(self) -> Any:
         """The widget that moves the session on now: this one, or the one it turned into."""
-        return self if self.next is None else self.next.active if isinstance(
-            self.next, ResumeWidget) else self.next  # fmt: skip
+        if self.next is None:
+            return self
+        return self.next.active if isinstance(self.next, ResumeWidget) else self.next
 
-    def _click(self) -> None:
-        if not self.runner.sync():  # moved on elsewhere: shown now instead
-            self.runner.run_in_background(_nothing)
+    def _still_open(self) -> bool:
+        return self.runner.session.status not in ("done", "failed")
+
+    def _on_resume(self, _fields: dict[str, Any]) -> None:
+        self._act("Resume", lambda: _nothing)
 
     def resume(self) -> Any:
         """Code twin of Resume: continue the session, return the response."""
         return self.runner.run_now(_nothing)
+
+    def __repr__(self) -> str:
+        s = self.runner.session
+        return visible(f"<ResumeWidget {s.session_id}: {s.status}>")
 
 
 def _nothing(_session: AgentSession) -> None:

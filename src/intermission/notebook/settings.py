@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..principals import Actor, Principal
 
-__all__ = ["Settings", "default_reviewer", "notebook_actor", "settings"]
+__all__ = ["Settings", "default_reviewer", "known_roles", "notebook_actor", "settings"]
 
 
 @dataclass
@@ -74,9 +74,16 @@ def notebook_actor(name: str, principal: Principal | None = None) -> Actor:
     """Who a notebook decision records: ``name`` (the Reviewer field), with the roles of
     ``principal`` (the widget's) or ``settings.principal`` when it is of that name; via
     the notebook, not authenticated (anyone at the keyboard can type a name)."""
-    roles: frozenset[str] = frozenset()
-    for known in (principal, settings.principal):
-        if known is not None and known.name == name:
-            roles = known.roles
-            break
-    return Actor(name=name, roles=sorted(roles), via="notebook", authenticated=False)
+    roles = known_roles(principal).get(name, [])
+    return Actor(name=name, roles=roles, via="notebook", authenticated=False)
+
+
+def known_roles(principal: Principal | None = None) -> dict[str, list[str]]:
+    """The roles of the principals a widget knows by name (``principal``, then
+    ``settings.principal``): what a decision under each name holds (see
+    :func:`notebook_actor`); a name not in it holds none."""
+    known: dict[str, list[str]] = {}
+    for p in (principal, settings.principal):
+        if p is not None and p.name not in known:
+            known[p.name] = sorted(p.roles)
+    return known

@@ -1,17 +1,18 @@
-"""Stepper: advance a graph N nodes at a time and redraw it, for teaching (R37a)."""
+"""Stepper: advance a graph N nodes at a time and redraw it, for teaching (R37a, R59)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import ipywidgets as w
+import traitlets as t
 
 from .._text import visible
 from ..core.engine import FlowEngine
 from ..core.session import InMemoryAgentSession
 from ..core.spec import GraphSpec
 from ..errors import NothingToResumeError
-from ._html import CSS, esc
+from ._html import esc
+from ._widget import View, esm
 from .graph_view import GraphView
 
 __all__ = ["Stepper"]
@@ -28,10 +29,17 @@ _WORDS = {
 }
 
 
-class Stepper(w.VBox):
+class Stepper(View):
     """Step / Run / Reset over a GraphSpec (FlowEngine) or a TeamAgent (``prompt`` starts
     it). Stepping a finished run does nothing and says so (no error), so the cells after a
-    Stepper work whatever was clicked. Code twins: ``step(n)``, ``run()``, ``reset()``."""
+    Stepper work whatever was clicked. Code twins: ``step(n)``, ``run()``, ``reset()``;
+    what the buttons send: ``click("step", n=)``, ``click("run")``, ``click("reset")``."""
+
+    _esm = esm("stepper")
+    steps = t.Int(1).tag(sync=True)
+    """The Steps box: how many nodes Step advances."""
+    graph = t.Unicode("").tag(sync=True)
+    """The graph with the run's state (HTML with SVG)."""
 
     def __init__(
         self, agent_or_spec: Any, session: InMemoryAgentSession | None = None, *, prompt: str = ""
@@ -41,29 +49,28 @@ class Stepper(w.VBox):
         self.prompt = prompt
         self._initial = dict(self.session.context.data)
         self._started = False
-        self.n = w.BoundedIntText(value=1, min=1, max=1000, description="Steps")
-        self.step_button = w.Button(description="Step", button_style="primary")
-        self.run_button = w.Button(description="Run")
-        self.reset_button = w.Button(description="Reset")
-        self.step_button.on_click(lambda _b: self.step())
-        self.run_button.on_click(lambda _b: self.run())
-        self.reset_button.on_click(lambda _b: self.reset())
-        self.graph = w.HTML()
-        self.status = w.HTML()
-        self.status.add_class("stepper-status")
-        super().__init__(
-            [
-                w.HTML(CSS),
-                w.HBox([self.n, self.step_button, self.run_button, self.reset_button]),
-                self.status,
-                self.graph,
-            ]
-        )
-        self.add_class("im-stepper")
         self._draw("ready")
+        super().__init__()  # opens the widget with everything above in its first state
+
+    def _actions(self) -> dict[str, Any]:
+        return {"step": self._on_step, "run": lambda _f: self._busy_with(self.run),
+                "reset": lambda _f: self._busy_with(self.reset)}  # fmt: skip
+
+    def _on_step(self, fields: dict[str, Any]) -> None:
+        n = fields.get("n")
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1000:
+            self.steps = n
+        self._busy_with(self.step)
+
+    def _busy_with(self, work: Any) -> None:
+        self.busy = True
+        try:
+            work()
+        finally:
+            self.busy = False
 
     def _draw(self, status: str) -> None:
-        self.graph.value = GraphView(self.target, self.session).card()
+        self.graph = GraphView(self.target, self.session).card()
         positions = ", ".join(self.session.context.trace.positions())
         words = _WORDS.get(status, status)
         if status in ("stopped", "pending") and self.session.pending_reason:
@@ -74,11 +81,13 @@ class Stepper(w.VBox):
             where = "next node(s): the start"
         else:
             where = "nothing left to run"
-        self.status.value = f"<b>{esc(words)}</b> · {where}"
+        self.status = f"<b>{esc(words)}</b> · {where}"
+        self.outcome = {"status": status, "next": list(self.session.context.trace.positions())}
+        self._bump()
 
     def step(self, n: int | None = None) -> str:
         """Advance ``n`` nodes (default: the Steps box); returns the run status."""
-        steps = n or int(self.n.value)
+        steps = n or int(self.steps)
         if isinstance(self.target, GraphSpec):
             try:
                 status: str = FlowEngine().eval(self.target, self.session.context, steps).status
