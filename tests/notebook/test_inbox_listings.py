@@ -31,7 +31,7 @@ def test_the_inbox_names_unreadable_rows_and_stuck_sessions(tmp_path: Path) -> N
         store.save(paused_change("stuck"))
         crashed_mid_effect(store, "stuck")
         inbox = Inbox(store, {"ops": build_ops_agent, "change": build_change_graph}, poll_s=None)
-        listed = set(inbox.picker.options)
+        listed = set(inbox.pending_ids)
         assert listed == (set(ids) | {"stuck"}) - {ids[4], ids[9]}
         problems = inbox.problems
         assert f"unreadable: {ids[4]}: its stored snapshot is" in problems
@@ -50,4 +50,4 @@ def test_the_inbox_marks_expired_by_the_stores_clock(advance: float) -> None:
         ops_agent().prompt("delete 1001").session(s).call()
     clock.advance(advance)
     inbox = Inbox(store, {"ops": ops_agent}, poll_s=None)
-    assert ("expired" in inbox.table.value) == (advance >= DEADLINE_MS)
+    assert ("expired" in inbox.table) == (advance >= DEADLINE_MS)
