@@ -57,7 +57,9 @@ class Server:
                    "--agents", agents, "--port", str(self.port), *extra]  # fmt: skip
         if token:
             cmd += ["--token", token]
-        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT), **(env or {})}
+        # src first: a worktree sharing another's venv (editable install) runs its own code
+        path = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
+        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": path, **(env or {})}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")
         with open(self.output, "w") as out:
