@@ -60,7 +60,9 @@ class Server:
             cmd += ["--token", token]
         if auth is not None:
             cmd += ["--auth", str(auth)]
-        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": str(ROOT), **(env or {})}
+        # src first: a worktree sharing another's venv (editable install) runs its own code
+        path = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
+        env = {**os.environ, "AGUI_EFFECTS": str(effects), "PYTHONPATH": path, **(env or {})}
         # its output goes to a file: a pipe nobody reads could fill and stall the server
         self.output = effects.with_name(f"server-{self.port}.log")
         with open(self.output, "w") as out:

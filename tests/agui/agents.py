@@ -12,7 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from intermission import ApprovalPolicy, HITLInterceptor, ReActAgent, ScriptedModel, tool
+from intermission import (
+    ApprovalPolicy,
+    HITLInterceptor,
+    ModelChunk,
+    ReActAgent,
+    ScriptedModel,
+    tool,
+)
 from intermission.core.session import AgentSession
 from intermission.examples import build_change_graph
 from intermission.messages import ChatMessage, ToolCall
@@ -250,9 +257,30 @@ def quorum() -> ReActAgent:
     )
 
 
+FLAKY_CALLS: dict[str, int] = {}
+"""Model calls of ``flaky``, by the text of the user's message."""
+
+
+class _Flaky:
+    """A model whose first two calls for a message fail with a connection error."""
+
+    async def stream(self, messages: list[ChatMessage], tools: Any) -> Any:
+        text = [m.content for m in messages if m.role == "user"][-1] or ""
+        FLAKY_CALLS[text] = FLAKY_CALLS.get(text, 0) + 1
+        if FLAKY_CALLS[text] <= 2:
+            raise ConnectionError("the model server refused the connection")
+        yield ModelChunk(text=f"answer to {text}")
+
+
+def flaky() -> ReActAgent:
+    """Its model fails for good on a message's first request (one retry), then answers."""
+    return ReActAgent.of(_Flaky()).name("flaky").retry_config(max_retries=1, delay_ms=0).build()
+
+
 AGENTS: dict[str, Callable[[], Any]] = {
     "ops": ops, "pair": pair, "hasty": hasty, "note": note, "change": change,
     "value": value, "twice": twice, "gated": gated, "slow": slow, "quorum": quorum,
+    "flaky": flaky,
 }  # fmt: skip
 LAZY: dict[str, Callable[[], Any]] = {**AGENTS, "lazy": _lazy("lazy"), "lax": _lazy("lax")}
 """The agents plus two whose factories are slow (apart: agui_app calls each factory once)."""

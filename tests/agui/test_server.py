@@ -456,3 +456,26 @@ def test_serve_binds_127_0_0_1_unless_told_otherwise() -> None:
     assert (args.host, args.port, args.token, args.agents) == ("127.0.0.1", 8000, None, "m:A")
     args = build_parser().parse_args(["--agents", "m:B", "serve"])
     assert args.agents == "m:B"
+
+
+def test_js_client_sees_a_model_that_failed_for_good_and_asks_it_again(world: Any) -> None:
+    """A model call that failed after its retries ends the request abnormally and keeps it
+    resumable. Before, over AG-UI: ``RUN_FINISHED {outcome: success}`` with no text (the
+    real client reported success), and the request could never be asked again — re-sending
+    the history, or a run with no message, was ``NO_PROMPT``: the user's request was lost."""
+    server, _, _ = world
+    thread = tid()
+    out = server.js(thread, [{"runId": "r1", "user": thread}, {"runId": "r2"}], agent="flaky")
+    failed, again = out["steps"]
+    assert failed["outcome"] is None and failed["types"] == ["RUN_STARTED", "RUN_ERROR"]
+    assert failed["runError"]["code"] == "ModelCallError"
+    assert "refused the connection" in failed["runError"]["message"]
+    assert "a run without a new message asks the model again" in failed["runError"]["message"]
+    # the same client runs again (it re-sends its history): the kept request is asked again
+    assert again["error"] is None and again["outcome"] == "success", again
+    answer = [m for m in out["messages"] if m["role"] == "assistant"]
+    assert answer[-1]["content"] == f"answer to {thread}"
+    assert server.get(f"/threads/{thread}")["status"] == "done"
+    # and a replay of the failed run ends as the live one did
+    logged = [e for _, e in server.replay(thread)]
+    assert [e["type"] for e in logged].count("RUN_ERROR") == 1

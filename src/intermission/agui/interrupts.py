@@ -454,6 +454,8 @@ def _without_resume(session: Any, opened: dict[str, ag.Interrupt], prompt: str |
     if session.is_pending:
         return Plan("resume", then=prompt)
     if not prompt:
+        if session.status == "paused":  # a request that did not end (its model failed)
+            return Plan("resume")
         raise Refusal("NO_PROMPT", "a new run needs a user message")
     return Plan("prompt", prompt=prompt)
 

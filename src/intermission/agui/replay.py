@@ -199,7 +199,16 @@ def _replay_run(
 
 
 def finished(tid: str, rid: str, end: Any) -> Any:
-    """The ``RUN_FINISHED`` of a run that did not pause."""
+    """The ``RUN_FINISHED`` of a run that did not pause; a ``RUN_ERROR`` when its model
+    failed for good (not a success: the request is kept, and a run without a new message
+    asks the model again)."""
+    if getattr(end, "error", None):
+        code = str(end.error).partition(":")[0]
+        return ag.RunErrorEvent(
+            code=code if code.isidentifier() else "ModelError",
+            message=f"{end.error}; the request is kept: a run without a new message asks "
+            "the model again",
+        )
     return ag.RunFinishedEvent(
         thread_id=tid,
         run_id=rid,
