@@ -160,3 +160,31 @@ def test_a_thread_whose_message_window_is_full_never_runs_a_re_sent_message_agai
             assert types(stale) == ["RUN_STARTED", "RUN_ERROR"], (k, types(stale))
             assert stale[-1][1]["code"] == "NO_PROMPT"
     assert len(w.store.load("W").messages) == 50  # (the window was full)
+
+
+def test_a_late_or_conflicting_resume_is_a_refused_decision_in_the_audit_trail() -> None:
+    """Refused before anything is recorded (the deadline passed; another outcome stands), a
+    resume is still a refused decision the audit trail keeps — who tried what and why — as
+    the CLI and the Python API keep it, and the session is left as it was."""
+    w = World()
+    ids = w.start("hasty", "HA")
+    outlast_hasty()
+    before = w.store.raw_row("HA")
+    late = w.resume("hasty", "HA", "rl", ids, {"approved": True}, reviewer="mallory")
+    assert late[-1][1]["code"] == "INTERRUPT_EXPIRED"
+    assert w.store.raw_row("HA") == before
+    (entry,) = [r for r in w.store.audit("HA") if r.action == "decision.refused"]
+    assert (entry.actor, entry.via, entry.target) == ("mallory", "agui", ids[0])
+    assert entry.detail["error"] == "DeadlinePassedError"
+    assert entry.detail["verdict"] == "approve"
+    assert w.store.verify_audit("HA")
+    # an outcome stands: a different decision is refused and recorded as refused
+    ids = w.start("value", "VA")
+    assert types(w.resume("value", "VA", "ra", ids, {"approved": True}))[-1] == "RUN_FINISHED"
+    before = w.store.raw_row("VA")
+    other = w.resume("value", "VA", "rb", ids, {"approved": False, "reason": "no"}, "bob")
+    assert other[-1][1]["code"] == "DECISION_CONFLICT"
+    assert w.store.raw_row("VA") == before
+    (entry,) = [r for r in w.store.audit("VA") if r.action == "decision.refused"]
+    assert (entry.actor, entry.target, entry.detail["verdict"]) == ("bob", ids[0], "reject")
+    assert entry.detail["error"] == "DecisionConflictError" and "alice" in (entry.reason or "")

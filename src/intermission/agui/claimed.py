@@ -20,6 +20,7 @@ replay of the log never shows that run.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -73,6 +74,8 @@ the answer names when that claim lapses)."""
 Send = Callable[[Cursor, Any], None]
 Held = list[tuple[Cursor, Any]]
 
+log = logging.getLogger("intermission.audit")
+
 
 def user_id_of(messages: list[Any]) -> str | None:
     """The id of the run's last user message."""
@@ -106,6 +109,19 @@ def busy_message(store: Any, tid: str) -> str:
         else ""
     )
     return f"thread {tid!r} is being run elsewhere{who}{when}; try again later"
+
+
+def _write_audit(store: Any, tid: str, entries: list[Any]) -> None:
+    """Append refused decisions to the thread's audit trail; a failing write is logged,
+    never raised (the run is refused either way, and says why)."""
+    append = getattr(store, "append_audit", None)
+    if append is None:
+        return
+    try:
+        append(tid, entries)
+    except Exception:
+        log.warning("the audit entry of a refused resume on %r was not written", tid,
+                    exc_info=True)  # fmt: skip
 
 
 class _Unsaved(Exception):
@@ -198,7 +214,12 @@ class Claimed:
         done = None if data.resume or prompt else run_named(s, data.run_id)
         if done is not None:  # a retried POST, nothing new in it: that run again
             raise _Unsaved(list(replay(s, None, data.run_id, done)))
-        p = plan(s, data.resume, prompt, s.clock.now_ms(), self.principal, data.run_id)
+        try:
+            p = plan(s, data.resume, prompt, s.clock.now_ms(), self.principal, data.run_id)
+        except Refusal as exc:
+            if exc.audit:  # refused decisions: kept in the trail, the session untouched
+                _write_audit(self.store, tid, exc.audit)
+            raise
         if p.kind == "replay":
             raise _Unsaved(self._replayed(s, p))
         if p.record:

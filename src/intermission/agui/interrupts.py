@@ -23,9 +23,11 @@ from typing import Any, Literal
 from ag_ui import core as ag
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from ..audit import AuditEntry
 from ..decisions import HITLDecision
 from ..hitl import HITL
 from ..hitl.graph import ApprovalKeys, binding_deadline, keys_of
+from ..hitl.refusals import refusal_entry
 from ..hitl.timeouts import progress_of
 from ..principals import Actor, Principal, label
 
@@ -60,10 +62,12 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 class Refusal(Exception):
     """A run the rules refuse: sent as ``RUN_ERROR {code, message}``; nothing changed."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, audit: list[AuditEntry] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.audit = audit or []
+        """The refused decisions it stands for, for the audit trail (who tried what)."""
 
 
 class Payload(BaseModel):
@@ -349,6 +353,17 @@ def _verdict(entry: ag.ResumeEntry) -> Verdict:
     return Verdict(payload.approved, payload.edited_args, payload.reason, reviewer, via)
 
 
+def _audited(
+    refused: Refusal, kind: str, iid: str, v: Verdict, principal: Principal | None
+) -> Refusal:
+    """``refused`` with the audit entry of the decision it refuses (a surface refusing a
+    decision before the policy judges it keeps it in the trail as the policy's refusals)."""
+    who = actor_of_resume(principal, v)
+    verdict = "approve" if v.approve else "reject"
+    refused.audit.append(refusal_entry(refused, who, iid, verdict, kind=kind))
+    return refused
+
+
 def _conflict(session_id: str, iid: str, old: Decided) -> Refusal:
     who = "the deadline" if old.timed_out else (
         label(old.reviewer, old.display) or "an unnamed reviewer"
@@ -402,11 +417,12 @@ def plan(
     verdicts = {e.interrupt_id: _verdict(e) for e in entries}
     for iid in ids:
         if iid in late:
-            raise Refusal(
+            refused = Refusal(
                 "INTERRUPT_EXPIRED",
                 f"interrupt {iid!r} expired at {every[iid].expires_at}; nothing was changed "
                 "(a run without it rejects it as system:deadline)",
             )
+            raise _audited(refused, "DeadlinePassedError", iid, verdicts[iid], principal)
     before = decided(session)
     unknown = [i for i in ids if i not in opened and i not in before]
     if unknown:
@@ -418,7 +434,8 @@ def plan(
     for iid, v in verdicts.items():
         old = before.get(iid)
         if old is not None and not _same(v, old):
-            raise _conflict(session.session_id, iid, old)
+            refused = _conflict(session.session_id, iid, old)
+            raise _audited(refused, "DecisionConflictError", iid, v, principal)
     if not any(i in opened for i in ids) and all(before[i].applied for i in ids):
         if prompt:  # applied already; the message the thread has not seen is a run of its own
             return _without_resume(session, opened, prompt)

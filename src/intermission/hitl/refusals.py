@@ -14,9 +14,36 @@ from typing import Any
 from ..audit import AuditEntry, note
 from ..principals import Actor
 
-__all__ = ["refusal", "write_refusal"]
+__all__ = ["refusal", "refusal_entry", "write_refusal"]
 
 log = logging.getLogger("intermission.audit")
+
+
+def refusal_entry(
+    error: BaseException,
+    actor: Actor | None,
+    target: str | None,
+    verdict: str,
+    *,
+    kind: str | None = None,
+) -> AuditEntry:
+    """The audit entry of ``actor``'s ``verdict`` on ``target``, refused with ``error``
+    (``kind``: the error's type name, when ``error`` is a surface's own refusal)."""
+    return AuditEntry(
+        action="decision.refused",
+        actor=actor.name if actor is not None else None,
+        roles=list(actor.roles) if actor is not None else [],
+        via=actor.via if actor is not None else None,
+        authenticated=bool(actor is not None and actor.authenticated),
+        target=target,
+        reason=str(error)[:2000],
+        detail={
+            "verdict": verdict,
+            "error": kind or type(error).__name__,
+            **({"rule": rule} if isinstance(rule := getattr(error, "rule", None), str) else {}),
+            **({"display": actor.display} if actor is not None and actor.display else {}),
+        },
+    )
 
 
 def refusal(
@@ -25,21 +52,7 @@ def refusal(
     """Note why ``actor``'s ``verdict`` on ``target`` was refused, on ``session`` and on
     ``error`` (``error.audit``). Never raises: the refusal is what the caller reports."""
     try:
-        entry = AuditEntry(
-            action="decision.refused",
-            actor=actor.name if actor is not None else None,
-            roles=list(actor.roles) if actor is not None else [],
-            via=actor.via if actor is not None else None,
-            authenticated=bool(actor is not None and actor.authenticated),
-            target=target,
-            reason=str(error)[:2000],
-            detail={
-                "verdict": verdict,
-                "error": type(error).__name__,
-                **({"rule": rule} if isinstance(rule := getattr(error, "rule", None), str) else {}),
-                **({"display": actor.display} if actor is not None and actor.display else {}),
-            },
-        )
+        entry = refusal_entry(error, actor, target, verdict)
         note(session, entry)
         error.audit = entry  # type: ignore[attr-defined]
     except Exception:  # (a session that takes no notes): the refusal stands as it is
