@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: setup lab lite lite-serve test unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab lite lite-serve test test-deps unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -57,18 +57,38 @@ lite-serve: lite
 	@echo "the tutorials in your browser: http://127.0.0.1:$(LITE_PORT)/lab/index.html"
 	python3 -m http.server $(LITE_PORT) --bind 127.0.0.1 --directory $(LITE_OUT)/site
 
+# The tests run on TEST_WORKERS processes (pytest-xdist, each with its own PostgreSQL
+# database: tests/_helpers.py; TEST_WORKERS=0 runs them in this one); a file's tests stay
+# on one worker, so the servers a module shares start once. Tests marked `serial` change
+# what every process shares (they restart the PostgreSQL cluster) and run alone afterwards
+# (none selected, exit 5, is no failure). Both passes run; either failing fails.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 unit: setup $(JS_STAMP) $(LITE_SITE)
-	$(PY) -m pytest tests -q
+	status=0; \
+	$(PY) -m pytest tests -q $(XDIST) -m "not serial" || status=$$?; \
+	$(PY) -m pytest tests -q -m serial || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
+	exit $$status
 
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
 # (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
 # notebooks/` works the same).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
-	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
+	  $(PY) -m pytest -q -p no:cacheprovider $(XDIST) --nbval notebooks/; \
 	fi
 
-test: lint unit notebooks-test
+# What the tests need installed and built; each is its own venv or folder, so they install
+# at once (`make -j`). A new one (another venv a test needs) goes here.
+TEST_DEPS := $(STAMP) $(JS_STAMP) $(LITE_SITE)
+test-deps: $(TEST_DEPS)
+
+# The installs and lint run side by side (a failure stops make once the others end), then
+# the tests, then the tutorials.
+test:
+	$(MAKE) --no-print-directory -j 4 --output-sync=line lint $(TEST_DEPS)
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory notebooks-test
 
 # Re-execute every tutorial and store its outputs as a person sees them before deciding;
 # cells whose output depends on the decision are tagged for nbval to run, not compare.
