@@ -84,11 +84,13 @@ TEST_DEPS := $(STAMP) $(JS_STAMP) $(LITE_SITE)
 test-deps: $(TEST_DEPS)
 
 # The installs and lint run side by side (a failure stops make once the others end), then
-# the tests, then the tutorials.
+# the tests and the tutorials (the tutorials run even when a test failed; either fails it).
 test:
 	$(MAKE) --no-print-directory -j 4 --output-sync=line lint $(TEST_DEPS)
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory notebooks-test
+	status=0; \
+	$(MAKE) --no-print-directory unit || status=$$?; \
+	$(MAKE) --no-print-directory notebooks-test || status=$$?; \
+	exit $$status
 
 # Re-execute every tutorial and store its outputs as a person sees them before deciding;
 # cells whose output depends on the decision are tagged for nbval to run, not compare.
