@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 MARIMO_NOTEBOOKS := $(wildcard notebooks/marimo/*.py)
 
-.PHONY: setup lab marimo lite lite-serve phoenix test unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab marimo lite lite-serve phoenix test test-deps unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -75,8 +75,18 @@ $(PHOENIX_STAMP): tests/otel/phoenix-requirements.txt
 
 phoenix: $(PHOENIX_STAMP)
 
+# The tests run on TEST_WORKERS processes (pytest-xdist, each with its own PostgreSQL
+# database: tests/_helpers.py; TEST_WORKERS=0 runs them in this one); a file's tests stay
+# on one worker, so the servers a module shares start once. Tests marked `serial` change
+# what every process shares (they restart the PostgreSQL cluster) and run alone afterwards
+# (none selected, exit 5, is no failure). Both passes run; either failing fails.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
-	$(PY) -m pytest tests -q
+	status=0; \
+	$(PY) -m pytest tests -q $(XDIST) -m "not serial" || status=$$?; \
+	$(PY) -m pytest tests -q -m serial || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
+	exit $$status
 
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
 # (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
@@ -84,13 +94,25 @@ unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
 # test_* functions run (marimo's own way; nbval collects .ipynb files only).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
-	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
+	  $(PY) -m pytest -q -p no:cacheprovider $(XDIST) --nbval notebooks/; \
 	fi
 	@if [ -n "$(MARIMO_NOTEBOOKS)" ]; then \
 	  $(PY) -m pytest -q -p no:cacheprovider $(MARIMO_NOTEBOOKS); \
 	fi
 
-test: lint unit notebooks-test
+# What the tests need installed and built; each is its own venv or folder, so they install
+# at once (`make -j`). A new one (another venv a test needs) goes here.
+TEST_DEPS := $(STAMP) $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
+test-deps: $(TEST_DEPS)
+
+# The installs and lint run side by side (a failure stops make once the others end), then
+# the tests and the tutorials (the tutorials run even when a test failed; either fails it).
+test:
+	$(MAKE) --no-print-directory -j 4 --output-sync=line lint $(TEST_DEPS)
+	status=0; \
+	$(MAKE) --no-print-directory unit || status=$$?; \
+	$(MAKE) --no-print-directory notebooks-test || status=$$?; \
+	exit $$status
 
 # Re-execute every tutorial and store its outputs as a person sees them before deciding;
 # cells whose output depends on the decision are tagged for nbval to run, not compare.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -12,6 +13,11 @@ from intermission import END, FlowContext, GraphSpec, Node, tool
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_DSN = os.environ.get("INTERMISSION_PG_DSN")
+
+
+END_LINES: list[str] = []
+"""Lines tests leave for the end of the run (totals): tests/conftest.py prints them; under
+``pytest -n`` each worker hands its own to the controller, which prints them all."""
 
 
 def need(ok: bool, what: str) -> None:
@@ -31,15 +37,44 @@ def need_module(name: str, what: str) -> None:
         need(False, what)
 
 
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""``gw0``, ``gw1``… in a worker of ``pytest -n N`` (children it starts inherit it), else ``""``."""
+
+
 def pg_dsn() -> str:
-    """The test database, or a skip locally / a failure under CI=true."""
+    """The test database, or a skip locally / a failure under CI=true. Under ``pytest -n``
+    each worker has its own database (``<name>_gw0``…, created on first use), so workers
+    never empty or lock each other's tables."""
     need(bool(PG_DSN), "PostgreSQL tests need INTERMISSION_PG_DSN (.ci/postgres.sh sets one up)")
     assert PG_DSN is not None
-    _reset_pg_schema(PG_DSN)
-    return PG_DSN
+    dsn = _worker_database(PG_DSN, XDIST_WORKER) if XDIST_WORKER else PG_DSN
+    _reset_pg_schema(dsn)
+    return dsn
 
 
 _PG_RESET = False
+_PG_WORKER_DSN: dict[str, str] = {}
+
+
+def _worker_database(base: str, worker: str) -> str:
+    """The DSN of ``base``'s database suffixed ``_<worker>``, created (from ``template0``, which
+    nobody is connected to) when missing; the base DSN's role needs CREATEDB."""
+    if base in _PG_WORKER_DSN:
+        return _PG_WORKER_DSN[base]
+    import psycopg
+
+    url = urlsplit(base)  # kept a URL: the CLI and servers take postgresql://… as a store
+    assert url.scheme.startswith("postgres"), "INTERMISSION_PG_DSN is a postgresql:// URL"
+    name = f"{url.path.lstrip('/') or url.username}_{worker}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists is None:
+            try:
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+            except psycopg.errors.DuplicateDatabase:
+                pass  # a child process of this worker made it first
+    _PG_WORKER_DSN[base] = urlunsplit(url._replace(path="/" + name))
+    return _PG_WORKER_DSN[base]
 
 
 def _reset_pg_schema(dsn: str) -> None:

@@ -1,5 +1,7 @@
 """Shared fixtures: ``make_store`` makes fresh stores of each kind (memory, SQLite, and
-PostgreSQL at INTERMISSION_PG_DSN); shared helpers live in tests/_helpers.py."""
+PostgreSQL at INTERMISSION_PG_DSN); shared helpers live in tests/_helpers.py. The totals
+tests keep (the fault-injection suite's, the properties') are printed at the end of the run,
+also under ``pytest -n`` (pytest-xdist), whose workers hand theirs to the controller."""
 
 from __future__ import annotations
 
@@ -7,11 +9,46 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tests._helpers import fresh_pg
+from tests import _helpers
+from tests._helpers import XDIST_WORKER, fresh_pg
+from tests.faults import _helpers as faults
 
 from intermission.stores import MemoryStore, SQLiteStore
 
 STORES = ["memory", "sqlite", "postgres"]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``serial`` test changes what other processes share (it restarts the PostgreSQL
+    cluster): in a worker of ``pytest -n`` it would break the tests running beside it."""
+    if XDIST_WORKER and item.get_closest_marker("serial"):
+        pytest.fail(
+            "a serial test runs alone: run it without -n (`make unit` runs "
+            "`pytest -m serial` after the parallel pass)",
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a worker of ``pytest -n``: hand this worker's totals to the controller."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["intermission_totals"] = {"faults": faults.TOTALS, "lines": _helpers.END_LINES}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """In the controller of ``pytest -n``: add a finished worker's totals to the run's."""
+    totals = getattr(node, "workeroutput", {}).get("intermission_totals")
+    if totals:
+        faults.add_totals(totals["faults"])
+        _helpers.END_LINES.extend(totals["lines"])
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    faults.write_totals(terminalreporter)
+    for line in _helpers.END_LINES:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(params=STORES)

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests._helpers import IN_CI, PG_DSN, fresh_pg, need_module
+from tests._helpers import END_LINES, IN_CI, PG_DSN, fresh_pg, need_module
 
 from intermission import (
     HITL,
@@ -53,7 +53,7 @@ TOTALS: Counter[str] = Counter()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
+def _report_totals() -> Iterator[None]:
     yield
     if not TOTALS:
         return
@@ -63,15 +63,7 @@ def _report_totals(request: pytest.FixtureRequest) -> Iterator[None]:
             "fresh agents", "loads")  # fmt: skip
     line = "effect identity property: " + ", ".join(f"{TOTALS[k]} {k}" for k in keys)
     line += " (stores: " + ", ".join(f"{s} {TOTALS['store ' + s]}" for s in STORES) + ")"
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        print(line)
-        return
-    with capture.global_and_fixture_disabled():  # (shown without -s too)
-        reporter.write_line("")
-        reporter.write_line(line)
+    END_LINES.append(line)
 
 
 # -- the world and the agent -------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Shared pieces of the fault-injection suite: a world of one approved, ledgered change and
-the running totals printed at the end (see conftest.py)."""
+the running totals printed at the end of the run (by tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,34 @@ def tally(
     mine = TOTALS["by_test"].setdefault(test, [0, 0, 0, 0, 0])
     for i, value in enumerate((trials, effects, expected, lost, refused)):
         mine[i] += value
+
+
+def add_totals(other: dict[str, Any]) -> None:
+    """Add another process's totals (a worker's, under ``pytest -n``) to these."""
+    for key in ("trials", "effects", "expected", "lost", "refused"):
+        TOTALS[key] += other[key]
+    for test, figures in other["by_test"].items():
+        mine = TOTALS["by_test"].setdefault(test, [0, 0, 0, 0, 0])
+        for i, value in enumerate(figures):
+            mine[i] += value
+
+
+def write_totals(reporter: Any) -> None:
+    """Print the totals (if any trial ran): how many trials ran, how many effects were counted
+    against how many should have run, and how many decisions were lost (always 0)."""
+    if not TOTALS["trials"]:
+        return
+    reporter.write_sep("-", "fault injection totals")
+    reporter.write_line(
+        f"trials {TOTALS['trials']} · effects counted {TOTALS['effects']} "
+        f"(expected {TOTALS['expected']}) · decisions lost {TOTALS['lost']} · "
+        f"refusals {TOTALS['refused']}"
+    )
+    for name, (trials, effects, expected, lost, refused) in sorted(TOTALS["by_test"].items()):
+        reporter.write_line(
+            f"  {name}: {trials} trials, {effects}/{expected} effects, {lost} decisions "
+            f"lost, {refused} refused"
+        )
 
 
 def lines(path: Path) -> int:
@@ -56,8 +84,10 @@ def resume_effect_in_process(store: Any, sid: str, effect_file: Path) -> str:
 __all__ = [
     "EFFECT_KEY",
     "TOTALS",
+    "add_totals",
     "approved_effect_session",
     "lines",
     "resume_effect_in_process",
     "tally",
+    "write_totals",
 ]

@@ -80,7 +80,11 @@ def test_a_resume_longer_than_the_lease_keeps_its_claim_and_its_tool_runs_once(
         outcomes[f"slow-{i}"].append("ran")
 
     def second(i: int) -> None:
-        time.sleep(0.3)
+        # once the first holds the claim and its tool runs (a head start of a fixed time is
+        # not one on a loaded machine: the second would claim first and the first be refused)
+        deadline = time.monotonic() + 60
+        while not lines(files[i]) and time.monotonic() < deadline:
+            time.sleep(0.02)
         while True:  # a second kernel that keeps trying while the first works
             try:
                 with store.resume(f"slow-{i}") as s:

@@ -106,6 +106,7 @@ def _worker(dsn: str, jobs: queue.Queue[tuple[str, Path]], seen: dict[str, int])
         store.close()
 
 
+@pytest.mark.serial  # restarts the PostgreSQL cluster every other test (and worker) uses
 def test_restarts_and_killed_backends_under_four_workers_resume_every_session_once(
     tmp_path: Path,
 ) -> None:
