@@ -202,6 +202,6 @@ def test_the_hitl_panel_badges_come_from_the_panels_agent(tmp_path: Path) -> Non
         s = InMemoryAgentSession.of("fs-3p")
         a.prompt("write").session(s).call()
         panel = HITLPanel(a, s)
-        head = next(iter(panel.rows.values())).head.value
+        head = next(iter(panel.rows.values())).head
         assert "MCP · secure-filesystem-server" in head and "destructive" in head
         assert "idempotent" in head
