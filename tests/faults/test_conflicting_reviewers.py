@@ -68,7 +68,7 @@ def test_bob_rejecting_after_alice_approved_a_tool_call_is_refused_by_the_cli(
     assert decided.decision.reviewer == "alice" and decided.decision.comment == "ticket 42"
     # bob once more: nothing is left to decide or resume
     late = cli("reject", "ops-1", "--reason", "too late", "--store", path, cwd=tmp_path)
-    assert late.returncode == 2 and "nothing to resume" in late.stderr
+    assert late.returncode == 2 and "nothing waits for a decision" in late.stderr
     assert _ran_tools(store, "ops-1") == 1
     store.close()
     tally("bob after alice: tool call, CLI", trials=1, effects=1, expected=1, refused=2)
