@@ -103,7 +103,7 @@ def test_one_call_of_a_batch_is_decided_and_the_rest_keeps_waiting(batch: Path) 
     s = store.load("b-1")
     assert s.is_pending and [t.call_uuid for t in s.hitl.tasks if t.call_uuid == "call-2"]
     shown = run("show", "b-1", "--store", "app.sqlite", cwd=batch).stdout
-    assert re.search(r"^decision: APPROVE by ann at .* UTC: delete_user \(call-1\) \[recorded",
+    assert re.search(r"^decision: APPROVE by ann \([^)]+@[^)]+\) at .* UTC: delete_user \(call-1\) \[recorded",
                      shown, re.M), shown  # fmt: skip
     again = one_line_error(run("--agents", "app:AGENTS", "approve", "b-1", "--call", "call-1",
                                "--store", "app.sqlite", cwd=batch))  # fmt: skip
@@ -138,7 +138,7 @@ def test_a_graph_approval_is_listed_as_one_and_call_is_refused_for_it(
     capsys.readouterr()
     assert main(["show", "change-001", "--store", store]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^decision: REJECT by eve at .* UTC: the approval — no window$", out, re.M)
+    assert re.search(r"^decision: REJECT by eve \(\S+@\S+\) at .* UTC: the approval — no window$", out, re.M)
 
 
 READ_ONLY = [
