@@ -60,7 +60,10 @@ def serve(
     url = f"http://[{host}]:{bound}/" if ":" in host else f"http://{host}:{bound}/"
 
     class Server(uvicorn.Server):
+        interrupted = False
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.interrupted = self.interrupted or sig == signal.SIGINT
             if isinstance(app, AGUIApp) and sig in (signal.SIGTERM, signal.SIGINT):
                 if self.should_exit and sig == signal.SIGINT:
                     # a second ^C: uvicorn skips its own waits, and the drain (which runs
@@ -76,8 +79,13 @@ def serve(
 
     config = uvicorn.Config(app, host=host, port=bound, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=math.ceil(drain))  # fmt: skip
+    server = Server(config)
     with sock:
-        Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
+    if server.interrupted:
+        # ^C ends in KeyboardInterrupt (exit 130) even where SIGINT was ignored when the
+        # process started (a background job): uvicorn re-raises the signal, which is then lost
+        raise KeyboardInterrupt
 
 
 def _listen(host: str, port: int) -> socket.socket:
