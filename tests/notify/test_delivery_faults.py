@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import fresh_pg, need_module
+from tests._helpers import fresh_pg, need_module, pg_dsn
 from tests.notify._receivers import SECRET, Receiver, wait_until
 
 from intermission import ConflictError, InMemoryAgentSession, LeaseLostError
@@ -43,7 +43,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "postgres":
         store = fresh_pg()
         store.close()
-        yield os.environ["INTERMISSION_PG_DSN"]
+        yield pg_dsn()  # (this xdist worker's database)
     else:
         yield str(tmp_path / "s.db")
 
@@ -248,7 +248,7 @@ def test_three_dispatchers_on_one_postgresql_store_deliver_each_notification_onc
     tmp_path: Path, receiver: Receiver
 ) -> None:
     store = fresh_pg(outbox=True)
-    dsn = os.environ["INTERMISSION_PG_DSN"]
+    dsn = pg_dsn()  # (this xdist worker's database, which fresh_pg emptied)
     cfg = config(tmp_path, receiver, lease_s=120, poll_s=0.02)
     log = tmp_path / "dispatchers.log"
     rounds = int(os.environ.get("IM_NOTIFY_ROUNDS", "30"))
