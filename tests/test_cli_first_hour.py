@@ -103,8 +103,9 @@ def test_one_call_of_a_batch_is_decided_and_the_rest_keeps_waiting(batch: Path) 
     s = store.load("b-1")
     assert s.is_pending and [t.call_uuid for t in s.hitl.tasks if t.call_uuid == "call-2"]
     shown = run("show", "b-1", "--store", "app.sqlite", cwd=batch).stdout
-    assert re.search(r"^decision: APPROVE by ann \([^)]+@[^)]+\) at .* UTC: delete_user \(call-1\) \[recorded",
-                     shown, re.M), shown  # fmt: skip
+    # ann is the display name typed; who decided is the OS user (user@host)
+    by_ann = r"^decision: APPROVE by ann \(\S+@\S+\) at .* UTC: delete_user \(call-1\) \[recorded"
+    assert re.search(by_ann, shown, re.M), shown
     again = one_line_error(run("--agents", "app:AGENTS", "approve", "b-1", "--call", "call-1",
                                "--store", "app.sqlite", cwd=batch))  # fmt: skip
     assert "call 'call-1' of session 'b-1' was decided already (calls waiting: call-2" in again
@@ -138,7 +139,8 @@ def test_a_graph_approval_is_listed_as_one_and_call_is_refused_for_it(
     capsys.readouterr()
     assert main(["show", "change-001", "--store", store]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^decision: REJECT by eve \(\S+@\S+\) at .* UTC: the approval — no window$", out, re.M)
+    by_eve = r"^decision: REJECT by eve \(\S+@\S+\) at .* UTC: the approval — no window$"
+    assert re.search(by_eve, out, re.M), out
 
 
 READ_ONLY = [
