@@ -128,3 +128,38 @@ def test_a_graph_approval_keeps_its_interrupt_id_through_a_vote(
     final = w.store.load("G")
     assert final.status == "done" and final.context.get("approval.decision") == "APPROVE"
     assert [v["name"] for v in final.context.get("approval.votes")] == ["ben", "dee"]
+
+
+def test_a_resume_after_the_sweeper_expired_the_interrupt_is_refused_and_audited() -> None:
+    """The expiry is nobody's decision: a late rejection (by someone without the role, or
+    with it) is a conflict with the deadline's, not a success, and the thread is as it was."""
+    from tests.hitl.test_policy_deadlines import T0, WARN, Clock, agent
+
+    from intermission.stores import sweep_deadlines
+
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    app = agui_app({"deploy": lambda: agent(WARN)}, store, auth=TokenAuth(TOKENS))
+    client = TestClient(app, base_url="http://127.0.0.1")
+
+    def post(token: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        r = client.post("/agents/deploy", json={"messages": [], **body},
+                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        assert r.status_code == 200, r.text
+        return [e for _, e in parse_sse(r.text)]
+
+    started = post("t-cid", {"threadId": "E", "runId": "r0", "messages": [
+        {"id": "u0", "role": "user", "content": "deploy"}]})  # fmt: skip
+    (interrupt,) = started[-1]["outcome"]["interrupts"]
+    clock.t = T0 + 5000
+    assert sweep_deadlines(store) == ["E"]
+    before = store.load("E").to_json()
+    for token, run in (("t-cid", "r1"), ("t-ann", "r2")):
+        late = post(token, {"threadId": "E", "runId": run, "resume": [
+            {"interruptId": interrupt["id"], "status": "resolved",
+             "payload": {"approved": False, "reason": "too late"}}]})  # fmt: skip
+        assert late[-1]["type"] == "RUN_ERROR" and late[-1]["code"] == "DECISION_CONFLICT"
+        assert "by the deadline" in late[-1]["message"]
+        assert store.load("E").to_json() == before
+    refused = [r.actor for r in store.audit("E") if r.action == "decision.refused"]
+    assert refused == ["cid", "ann"]

@@ -251,6 +251,43 @@ def test_a_graph_approval_escalates_and_expires_too(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_decision_after_an_expiry_is_refused_even_when_it_says_what_the_timeout_did(
+    make_store: Any,
+) -> None:
+    """A timeout is nobody's decision: a person's late rejection (whoever they are) is not
+    a retry of it, so it is refused and audited, not answered as a no-op success."""
+    from intermission.stores import decide_and_resume
+
+    clock = Clock()
+    store = make_store(clock=clock)
+    paused(store, clock, WARN)
+    clock.t = T0 + 1000
+    assert sweep_deadlines(store) == ["s"]  # rejected by the deadline, not yet applied
+    s = loaded(store, "s", clock)
+    uuid, before = s.hitl.tasks[0].call_uuid, s.to_json()
+    for who in (ALICE, Principal("dan", {"dev"}), Principal("carol", {"sre"}), None):
+        with pytest.raises(DecisionConflictError, match="by the deadline"):
+            HITL.submit(s, uuid, HITLDecision.reject("too late"), principal=who)
+        assert s.to_json() == before
+    late = lambda s: HITL.submit(s, uuid, HITLDecision.reject("too late"))  # noqa: E731
+    with pytest.raises(DecisionConflictError, match="by the deadline"):
+        decide_and_resume(store, "s", late, agent(WARN), principal=Principal("dan", {"dev"}))
+    refused = [r for r in store.audit("s") if r.action == "decision.refused"]
+    assert [(r.actor, r.detail["error"]) for r in refused] == [("dan", "DecisionConflictError")]
+    # a graph approval alike: its timed-out rejection is not the late reviewer's
+    graph = build_change_graph(change_id="g-2", policy=WARN)
+    g = InMemoryAgentSession("g", clock=clock)
+    graph.prompt("change it").session(g).principal(Principal("carol", {"sre"})).call()
+    store.save(g)
+    clock.t += 1000
+    assert sweep_deadlines(store) == ["g"]
+    g = loaded(store, "g", clock)
+    before = g.to_json()
+    with pytest.raises(DecisionConflictError, match="by the deadline"):
+        decide_graph(g, "REJECT", reason="too late", principal=ALICE)
+    assert g.to_json() == before
+
+
 def test_the_sweeper_leaves_a_held_session_for_its_holder(make_store: Any) -> None:
     clock = Clock()
     store = make_store(clock=clock)

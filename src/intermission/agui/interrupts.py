@@ -433,7 +433,7 @@ def plan(
         )
     for iid, v in verdicts.items():
         old = before.get(iid)
-        if old is not None and not _same(v, old):
+        if old is not None and (old.timed_out or not _same(v, old)):  # (a timeout is nobody's)
             refused = _conflict(session.session_id, iid, old)
             raise _audited(refused, "DecisionConflictError", iid, v, principal)
     if not any(i in opened for i in ids) and all(before[i].applied for i in ids):

@@ -374,8 +374,13 @@ class HITL:
                     existing = None  # (refused below as not allowed, never a quiet no-op)
         if existing is not None:
             # first outcome wins (R39): the same decision again is a no-op (a retry, a
-            # second reviewer agreeing); a different one is refused, naming the first
-            if existing.verdict == decision.verdict and existing.modified_args == modified:
+            # second reviewer agreeing); a different one is refused, naming the first. A
+            # timeout is nobody's decision: one after it comes too late, whatever it says
+            if (
+                existing.verdict == decision.verdict
+                and existing.modified_args == modified
+                and not existing.timed_out
+            ):
                 return _Judged(uuid, record=existing, same=True, now=existing.time_ms)
             raise DecisionConflictError(
                 session.session_id,

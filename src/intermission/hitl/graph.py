@@ -468,11 +468,11 @@ def _decide(
         ):
             existing = None  # (judged below: refused as not allowed)
     if existing is not None:
-        if existing == verdict:
-            return
         time = ctx.get(keys.time)
         by = ctx.get(keys.by)
         timed_out = isinstance(by, dict) and by.get("timed_out")
+        if existing == verdict and not timed_out:  # (a timeout's verdict is nobody's)
+            return
         shown = by.get("display") if isinstance(by, dict) else None
         raise DecisionConflictError(
             session.session_id, "the approval", str(existing),
