@@ -343,3 +343,19 @@ def test_a_wrong_config_is_a_typed_error_naming_the_field_never_the_secret(
     for secret in ("s3cret-in-the-file", "s3cret_in_the_file"):
         assert secret not in str(caught.value)
     assert "pw" not in caught.value.where
+
+
+def test_a_target_url_httpx_spells_otherwise_is_still_kept_out_of_the_log(
+    fresh: Receiver, caplog: Any
+) -> None:
+    # httpx logs each request's URL as it normalises it (host lower-cased, a default port
+    # dropped, non-ASCII percent-quoted): a credential in it must stay out of the log too
+    caplog.set_level(logging.DEBUG)
+    store = MemoryStore(outbox=True)
+    store.save(paused_ops("spelt"))
+    url = f"http://127.0.0.1:{fresh.port}/hook?token=s\u00e9cret-in-url"
+    assert Notifier(store, [Webhook(url, secret=SECRET, name="hook")]).deliver_pending() == 1
+    assert len(fresh.bodies) == 1
+    for leaked in ("cret-in-url", "s%C3%A9cret", f"127.0.0.1:{fresh.port}/hook"):
+        assert leaked not in caplog.text
+    assert "delivered to hook" in caplog.text

@@ -139,6 +139,12 @@ class _HTTP(_Routed):
         if self._client is None:
             # no redirects: a signed body goes where it was configured to, nowhere else
             self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+            # httpx logs the URL as it spells it (host lower-cased, a default port dropped,
+            # non-ASCII quoted): hidden in that spelling too
+            try:
+                _HideTargetURLs.urls.add(str(httpx.URL(self.url)))
+            except httpx.InvalidURL:  # (then no request is made, and none logged)
+                pass
         try:
             response = self._client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
