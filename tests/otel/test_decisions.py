@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import pytest
-from tests.otel._spans import events, named, one
+from tests.otel._spans import events, named, one, span_data
 
 from intermission import (
     HITL,
@@ -221,3 +221,31 @@ def test_a_decision_through_the_cli_is_recorded_once_and_a_refused_one_once(
     capsys.readouterr()
     refused = named(traced.spans(), "intermission.decision.refused")
     assert len(refused) == 1 and not named(traced.spans(), "intermission.decision.recorded")
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_refused_edit_keeps_the_edited_values_out_unless_content_is_opted_in(
+    capture: bool,
+) -> None:
+    # the refusal of an edit that does not fit the tool quotes the edited values: content
+    from tests.otel.conftest import provider
+
+    import intermission.otel as otel
+    from intermission import InvalidDecisionError
+
+    tp, exporter = provider()
+    otel.instrument(tp, capture_content=capture, experimental=False)
+    try:
+        s, _ = paused()
+        task = HITL.pending_tasks(s)[0]
+        with pytest.raises(InvalidDecisionError):
+            HITL.submit(s, task, HITLDecision.approve().modified_args({"to": ["s3cret-edit"]}))
+        refused = one([span_data(x) for x in exporter.get_finished_spans()],
+                      "intermission.decision.refused")  # fmt: skip
+    finally:
+        otel.uninstrument()
+        tp.shutdown()
+    a = refused["attributes"]
+    assert a["intermission.decision.error"] == "InvalidDecisionError"
+    assert a["intermission.decision.target"] == "call_m"
+    assert ("s3cret-edit" in json.dumps(refused)) is capture
