@@ -104,8 +104,13 @@ def test_the_signature_recipe_refuses_a_tampered_body_a_wrong_secret_and_a_repla
     replayed = {"Intermission-Timestamp": old, "Intermission-Signature": sign(SECRET, old, body)}
     assert not recipe(SECRET.encode(), body, replayed) and not verify(SECRET, body, replayed)
     assert not recipe(SECRET.encode(), body, {}) and not verify(SECRET, body, {})
-    # the library's check reads header names in any case
-    assert verify(SECRET, body, {k.lower(): v for k, v in headers.items()})
+    # header names in any case (HTTP/2, API gateways and ASGI lower-case them), and a
+    # hostile value is a refusal, never a crash, in the recipe as in the library's check
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert verify(SECRET, body, lower) and recipe(SECRET.encode(), body, lower)
+    for stamp_value, signature in (("\u00b2", "v1=00"), (stamp, "v1=\u00e9")):
+        odd = {"intermission-timestamp": stamp_value, "intermission-signature": signature}
+        assert not recipe(SECRET.encode(), body, odd) and not verify(SECRET, body, odd)
 
 
 def test_a_slack_message_has_text_blocks_and_a_button_to_the_interrupt(fresh: Receiver) -> None:
