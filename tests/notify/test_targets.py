@@ -364,3 +364,11 @@ def test_a_target_url_httpx_spells_otherwise_is_still_kept_out_of_the_log(
     for leaked in ("cret-in-url", "s%C3%A9cret", f"127.0.0.1:{fresh.port}/hook"):
         assert leaked not in caplog.text
     assert "delivered to hook" in caplog.text
+
+
+@pytest.mark.parametrize("port", ["8o80", "99999", "0"])
+def test_a_url_whose_port_is_no_port_is_refused_when_the_target_is_made(port: str) -> None:
+    url = f"https://hooks.example.com:{port}/im"
+    for make in (lambda: Webhook(url, secret=SECRET), lambda: SlackWebhook(url)):
+        with pytest.raises(NotifyConfigError, match="is an http"):
+            make()

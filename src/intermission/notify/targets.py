@@ -88,7 +88,11 @@ def check_timeout(timeout_s: Any) -> float:
 
 def _check_url(url: Any, what: str) -> str:
     ok = isinstance(url, str) and url.startswith(("https://", "http://")) and url.isprintable()
-    if not ok or " " in url or not urlsplit(url).hostname:
+    try:  # (a port that is no number fails at the first delivery otherwise, every time)
+        ok = ok and " " not in url and bool(urlsplit(url).hostname) and urlsplit(url).port != 0
+    except ValueError:
+        ok = False
+    if not ok:
         raise NotifyConfigError(f"{what} is an http(s) URL (not shown: it may hold a token)")
     return str(url)
 
