@@ -288,3 +288,27 @@ def test_an_in_process_notifier_wakes_on_the_commit(tmp_path: Path, receiver: Re
     finally:
         notifier.stop()
     store.close()
+
+
+def test_a_sigterm_mid_delivery_sends_nothing_new_and_hands_the_rest_back(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """SIGTERM while a slow receiver holds one notification: that one finishes, the others
+    taken with it are not sent by the stopping dispatcher but handed back at once (due
+    now, not after its lease)."""
+    where = str(tmp_path / "t.db")
+    store = opened(where, outbox=True)
+    for i in range(3):
+        store.save(paused_ops(f"term-{i}"))
+    cfg = config(tmp_path, receiver, lease_s=600)
+    log = tmp_path / "dispatcher.log"
+    proc = dispatcher(where, cfg, log)
+    receiver.on_request = lambda _: (proc.send_signal(signal.SIGTERM), time.sleep(0.3))
+    assert proc.wait(120) == 0, log.read_text()
+    receiver.on_request = None
+    assert receiver.total() == 1, log.read_text()  # the one in flight, nothing after
+    assert len(store.outbox.rows()) == 2
+    once = cli("notify", "--store", where, "--config", str(cfg), "--once").stdout
+    assert once.splitlines()[-1] == "delivered 2"  # not leased for another ten minutes
+    assert len(receiver.keys) == 3 and set(receiver.keys.values()) == {1}
+    store.close()

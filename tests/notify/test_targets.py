@@ -104,8 +104,13 @@ def test_the_signature_recipe_refuses_a_tampered_body_a_wrong_secret_and_a_repla
     replayed = {"Intermission-Timestamp": old, "Intermission-Signature": sign(SECRET, old, body)}
     assert not recipe(SECRET.encode(), body, replayed) and not verify(SECRET, body, replayed)
     assert not recipe(SECRET.encode(), body, {}) and not verify(SECRET, body, {})
-    # the library's check reads header names in any case
-    assert verify(SECRET, body, {k.lower(): v for k, v in headers.items()})
+    # header names in any case (HTTP/2, API gateways and ASGI lower-case them), and a
+    # hostile value is a refusal, never a crash, in the recipe as in the library's check
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert verify(SECRET, body, lower) and recipe(SECRET.encode(), body, lower)
+    for stamp_value, signature in (("\u00b2", "v1=00"), (stamp, "v1=\u00e9")):
+        odd = {"intermission-timestamp": stamp_value, "intermission-signature": signature}
+        assert not recipe(SECRET.encode(), body, odd) and not verify(SECRET, body, odd)
 
 
 def test_a_slack_message_has_text_blocks_and_a_button_to_the_interrupt(fresh: Receiver) -> None:
@@ -343,3 +348,27 @@ def test_a_wrong_config_is_a_typed_error_naming_the_field_never_the_secret(
     for secret in ("s3cret-in-the-file", "s3cret_in_the_file"):
         assert secret not in str(caught.value)
     assert "pw" not in caught.value.where
+
+
+def test_a_target_url_httpx_spells_otherwise_is_still_kept_out_of_the_log(
+    fresh: Receiver, caplog: Any
+) -> None:
+    # httpx logs each request's URL as it normalises it (host lower-cased, a default port
+    # dropped, non-ASCII percent-quoted): a credential in it must stay out of the log too
+    caplog.set_level(logging.DEBUG)
+    store = MemoryStore(outbox=True)
+    store.save(paused_ops("spelt"))
+    url = f"http://127.0.0.1:{fresh.port}/hook?token=s\u00e9cret-in-url"
+    assert Notifier(store, [Webhook(url, secret=SECRET, name="hook")]).deliver_pending() == 1
+    assert len(fresh.bodies) == 1
+    for leaked in ("cret-in-url", "s%C3%A9cret", f"127.0.0.1:{fresh.port}/hook"):
+        assert leaked not in caplog.text
+    assert "delivered to hook" in caplog.text
+
+
+@pytest.mark.parametrize("port", ["8o80", "99999", "0"])
+def test_a_url_whose_port_is_no_port_is_refused_when_the_target_is_made(port: str) -> None:
+    url = f"https://hooks.example.com:{port}/im"
+    for make in (lambda: Webhook(url, secret=SECRET), lambda: SlackWebhook(url)):
+        with pytest.raises(NotifyConfigError, match="is an http"):
+            make()

@@ -72,3 +72,30 @@ def test_without_tracing_the_response_carries_no_trace_context() -> None:
     r = client.post("/agents/ops", json=body,
                     headers={"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"})  # fmt: skip
     assert r.status_code == 200 and "traceparent" not in r.headers
+
+
+def test_a_resume_the_server_refuses_before_the_policy_is_still_on_record(traced: Any) -> None:
+    # a decision refused by the interrupt rules (another outcome stands) is a refused
+    # decision in the audit trail, and so in the trace, as on every other surface
+    store = MemoryStore()
+    client = TestClient(agui_app(AGENTS, store), base_url="http://127.0.0.1")
+    body = {"threadId": "T3", "runId": "r1", "messages": [
+        {"id": "u1", "role": "user", "content": "go"}]}  # fmt: skip
+    interrupts = parse_sse(client.post("/agents/ops", json=body).text)[-1][1]["outcome"]
+    iid = interrupts["interrupts"][0]["id"]
+
+    def resume(run: str, payload: dict[str, Any], who: str) -> Any:
+        data = {"threadId": "T3", "runId": run, "messages": [], "resume": [
+            {"interruptId": iid, "status": "resolved", "payload": payload,
+             "metadata": {"reviewer": who}}]}  # fmt: skip
+        return parse_sse(client.post("/agents/ops", json=data).text)[-1][1]
+
+    assert resume("r2", {"approved": True}, "alice")["type"] == "RUN_FINISHED"
+    traced.clear()
+    assert resume("r3", {"approved": False, "reason": "no"}, "bob")["code"] == "DECISION_CONFLICT"
+    (entry,) = [r for r in store.audit("T3") if r.action == "decision.refused"]
+    refused = one(traced.spans(), "intermission.decision.refused")["attributes"]
+    assert refused["intermission.decision.error"] == "DecisionConflictError"
+    assert refused["intermission.decision.principal"] == entry.actor == "bob"
+    assert refused["intermission.decision.via"] == "agui"
+    assert refused["gen_ai.conversation.id"] == "T3"

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import pytest
-from tests.otel._spans import events, named, one
+from tests.otel._spans import events, named, one, span_data
 
 from intermission import (
     HITL,
@@ -184,3 +184,68 @@ def test_a_failing_listener_never_breaks_a_run(traced: Any, caplog: Any) -> None
         listeners.remove(broken)
     assert "broken listener" in caplog.text
     assert named(traced.spans(), "execute_tool send")  # the other listener still traced
+
+
+def test_a_decision_through_the_cli_is_recorded_once_and_a_refused_one_once(
+    traced: Any, tmp_path: Any, capsys: Any
+) -> None:
+    # the CLI (like a widget) checks a decision on a read copy before it claims; that
+    # check records nothing, so it is not on record either: one decision, one record
+    from intermission.cli import main
+    from intermission.stores import SQLiteStore
+    from intermission.testing.conformance import paused_ops
+
+    path = str(tmp_path / "s.db")
+    store = SQLiteStore(path)
+    store.save(paused_ops("c1"))
+    store.close()
+    traced.clear()
+    assert main(["approve", "c1", "--store", path]) == 0
+    spans = traced.spans()
+    recorded = named(spans, "intermission.decision.recorded")
+    assert len(recorded) == 1, [s["attributes"] for s in recorded]
+    assert recorded[0]["attributes"]["intermission.decision.via"] == "cli"
+    (applied,) = events(one(spans, "invoke_agent ops"), "intermission.decision.applied")
+    assert applied["intermission.decision.via"] == "cli"
+    # a refused decision (the OS user is not of the role the policy names) is on record once
+    from intermission import ApprovalPolicy
+
+    s = paused_ops("c2")
+    policy = ApprovalPolicy(roles=frozenset({"finance"}))
+    s.hitl.tasks[:] = [t.model_copy(update={"policy": policy}) for t in s.hitl.tasks]
+    store = SQLiteStore(path)
+    store.save(s)
+    store.close()
+    traced.clear()
+    assert main(["approve", "c2", "--store", path]) == 2
+    capsys.readouterr()
+    refused = named(traced.spans(), "intermission.decision.refused")
+    assert len(refused) == 1 and not named(traced.spans(), "intermission.decision.recorded")
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_refused_edit_keeps_the_edited_values_out_unless_content_is_opted_in(
+    capture: bool,
+) -> None:
+    # the refusal of an edit that does not fit the tool quotes the edited values: content
+    from tests.otel.conftest import provider
+
+    import intermission.otel as otel
+    from intermission import InvalidDecisionError
+
+    tp, exporter = provider()
+    otel.instrument(tp, capture_content=capture, experimental=False)
+    try:
+        s, _ = paused()
+        task = HITL.pending_tasks(s)[0]
+        with pytest.raises(InvalidDecisionError):
+            HITL.submit(s, task, HITLDecision.approve().modified_args({"to": ["s3cret-edit"]}))
+        refused = one([span_data(x) for x in exporter.get_finished_spans()],
+                      "intermission.decision.refused")  # fmt: skip
+    finally:
+        otel.uninstrument()
+        tp.shutdown()
+    a = refused["attributes"]
+    assert a["intermission.decision.error"] == "InvalidDecisionError"
+    assert a["intermission.decision.target"] == "call_m"
+    assert ("s3cret-edit" in json.dumps(refused)) is capture

@@ -60,6 +60,11 @@ def test_a_malformed_meta_is_a_typed_error(meta: Any) -> None:
         {"v": 1, "trace": "0" * 32, "span": "2" * 16},  # an invalid trace id
         {"v": 1, "trace": "xyz", "span": "2" * 16},
         {"v": 1, "trace": "1" * 32},
+        # ids no span context can carry: an OTLP exporter fails the whole batch on them
+        {"v": 1, "trace": "f" * 33, "span": "2" * 16},
+        {"v": 1, "trace": "1" * 32, "span": "f" * 17},
+        {"v": 1, "trace": "-1", "span": "2" * 16},
+        {"v": 1, "trace": "0x" + "1" * 30, "span": "2" * 16},
     ],
 )
 def test_a_record_tracing_cannot_read_makes_no_link(traced: Any, record: Any) -> None:

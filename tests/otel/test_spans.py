@@ -337,3 +337,35 @@ def test_a_graph_evaluated_on_its_own_pauses_and_continues_linked(traced: Any) -
     again = one(spans, "invoke_workflow approve3")
     assert again["links"][0]["span"] == root["span"]
     assert [x["name"] for x in children(spans, again)] == ["node gate", "node c", "node end"]
+
+
+def test_two_copies_of_one_session_running_at_once_are_two_traces(traced: Any) -> None:
+    # stale copies (two loads of one session, no claim) run side by side in one process:
+    # each request is its own trace, never a member of the other's
+    import threading
+
+    both = threading.Barrier(2, timeout=60)
+
+    @tool
+    def meet(who: str) -> str:
+        """Wait for the other copy."""
+        both.wait()
+        return who
+
+    def run(who: str) -> None:
+        script = [[ToolCall("meet", {"who": who}, f"call_{who}")], "met"]
+        agent = ReActAgent.of(ScriptedModel(script)).name("twin").tools(meet).build()
+        agent.prompt("go").session(InMemoryAgentSession.of("same")).call()
+
+    threads = [threading.Thread(target=run, args=(who,)) for who in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    spans = traced.spans()
+    roots = named(spans, "invoke_agent twin")
+    assert len(roots) == 2 and all(r["parent"] is None for r in roots)
+    assert roots[0]["trace"] != roots[1]["trace"]
+    for root in roots:
+        (tool_span,) = [s for s in children(spans, root) if s["name"] == "execute_tool meet"]
+        assert tool_span["attributes"]["intermission.tool.executed"] is True

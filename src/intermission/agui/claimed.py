@@ -28,6 +28,7 @@ from typing import Any
 
 from ag_ui import core as ag
 
+from ..core import listeners
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     ConflictError,
@@ -219,6 +220,8 @@ class Claimed:
         except Refusal as exc:
             if exc.audit:  # refused decisions: kept in the trail, the session untouched
                 _write_audit(self.store, tid, exc.audit)
+                for entry in exc.audit if listeners.LISTENERS else ():  # (traces: on record)
+                    listeners.noted(s, entry)
             raise
         if p.kind == "replay":
             raise _Unsaved(self._replayed(s, p))

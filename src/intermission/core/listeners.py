@@ -11,9 +11,14 @@ they are without a stream). A listener that raises is logged and never stops a r
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
-__all__ = ["LISTENERS", "Listener", "add", "effect", "ended", "event", "noted", "remove"]
+__all__ = [
+    "LISTENERS", "Listener", "add", "effect", "ended", "event", "muted", "noted", "remove",
+]  # fmt: skip
 
 log = logging.getLogger("intermission.listeners")
 
@@ -53,7 +58,23 @@ def remove(listener: Listener) -> None:
         LISTENERS.remove(listener)
 
 
+_MUTED: ContextVar[bool] = ContextVar("intermission_listeners_muted", default=False)
+
+
+@contextmanager
+def muted() -> Iterator[None]:
+    """Tell no listener what happens inside (a decision checked on a read copy that is
+    never saved: what it records there is not on record)."""
+    token = _MUTED.set(True)
+    try:
+        yield
+    finally:
+        _MUTED.reset(token)
+
+
 def _tell(method: str, *args: Any) -> None:
+    if _MUTED.get():
+        return
     for listener in tuple(LISTENERS):
         try:
             getattr(listener, method)(*args)

@@ -91,14 +91,19 @@ class Notifier:
     def deliver_pending(self) -> int:
         """Deliver every notification due now, once; returns how many were delivered (to
         every target that routes them). Failed ones are left for a later pass."""
+        return self._pass(None)
+
+    def _pass(self, stop: threading.Event | None) -> int:
+        """One pass; ``stop`` (the loop's): once it is set, nothing new is sent."""
         delivered = 0
         for _ in range(10_000):  # (a bound, not a limit a real outbox meets in one pass)
             rows = self.outbox.take(self.owner, self.batch, self.lease_ms)
             # slow receivers must not outlast the lease (another dispatcher would send the
-            # rest again): past half of it, the rows not tried yet are handed back
+            # rest again): past half of it, or once stopping, the rows not tried yet are
+            # handed back (due at once, not when the lease ends)
             until = time.monotonic() + self.lease_ms / 2000
             for i, row in enumerate(rows):
-                if time.monotonic() > until:
+                if time.monotonic() > until or (stop is not None and stop.is_set()):
                     for rest in rows[i:]:
                         self.outbox.release(rest.key, self.owner)
                     return delivered
@@ -170,7 +175,7 @@ class Notifier:
         while not self._stop.is_set():
             wake.clear()
             try:
-                self.deliver_pending()
+                self._pass(self._stop)
             except StoreError as exc:
                 log.warning("the store is unavailable, trying again: %s", type(exc).__name__)
             wake.wait(poll_s)

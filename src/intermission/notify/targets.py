@@ -88,7 +88,11 @@ def check_timeout(timeout_s: Any) -> float:
 
 def _check_url(url: Any, what: str) -> str:
     ok = isinstance(url, str) and url.startswith(("https://", "http://")) and url.isprintable()
-    if not ok or " " in url or not urlsplit(url).hostname:
+    try:  # (a port that is no number fails at the first delivery otherwise, every time)
+        ok = ok and " " not in url and bool(urlsplit(url).hostname) and urlsplit(url).port != 0
+    except ValueError:
+        ok = False
+    if not ok:
         raise NotifyConfigError(f"{what} is an http(s) URL (not shown: it may hold a token)")
     return str(url)
 
@@ -139,6 +143,12 @@ class _HTTP(_Routed):
         if self._client is None:
             # no redirects: a signed body goes where it was configured to, nowhere else
             self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+            # httpx logs the URL as it spells it (host lower-cased, a default port dropped,
+            # non-ASCII quoted): hidden in that spelling too
+            try:
+                _HideTargetURLs.urls.add(str(httpx.URL(self.url)))
+            except httpx.InvalidURL:  # (then no request is made, and none logged)
+                pass
         try:
             response = self._client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:

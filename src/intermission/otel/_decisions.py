@@ -48,6 +48,11 @@ _DETAIL = {
 }  # fmt: skip
 
 
+_QUOTES_INPUT = frozenset({"InvalidDecisionError"})
+"""Refusals of a malformed decision: their message quotes what was submitted (edited
+arguments that do not fit the tool), which is content."""
+
+
 def note_attrs(entry: Any, capture: bool) -> dict[str, Any]:
     """An audit entry's attributes (None when it is about an effect: its target is a key)."""
     action = str(getattr(entry, "action", ""))
@@ -56,10 +61,13 @@ def note_attrs(entry: Any, capture: bool) -> dict[str, Any]:
     _put(out, A.ROLES, getattr(entry, "roles", None))
     _put(out, A.VIA, getattr(entry, "via", None))
     _put(out, A.AUTHENTICATED, getattr(entry, "authenticated", None))
-    _put(out, A.REASON, getattr(entry, "reason", None))
+    detail = getattr(entry, "detail", None)
+    error = detail.get("error") if isinstance(detail, dict) else None
+    quotes = action == "decision.refused" and isinstance(error, str) and error in _QUOTES_INPUT
+    if capture or not quotes:
+        _put(out, A.REASON, getattr(entry, "reason", None))
     if not action.startswith("effect."):  # (an effect's target is its idempotency key)
         _put(out, A.TARGET, getattr(entry, "target", None))
-    detail = getattr(entry, "detail", None)
     if isinstance(detail, dict):
         for key, name in _DETAIL.items():
             _put(out, name, detail.get(key))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
@@ -11,6 +12,9 @@ from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
 from . import attributes as A
 
 __all__ = ["KEY", "VERSION", "link_to", "pause_record", "read_record", "write_record"]
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
 
 KEY = "otel"
 """The session's meta entry tracing keeps."""
@@ -24,12 +28,11 @@ def read_record(session: Any) -> dict[str, Any] | None:
     if not isinstance(record, dict) or record.get("v") != VERSION:
         return None  # (a record of another version: written by a newer intermission)
     trace, span = record.get("trace"), record.get("span")
-    if not isinstance(trace, str) or not isinstance(span, str):
+    # (exactly the hex a span context carries: an id out of range fails an exporter's
+    # whole batch, other sessions' spans with it)
+    if not isinstance(trace, str) or not _TRACE_ID.fullmatch(trace) or not int(trace, 16):
         return None
-    try:
-        if int(trace, 16) == 0 or int(span, 16) == 0:
-            return None
-    except ValueError:
+    if not isinstance(span, str) or not _SPAN_ID.fullmatch(span) or not int(span, 16):
         return None
     return record
 

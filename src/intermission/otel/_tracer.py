@@ -60,7 +60,9 @@ class Tracing:
         self.tracer = source.get_tracer("intermission", __version__)
         self.capture = capture_content
         self.experimental = experimental
-        self._requests: dict[str, _Request] = {}
+        self._requests: dict[int, _Request] = {}
+        """Requests in flight by their session object (two copies of one session, loaded
+        twice and run at once, are two requests)."""
         self._lock = threading.Lock()
         self._retired = False
         """Switched off: only the requests in flight are followed, to their end."""
@@ -69,8 +71,7 @@ class Tracing:
     def on_event(self, session: Any, ev: Any) -> None:
         """Route one event (see :class:`~intermission.core.listeners.Listener`)."""
         kind = ev.kind
-        sid = ev.session_id
-        req = self._requests.get(sid)
+        req = self._requests.get(id(session))
         if req is None and self._retired:
             return
         if kind in ("run_start", "team_start"):
@@ -94,7 +95,7 @@ class Tracing:
         action = str(getattr(entry, "action", ""))
         if action.startswith("effect."):
             return  # (effects are told by the ledger, without their keys)
-        req = self._requests.get(getattr(session, "session_id", ""))
+        req = self._requests.get(id(session))
         if req is None and self._retired:
             return
         attrs = note_attrs(entry, self.capture)
@@ -106,7 +107,7 @@ class Tracing:
 
     def on_effect(self, session: Any, key: str, outcome: str) -> None:
         """The ledger ran an effect or returned its recorded result (the key stays here)."""
-        req = self._requests.get(getattr(session, "session_id", ""))
+        req = self._requests.get(id(session))
         if req is None:
             return
         if req.stack:
@@ -120,7 +121,7 @@ class Tracing:
     def on_end(self, session: Any, error: BaseException | None) -> None:
         """The request ended: close its spans, record a pause, keep the root's context."""
         with self._lock:
-            req = self._requests.pop(session.session_id, None)
+            req = self._requests.pop(id(session), None)
             done = self._retired and not self._requests
         if done:
             listeners.remove(self)  # switched off, and its last request in flight ended
@@ -175,8 +176,8 @@ class Tracing:
             moved, old._requests = old._requests, {}
             old._retired = True
         with self._lock:
-            for sid, req in moved.items():
-                self._requests.setdefault(sid, req)
+            for key, req in moved.items():
+                self._requests.setdefault(key, req)
 
     # -- requests -------------------------------------------------------------------------
     def _begin(self, session: Any, ev: Any, kind: str) -> _Request:
@@ -241,7 +242,7 @@ class Tracing:
             root.set_attribute(A.INPUT_MESSAGES, messages_json([_User(ev.prompt)]))
         req = _Request(root=root, session=session)
         with self._lock:
-            self._requests[sid] = req
+            self._requests[id(session)] = req
         self._focus(req)
         return req
 

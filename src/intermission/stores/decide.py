@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from .. import _check
 from ..agents._base import check_owner
+from ..core import listeners
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     DecisionConflictError,
@@ -134,11 +135,15 @@ def decide_and_resume(
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
     check_owner(read, runner, adopt=adopt)  # the session's own agent, or adopted on purpose
     try:
-        # its approver policy and tools judge the decision (R49), made as ``principal``
-        with deciding_for(runner, adopt=adopt), deciding_as(principal):
+        # its approver policy and tools judge the decision (R49), made as ``principal``;
+        # what the check records on the read copy is never saved, so nobody is told of it
+        with deciding_for(runner, adopt=adopt), deciding_as(principal), listeners.muted():
             decide(read)  # the check on a read: a refused decision never claims
     except InvalidDecisionError as exc:
         write_refusal(store, session_id, exc)  # who tried what, why refused
+        entry = getattr(exc, "audit", None)
+        if entry is not None and listeners.LISTENERS:  # (the refusal is on record)
+            listeners.noted(read, entry)
         raise
     ours = _ours(read, mark)
     try:
