@@ -96,8 +96,9 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
         session
     ).principal(cli_actor()).call()
     store.save(session)
-    sid, target = _v(session.session_id), _v(args.store)
-    print(f"session {sid} is pending: {_v(session.pending_reason)}")
+    # the lines below are to be pasted into a shell: quoted, whatever the id or path holds
+    sid, target = (_v(shlex.quote(x)) for x in (session.session_id, args.store))
+    print(f"session {_v(session.session_id)} is pending: {_v(session.pending_reason)}")
     print(f"request: {_v(session.context.get('approval.request'))}")
     print("continue with one of:")
     print(f"  python -m intermission approve {sid} --reviewer alice --store {target}")

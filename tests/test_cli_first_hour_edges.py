@@ -1,0 +1,108 @@
+"""Issue 29: edges a newcomer hits with the CLI. The commands it prints can be pasted into a
+shell whatever the session id or store path holds (spaces, quotes, non-ASCII); a store
+file that cannot be written is said so, not called an outage to wait for; a folder given
+as the store is named as one."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from intermission.cli import main
+from intermission.stores import SQLiteStore
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("sid", ["my change ü", "it's $HOME; rm -rf"])
+def test_the_commands_demo_prints_run_as_pasted(tmp_path: Path, sid: str) -> None:
+    (tmp_path / "my stores ü").mkdir()
+    store = "my stores ü/demo store.sqlite"
+    done = run([sys.executable, "-m", "intermission", "demo", "--session", sid,
+                "--store", store], tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    approve = next(
+        line.strip() for line in done.stdout.splitlines()
+        if line.strip().startswith("python -m intermission approve ")
+    )  # fmt: skip
+    argv = shlex.split(approve)  # as a POSIX shell reads the pasted line
+    assert argv[:4] == ["python", "-m", "intermission", "approve"]
+    assert argv[4] == sid and argv[argv.index("--store") + 1] == store
+    pasted = run([sys.executable, *argv[1:]], tmp_path)
+    assert pasted.returncode == 0, pasted.stderr
+    assert "done" in pasted.stdout
+
+
+def _make_read_only(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``path`` a file this process cannot write. Root writes a chmod 444 file anyway,
+    so there the file is made immutable; where the file system cannot do that, SQLite's
+    ``query_only`` gives the same refusal (SQLITE_READONLY) on every connection."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        path.parent.chmod(0o555)
+        return
+    chattr = shutil.which("chattr")
+    if chattr and subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode == 0:
+        return
+    opened = SQLiteStore._open
+
+    def read_only_open(self: SQLiteStore) -> sqlite3.Connection:
+        conn = opened(self)
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    monkeypatch.setattr(SQLiteStore, "_open", read_only_open)
+
+
+def _writable_again(path: Path) -> None:
+    if os.geteuid() != 0:
+        path.parent.chmod(0o755)
+        path.chmod(0o644)
+    elif chattr := shutil.which("chattr"):
+        subprocess.run([chattr, "-i", str(path)], capture_output=True)
+
+
+def test_a_read_only_store_is_refused_as_such_not_as_an_outage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "ro" / "demo.sqlite"
+    store.parent.mkdir()
+    assert main(["demo", "--store", str(store)]) == 0
+    capsys.readouterr()
+    _make_read_only(store, monkeypatch)
+    try:
+        assert main(["approve", "change-001", "--reviewer", "alice", "--store", str(store)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: the SQLite store {str(store)!r} cannot be written"), err
+        assert "writable" in err and "\n" not in err
+        assert "connection was lost" not in err and "retry when" not in err
+        assert main(["show", "change-001", "--store", str(store)]) == 0  # reading still works
+        assert "status:   pending" in capsys.readouterr().out
+    finally:
+        monkeypatch.undo()
+        _writable_again(store)
+    assert main(["approve", "change-001", "--reviewer", "alice", "--store", str(store)]) == 0
+    assert "done" in capsys.readouterr().out  # nothing had changed; now it can be decided
+
+
+@pytest.mark.parametrize("command", [["demo"], ["pending"], ["show", "change-001"]])
+def test_a_folder_as_the_store_is_named_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    assert main([*command, "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {str(tmp_path)!r} is a directory, not a SQLite store: name a file in it "
+        "(say store.sqlite)"
+    )
+    assert list(tmp_path.iterdir()) == []
