@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,38 @@ def test_a_folder_as_the_store_is_named_as_one(
         "(say store.sqlite)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_the_store_is_locked_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    store = tmp_path / "locked.sqlite"
+    assert main(["demo", "--store", str(store)]) == 0
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process is writing, for a long while
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "intermission", "pending", "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    try:
+        fds = Path(f"/proc/{cli.pid}/fd")
+        for _ in range(1200):  # until the CLI has the file open: it waits for the lock then
+            if cli.poll() is not None or any(
+                str(store) in os.path.realpath(fd) for fd in _listdir(fds)
+            ):
+                break
+            time.sleep(0.05)
+        assert cli.poll() is None, cli.communicate()
+        cli.send_signal(signal.SIGINT)  # the person presses ^C
+    finally:
+        holder.execute("COMMIT")  # sqlite's busy wait returns; Python sees the ^C
+        holder.close()
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return [str(p) for p in path.iterdir()]
+    except OSError:  # the process ended meanwhile
+        return []

@@ -718,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IntermissionError as exc:
         print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C while the store is locked or the database is slow to answer
+        return 130
     try:
         code = commands[args.command](args, store)
     except IntermissionError as exc:
