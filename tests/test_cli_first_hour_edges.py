@@ -143,3 +143,26 @@ def _listdir(path: Path) -> list[str]:
         return [str(p) for p in path.iterdir()]
     except OSError:  # the process ended meanwhile
         return []
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["approve", "s-1", "--wait", "-1"], "--wait is a finite number from 0 to 3600, not -1"),
+        (["resume", "s-1", "--wait", "nan"], "--wait is a finite number from 0 to 3600, not nan"),
+        (["sweep", "--every", "0"], "--every is a finite number from 0.01 to 86400, not 0"),
+        (["sweep", "--every", "-5"], "--every is a finite number from 0.01 to 86400, not -5"),
+        (["serve", "--drain", "inf"], "--drain is a finite number from 0 to 86400, not inf"),
+        (["serve", "--sweep-every", "-1"], "--sweep-every is a finite number from 0 to 86400"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_a_bad_number_of_seconds_is_named_by_its_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    store = tmp_path / "app.sqlite"
+    assert main([*argv, "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {says}"), err
+    assert "\n" not in err and "_s " not in err  # no Python parameter (wait_s) named
+    assert not store.exists()  # refused before any store was opened

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import loads
@@ -369,8 +370,6 @@ def cmd_sweep(args: argparse.Namespace, store: SessionStore) -> None:
 
     from .stores.sweep import sweep_deadlines
 
-    if args.every is not None and not 0 < args.every <= 86_400:
-        raise IntermissionError("--every is a number of seconds from 0 to 86400 (not 0)")
     while True:
         swept = sweep_deadlines(store, limit=args.limit)
         if swept or args.every is None:
@@ -680,6 +679,21 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
     return str(exc)
 
 
+_SECONDS = (
+    ("wait", "--wait", 0, 3600),
+    ("drain", "--drain", 0, 86_400),
+    ("every", "--every", 0.01, 86_400),
+    ("sweep_every", "--sweep-every", 0, 86_400),
+)
+"""Each option of seconds, checked under the name the person typed (what it is passed to
+names its own parameter: ``wait_s``)."""
+
+
+def _check_seconds(args: argparse.Namespace) -> None:
+    for dest, option, lo, hi in _SECONDS:
+        _check.number(option, getattr(args, dest, None), lo, hi, optional=True)
+
+
 def _open(args: argparse.Namespace) -> SessionStore:
     """The store of ``--store``; a command that only uses one never creates it."""
     return open_store(args.store, create=args.command in CREATES)
@@ -712,6 +726,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "outbox": cmd_outbox,
     }
     try:
+        _check_seconds(args)
         if args.command in ("approve", "reject", "resume", "serve"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
