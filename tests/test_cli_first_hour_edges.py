@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from tests._helpers import need_module
 
+from intermission import StoreError
 from intermission.cli import main
-from intermission.stores import SQLiteStore
+from intermission.stores import SQLiteStore, open_store
 
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -166,3 +168,18 @@ def test_a_bad_number_of_seconds_is_named_by_its_option(
     assert err.startswith(f"error: {says}"), err
     assert "\n" not in err and "_s " not in err  # no Python parameter (wait_s) named
     assert not store.exists()  # refused before any store was opened
+
+
+@pytest.mark.parametrize("option", ["sslmode=bogus", "channel_binding=x", "gssencmode=x"])
+def test_a_postgres_url_with_a_bad_option_is_refused_for_good_not_retry_later(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    need_module("psycopg", "the postgres extra (pip install intermission[postgres])")
+    target = f"postgresql://u:p@127.0.0.1:5432/x?{option}"  # libpq refuses it before connecting
+    with pytest.raises(StoreError) as caught:
+        open_store(target)
+    assert type(caught.value) is StoreError  # not StoreUnavailableError: waiting changes nothing
+    assert main(["pending", "--store", target]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"invalid {option.split('=')[0]} value" in err and "\n" not in err
+    assert "retry when the database is back" not in err, err
