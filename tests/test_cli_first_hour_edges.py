@@ -183,3 +183,36 @@ def test_a_postgres_url_with_a_bad_option_is_refused_for_good_not_retry_later(
     err = capsys.readouterr().err.strip()
     assert f"invalid {option.split('=')[0]} value" in err and "\n" not in err
     assert "retry when the database is back" not in err, err
+
+
+WITHOUT_HTTPX = """
+import sys
+sys.modules["httpx"] = None  # as if the notify extra was not installed
+from intermission.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_notify_without_its_extra_says_so_and_spends_no_attempt(tmp_path: Path) -> None:
+    store = tmp_path / "app.sqlite"
+    SQLiteStore(store, outbox=True).close()
+    assert main(["demo", "--store", str(store)]) == 0  # a pause: one notification waits
+    config = tmp_path / "notify.yaml"
+    config.write_text("targets:\n  - type: slack\n    url_env: SLACK_URL\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SLACK_URL"] = "http://127.0.0.1:9/hook"
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_HTTPX, "notify", "--once", "--config", str(config),
+         "--store", str(store)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.strip() == (
+        "error: 'httpx' is not installed: pip install 'intermission[notify]'"
+    ), done.stderr
+    opened = SQLiteStore(store, create=False)
+    try:
+        (row,) = opened.outbox.rows()  # type: ignore[attr-defined]
+        assert row.attempts == 0 and row.status == "pending"  # still waits, untouched
+    finally:
+        opened.close()
