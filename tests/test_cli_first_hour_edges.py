@@ -216,3 +216,19 @@ def test_notify_without_its_extra_says_so_and_spends_no_attempt(tmp_path: Path) 
         assert row.attempts == 0 and row.status == "pending"  # still waits, untouched
     finally:
         opened.close()
+
+
+@pytest.mark.parametrize(
+    "command", [["demo"], ["pending"], ["show", "change-001"], ["approve", "change-001"]]
+)
+def test_a_memory_store_that_would_keep_nothing_is_refused(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # `demo --store memory:` printed "continue with: approve … --store memory:", which can
+    # never find the session; `pending` there listed an empty store as if it were one
+    assert main([*command, "--store", "memory:"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == (
+        f"error: --store memory: keeps nothing after this command, so {command[0]} has "
+        "nothing to work on: give a SQLite file (say demo.sqlite) or a postgresql:// URL"
+    )

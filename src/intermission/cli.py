@@ -696,6 +696,12 @@ def _check_seconds(args: argparse.Namespace) -> None:
 
 def _open(args: argparse.Namespace) -> SessionStore:
     """The store of ``--store``; a command that only uses one never creates it."""
+    if args.store == "memory:" and args.command != "serve":
+        # a memory store ends with this process: a demo saved there, or a decision, is lost
+        raise UsageError(
+            f"--store memory: keeps nothing after this command, so {args.command} has nothing "
+            "to work on: give a SQLite file (say demo.sqlite) or a postgresql:// URL"
+        )
     return open_store(args.store, create=args.command in CREATES)
 
 
