@@ -232,3 +232,25 @@ def test_a_memory_store_that_would_keep_nothing_is_refused(
         f"error: --store memory: keeps nothing after this command, so {command[0]} has "
         "nothing to work on: give a SQLite file (say demo.sqlite) or a postgresql:// URL"
     )
+
+
+def test_a_session_someone_else_resumes_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "demo.sqlite")
+    assert main(["demo", "--store", path]) == 0
+    capsys.readouterr()
+    other = SQLiteStore(path)
+    try:
+        with other.claim("change-001"):  # another reviewer's resume, still running
+            argv = ["approve", "change-001", "--reviewer", "alice", "--wait", "0.2"]
+            assert main([*argv, "--store", path]) == 2
+    finally:
+        other.close()
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: session 'change-001' is being resumed by someone else (waited 0.2 s); nothing "
+        "was changed. Run the command again once they are done, or wait longer with --wait "
+        "SECONDS"
+    )
+    assert main(["approve", "change-001", "--reviewer", "alice", "--store", path]) == 0

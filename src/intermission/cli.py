@@ -32,6 +32,7 @@ from .errors import (
     EffectOutcomeUnknownError,
     IntermissionError,
     NothingToResumeError,
+    SessionBusyError,
     UsageError,
     _utc,
 )
@@ -667,6 +668,14 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
         return (
             f"session {exc.session_id!r} is {exc.status}: nothing waits for a decision "
             f"(someone may have resumed it already){last}; nothing was changed"
+        )
+    if isinstance(exc, SessionBusyError):
+        wait = getattr(args, "wait", None)
+        return (
+            f"session {exc.session_id!r} is being resumed by someone else"
+            + (f" (waited {wait:g} s)" if wait is not None else "")
+            + "; nothing was changed. Run the command again once they are done"
+            + (", or wait longer with --wait SECONDS" if wait is not None else "")
         )
     if isinstance(exc, EffectOutcomeUnknownError) and exc.session_id is not None:
         sid, key = shlex.quote(exc.session_id), shlex.quote(exc.key)
