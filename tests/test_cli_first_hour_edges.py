@@ -254,3 +254,19 @@ def test_a_session_someone_else_resumes_says_what_to_do(
         "SECONDS"
     )
     assert main(["approve", "change-001", "--reviewer", "alice", "--store", path]) == 0
+
+
+@pytest.mark.parametrize("command", [["pending"], ["show", "change-001"]])
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, command: list[str]) -> None:
+    store = str(tmp_path / "demo.sqlite")
+    assert main(["demo", "--store", store]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with subprocess.Popen(
+        [sys.executable, "-m", "intermission", *command, "--store", store],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+    ) as cli:  # fmt: skip
+        assert cli.stdout is not None and cli.stderr is not None
+        cli.stdout.close()  # `| head -0`: the reader is gone before anything is written
+        err = cli.stderr.read()
+        assert cli.wait(timeout=120) == 141, err
+    assert err == "", err  # no BrokenPipeError traceback, no "Exception ignored"

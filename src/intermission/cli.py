@@ -752,11 +752,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     try:
         code = commands[args.command](args, store)
+        sys.stdout.flush()  # (a reader that went away shows here, not as noise at exit)
     except IntermissionError as exc:
         print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
         return 130
+    except BrokenPipeError:  # `pending | head -1`: the reader stopped early, as it may
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (nothing left to flush)
+        return 141  # what a shell reports for a writer that SIGPIPE ended
     finally:
         store.close()
     return code or 0
