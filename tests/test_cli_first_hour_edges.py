@@ -270,3 +270,20 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, command: li
         err = cli.stderr.read()
         assert cli.wait(timeout=120) == 141, err
     assert err == "", err  # no BrokenPipeError traceback, no "Exception ignored"
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_a_console_that_cannot_show_a_character_gets_it_escaped(
+    tmp_path: Path, encoding: str
+) -> None:
+    store = str(tmp_path / "demo.sqlite")
+    assert main(["demo", "--session", "变更-1 ✓", "--store", store]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONIOENCODING"] = encoding  # as Windows writes to a file: cp1252
+    for command in (["pending"], ["show", "变更-1 ✓"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "intermission", *command, "--store", store],
+            capture_output=True, cwd=tmp_path, env=env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+        assert b"\\u53d8\\u66f4-1 \\u2713" in done.stdout, done.stdout

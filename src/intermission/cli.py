@@ -716,6 +716,10 @@ def _open(args: argparse.Namespace) -> SessionStore:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    if hasattr(sys.stdout, "reconfigure"):
+        # a console or file that cannot hold a character (Windows' cp1252, LANG=C) shows
+        # it escaped, as stderr does, rather than ending the command with a traceback
+        sys.stdout.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     if os.environ.get("INTERMISSION_OTEL"):  # traces of this process's requests
         from .otel.env import configure_from_env
