@@ -287,3 +287,22 @@ def test_a_console_that_cannot_show_a_character_gets_it_escaped(
         )  # fmt: skip
         assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
         assert b"\\u53d8\\u66f4-1 \\u2713" in done.stdout, done.stdout
+
+
+def test_a_damaged_row_is_named_and_explained_when_loaded_as_when_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "demo.sqlite")
+    assert main(["demo", "--store", store]) == 0
+    db = sqlite3.connect(store)
+    db.execute("UPDATE im_sessions SET snapshot = substr(snapshot, 1, 200)")  # cut short
+    db.commit()
+    db.close()
+    capsys.readouterr()
+    assert main(["pending", "--store", store]) == 0  # the listing names it, says what to do
+    assert "unreadable: change-001: " in capsys.readouterr().out
+    for command in (["show", "change-001"], ["approve", "change-001", "--reviewer", "alice"]):
+        assert main([*command, "--store", store]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: session 'change-001' cannot be read (not valid JSON"), err
+        assert err.endswith("restore it from a backup, or delete the session"), err
