@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import loads
@@ -31,6 +32,7 @@ from .errors import (
     EffectOutcomeUnknownError,
     IntermissionError,
     NothingToResumeError,
+    SessionBusyError,
     UsageError,
     _utc,
 )
@@ -96,8 +98,9 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
         session
     ).principal(cli_actor()).call()
     store.save(session)
-    sid, target = _v(session.session_id), _v(args.store)
-    print(f"session {sid} is pending: {_v(session.pending_reason)}")
+    # the lines below are to be pasted into a shell: quoted, whatever the id or path holds
+    sid, target = (_v(shlex.quote(x)) for x in (session.session_id, args.store))
+    print(f"session {_v(session.session_id)} is pending: {_v(session.pending_reason)}")
     print(f"request: {_v(session.context.get('approval.request'))}")
     print("continue with one of:")
     print(f"  python -m intermission approve {sid} --reviewer alice --store {target}")
@@ -368,8 +371,6 @@ def cmd_sweep(args: argparse.Namespace, store: SessionStore) -> None:
 
     from .stores.sweep import sweep_deadlines
 
-    if args.every is not None and not 0 < args.every <= 86_400:
-        raise IntermissionError("--every is a number of seconds from 0 to 86400 (not 0)")
     while True:
         swept = sweep_deadlines(store, limit=args.limit)
         if swept or args.every is None:
@@ -668,6 +669,14 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
             f"session {exc.session_id!r} is {exc.status}: nothing waits for a decision "
             f"(someone may have resumed it already){last}; nothing was changed"
         )
+    if isinstance(exc, SessionBusyError):
+        wait = getattr(args, "wait", None)
+        return (
+            f"session {exc.session_id!r} is being resumed by someone else"
+            + (f" (waited {wait:g} s)" if wait is not None else "")
+            + "; nothing was changed. Run the command again once they are done"
+            + (", or wait longer with --wait SECONDS" if wait is not None else "")
+        )
     if isinstance(exc, EffectOutcomeUnknownError) and exc.session_id is not None:
         sid, key = shlex.quote(exc.session_id), shlex.quote(exc.key)
         return (
@@ -679,13 +688,38 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
     return str(exc)
 
 
+_SECONDS = (
+    ("wait", "--wait", 0, 3600),
+    ("drain", "--drain", 0, 86_400),
+    ("every", "--every", 0.01, 86_400),
+    ("sweep_every", "--sweep-every", 0, 86_400),
+)
+"""Each option of seconds, checked under the name the person typed (what it is passed to
+names its own parameter: ``wait_s``)."""
+
+
+def _check_seconds(args: argparse.Namespace) -> None:
+    for dest, option, lo, hi in _SECONDS:
+        _check.number(option, getattr(args, dest, None), lo, hi, optional=True)
+
+
 def _open(args: argparse.Namespace) -> SessionStore:
     """The store of ``--store``; a command that only uses one never creates it."""
+    if args.store == "memory:" and args.command != "serve":
+        # a memory store ends with this process: a demo saved there, or a decision, is lost
+        raise UsageError(
+            f"--store memory: keeps nothing after this command, so {args.command} has nothing "
+            "to work on: give a SQLite file (say demo.sqlite) or a postgresql:// URL"
+        )
     return open_store(args.store, create=args.command in CREATES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    if hasattr(sys.stdout, "reconfigure"):
+        # a console or file that cannot hold a character (Windows' cp1252, LANG=C) shows
+        # it escaped, as stderr does, rather than ending the command with a traceback
+        sys.stdout.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     if os.environ.get("INTERMISSION_OTEL"):  # traces of this process's requests
         from .otel.env import configure_from_env
@@ -711,19 +745,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "outbox": cmd_outbox,
     }
     try:
+        _check_seconds(args)
         if args.command in ("approve", "reject", "resume", "serve"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
     except IntermissionError as exc:
         print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C while the store is locked or the database is slow to answer
+        return 130
     try:
         code = commands[args.command](args, store)
+        sys.stdout.flush()  # (a reader that went away shows here, not as noise at exit)
     except IntermissionError as exc:
         print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
         return 130
+    except BrokenPipeError:  # `pending | head -1`: the reader stopped early, as it may
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (nothing left to flush)
+        return 141  # what a shell reports for a writer that SIGPIPE ended
     finally:
         store.close()
     return code or 0

@@ -49,6 +49,11 @@ def widget_ref() -> Any:
 
 Handler = Callable[[dict[str, Any]], None]
 
+NOT_LIVE = (
+    "(an interactive widget: run this cell in JupyterLab, Notebook 7 or VS Code to use it; "
+    "a stored copy or a page without a kernel shows only this line)"
+)
+
 
 def _esm_url_for_marimo(cls: type) -> str | None:
     """The module as a ``data:`` URL for a widget made in marimo outside a running cell
@@ -97,6 +102,15 @@ class View(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self._mid = self.model_id
         self.on_msg(self._received)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        shown = super()._repr_mimebundle_(**kwargs)
+        data = shown[0] if isinstance(shown, tuple) else shown
+        if isinstance(data, dict) and isinstance(data.get("text/plain"), str):
+            # what a page that cannot draw the widget shows instead: a stored notebook opened
+            # untrusted (a fresh clone, GitHub, nbviewer) or with no kernel behind it
+            data["text/plain"] += f"\n{NOT_LIVE}"
+        return shown
 
     def _actions(self) -> dict[str, Handler]:
         """The actions this widget's page may send, by name."""

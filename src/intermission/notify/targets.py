@@ -131,6 +131,9 @@ class _HTTP(_Routed):
     the status (never the body), with the receiver's ``Retry-After`` when it sent one."""
 
     def __init__(self, url: str, timeout_s: float) -> None:
+        # refused when made, not at each delivery: a dispatcher without httpx would fail
+        # every attempt until its notifications gave up
+        require("httpx", "notify")
         self.url = url
         self.timeout_s = timeout_s
         self._client: Any = None

@@ -3,6 +3,7 @@ kernels and workers on different machines."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,8 @@ _REFUSED = (
     "invalid integer value",
 )
 """What libpq says when the server (or the URL) refuses for good, not for now."""
+_BAD_OPTION = re.compile(r"invalid \w+ value")
+"""libpq on a URL option it cannot take (``sslmode=bogus``): no wait makes it right."""
 
 
 class PostgresStore(SQLStore):
@@ -88,7 +91,7 @@ class PostgresStore(SQLStore):
             )
         except self._psycopg.OperationalError as exc:  # (the message never holds a password)
             why = " ".join(str(exc).split())  # (one line: libpq adds "\n\tIs the server…")
-            if any(marker in why for marker in _REFUSED):
+            if any(marker in why for marker in _REFUSED) or _BAD_OPTION.search(why):
                 # the server answered and said no: waiting for it changes nothing
                 raise StoreError(
                     f"the PostgreSQL server refused the connection ({why}): check the user, "

@@ -426,7 +426,15 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                 f"a stored ledger entry of session {session_id!r} cannot be read ({first})",
                 path="ledger",
             ) from None
-        session = session_from(state, chunks, int(version), ledger, self.clock)
+        try:
+            session = session_from(state, chunks, int(version), ledger, self.clock)
+        except SnapshotSchemaError as exc:  # name the session, and say what to do
+            newer = exc.path == "schema_version"  # (its message says: upgrade intermission)
+            raise SnapshotSchemaError(
+                f"session {session_id!r} cannot be read ({exc})"
+                + ("" if newer else ": its row was cut short or changed outside intermission; "
+                   "restore it from a backup, or delete the session")
+            ) from None  # fmt: skip
         session.ledger_hook = self._write_ledger
         return session
 

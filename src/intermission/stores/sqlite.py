@@ -49,6 +49,12 @@ class SQLiteStore(SQLStore):
         if synchronous not in ("FULL", "NORMAL"):
             raise UsageError(f"synchronous is 'FULL' or 'NORMAL', not {shown(synchronous)}")
         self.path = str(path)
+        if self.path != ":memory:" and Path(self.path).is_dir():
+            # sqlite says "disk I/O error" or "unable to open database file" for a folder
+            raise StoreError(
+                f"{self.path!r} is a directory, not a SQLite store: name a file in it "
+                "(say store.sqlite)"
+            )
         if create is False and self.path != ":memory:":
             _check_holds_store(self.path)
         self.synchronous = synchronous
@@ -82,8 +88,19 @@ class SQLiteStore(SQLStore):
         return conn
 
     def _lost(self, exc: BaseException, conn: Any) -> bool:
-        # locked past the busy timeout, or the file went away: the database is unavailable
-        return isinstance(exc, sqlite3.OperationalError)
+        # locked past the busy timeout, or the file went away: the database is unavailable.
+        # A file this process may not write is no outage: waiting for it changes nothing
+        return isinstance(exc, sqlite3.OperationalError) and not _read_only(exc)
+
+    def _mapped(self, exc: BaseException, conn: Any, *, committing: bool) -> StoreError:
+        if not _read_only(exc):
+            return super()._mapped(exc, conn, committing=committing)
+        if conn is not None:
+            self._give_back(conn)
+        return StoreError(
+            f"the SQLite store {self.path!r} cannot be written ({exc}): nothing was written; "
+            "make the file and its folder writable for this user, then try again"
+        )
 
     def _discard(self, conn: Any) -> None:
         if conn is self._memory_conn:
@@ -103,6 +120,14 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+def _read_only(exc: BaseException) -> bool:
+    """Whether SQLite refused a write because the file (or its folder) is read-only."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return isinstance(code, int) and code & 0xFF == 8  # SQLITE_READONLY, extended codes too
+    return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc)
 
 
 def _check_holds_store(path: str) -> None:
