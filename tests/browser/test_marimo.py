@@ -3,11 +3,12 @@ every host but 127.0.0.1 refused (a request to one fails the test).
 
 In ``marimo run``: Approve on an HITLPanel (and a double click) runs the tool once — counted
 from the tool's own record, a line per run in a file — and the next cell, which reads the
-panel's value, shows the outcome; Reject with a reason runs nothing; the Inbox tutorial's
-Open → Approve decides a stored session; the History's slider, Fork from here and the fork's
-Approve, and the Stepper's buttons work. In ``marimo edit`` (Run pressed, as a person would;
-the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
-themes.
+panel's value, shows the outcome; Reject with a reason runs nothing; an argument deleted in
+the box is refused (an edit is merged over the proposed arguments) and a changed one runs;
+the Inbox tutorial's Open → Approve decides a stored session; the History's slider, Fork
+from here and the fork's Approve, and the Stepper's buttons work. In ``marimo edit`` (Run
+pressed, as a person would; the dark theme) a click decides too. Text keeps AA contrast in
+marimo's light and dark themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
 """
@@ -181,6 +182,30 @@ def test_reject_with_a_reason_in_marimo_run_runs_nothing(
     expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice")
     assert tool_runs(tool_log, run) == 0
     shot(panel, "hitl-after-reject")
+
+
+def test_an_argument_deleted_in_marimo_run_is_refused_and_a_changed_one_runs_as_shown(
+    page: Any, app_run: Any, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    panel = opened(page, app_run, ".hitl-panel")
+    run = token(page)
+    args = panel.locator("textarea.hitl-args")
+    expect(panel.locator("button.hitl-approve")).to_be_enabled(timeout=60_000)
+    args.fill('{"user_id": 1001}')  # the hard delete taken out
+    panel.locator("button.hitl-approve").click()
+    expect(panel.locator(".approval-status")).to_contain_text(
+        "an edit cannot remove an argument ('hard')", timeout=60_000
+    )
+    expect(page.get_by_text("OUTCOME: not decided yet")).to_be_visible()
+    assert tool_runs(tool_log, run) == 0
+    args.fill('{"user_id": 1001, "hard": false}')
+    panel.locator("button.hitl-approve").click()
+    expect(page.get_by_text("OUTCOME: done APPROVE")).to_be_visible(timeout=60_000)
+    assert [line for line in tool_log.read_text().splitlines() if line.startswith(f"{run} ")] == [
+        f"{run} 1001 hard=False"
+    ]
 
 
 def test_the_inbox_tutorial_opens_a_session_and_approve_decides_it(

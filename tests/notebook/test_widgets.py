@@ -217,6 +217,34 @@ def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     assert panel.calls[0]["open"]  # refused: the row may be decided again
 
 
+def test_an_argument_deleted_in_the_panels_box_is_refused_never_run_unseen() -> None:
+    # the box shows every argument, but an edit is merged over the proposed ones: a key a
+    # person deleted would still have run
+    ran: list[tuple[int, bool]] = []
+
+    @tool
+    def delete_user(user_id: int, hard: bool = False) -> str:
+        """Delete a user account."""
+        ran.append((user_id, hard))
+        return "deleted"
+
+    from intermission import HITLInterceptor
+
+    model = ScriptedModel([[ToolCall("delete_user", {"user_id": 7, "hard": True}, id="d")], "ok"])
+    agent = ReActAgent.of(model).name("ops").tools(delete_user).interceptor(
+        HITLInterceptor().on_tool("delete_user")).build()  # fmt: skip
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("delete 7").session(s).call()
+    before = s.to_json()
+    panel = HITLPanel(agent, s)
+    panel.click("decide", call_uuid="d", verdict="approve", args='{"user_id": 7}')
+    panel.wait()
+    assert "cannot remove an argument (&#x27;hard&#x27;)" in panel.status
+    assert s.to_json() == before and ran == [] and panel.calls[0]["open"]
+    panel.click("decide", call_uuid="d", verdict="approve", args='{"user_id": 7, "hard": false}')
+    assert panel.wait().content == "ok" and ran == [(7, False)]
+
+
 def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36
     # a tool-approval session in an ApprovalWidget, a graph-approval one in an HITLPanel:
     # a typed error naming the right tool, not a resume that seems to work and does nothing

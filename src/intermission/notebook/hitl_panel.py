@@ -266,6 +266,17 @@ class HITLPanel(DecisionView):
                     args = json.loads(row.args)
                 except ValueError as exc:
                     raise InvalidDecisionError(f"arguments are not JSON: {exc}") from None
+                # the box holds every argument, but an edit is merged over the proposed
+                # ones: a key deleted there would still run, unseen by the person
+                gone = [name for name in row.task.args if name not in args] if isinstance(
+                    args, dict) else []  # fmt: skip
+                if gone:
+                    raise InvalidDecisionError(
+                        f"an edit cannot remove an argument ({', '.join(map(repr, gone))}): "
+                        "edited arguments are merged over the proposed ones, so it would still "
+                        "run; give it a value instead, or reject the call. Nothing was changed.",
+                        call_uuid=call_uuid,
+                    )
             if not isinstance(args, dict):
                 raise InvalidDecisionError("arguments are a JSON object", call_uuid=call_uuid)
             decision = HITLDecision.approve()
