@@ -218,10 +218,13 @@ def test_the_inbox_tutorial_opens_a_session_and_approve_decides_it(
         inbox = opened(page, server, ".inbox")
         expect(inbox.locator(".inbox-table")).to_contain_text("Change plan awaits human review")
         expect(inbox.locator(".inbox-picker select")).to_have_value("ops-1")  # the newest
+        expect(page.get_by_text("Nothing opened yet")).to_be_visible()
         inbox.locator(".inbox-picker select").select_option("change-001")
         inbox.locator("button.inbox-open").click()
         widget = inbox.locator(".inbox-detail .approval-widget")
         expect(widget.locator("button.approval-approve")).to_be_enabled(timeout=60_000)
+        # the cell under the inbox ran again: it reads what is open now
+        expect(page.get_by_text("change-001: not decided yet")).to_be_visible(timeout=60_000)
         assert widget.locator(".approval-graph svg").count() == 1
         widget.locator("button.approval-approve").click()
         expect(widget.locator(".approval-result")).to_contain_text(
