@@ -4,11 +4,11 @@ every host but 127.0.0.1 refused (a request to one fails the test).
 In ``marimo run``: Approve on an HITLPanel (and a double click) runs the tool once — counted
 from the tool's own record, a line per run in a file — and the next cell, which reads the
 panel's value, shows the outcome; Reject with a reason runs nothing; an argument deleted in
-the box is refused (an edit is merged over the proposed arguments) and a changed one runs;
-the Inbox tutorial's Open → Approve decides a stored session; the History's slider, Fork
-from here and the fork's Approve, and the Stepper's buttons work. In ``marimo edit`` (Run
-pressed, as a person would; the dark theme) a click decides too. Text keeps AA contrast in
-marimo's light and dark themes.
+the box is refused (an edit is merged over the proposed arguments), and Approve all runs
+the arguments as the box shows them; the Inbox tutorial's Open → Approve decides a stored
+session; the History's slider, Fork from here and the fork's Approve, and the Stepper's
+buttons work. In ``marimo edit`` (Run pressed, as a person would; the dark theme) a click
+decides too. Text keeps AA contrast in marimo's light and dark themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
 """
@@ -184,7 +184,7 @@ def test_reject_with_a_reason_in_marimo_run_runs_nothing(
     shot(panel, "hitl-after-reject")
 
 
-def test_an_argument_deleted_in_marimo_run_is_refused_and_a_changed_one_runs_as_shown(
+def test_an_argument_deleted_in_marimo_run_is_refused_and_approve_all_runs_the_box_as_shown(
     page: Any, app_run: Any, tool_log: Path
 ) -> None:
     from playwright.sync_api import expect
@@ -201,7 +201,7 @@ def test_an_argument_deleted_in_marimo_run_is_refused_and_a_changed_one_runs_as_
     expect(page.get_by_text("OUTCOME: not decided yet")).to_be_visible()
     assert tool_runs(tool_log, run) == 0
     args.fill('{"user_id": 1001, "hard": false}')
-    panel.locator("button.hitl-approve").click()
+    panel.locator("button.hitl-approve-all").click()  # approves the box as it is
     expect(page.get_by_text("OUTCOME: done APPROVE")).to_be_visible(timeout=60_000)
     assert [line for line in tool_log.read_text().splitlines() if line.startswith(f"{run} ")] == [
         f"{run} 1001 hard=False"

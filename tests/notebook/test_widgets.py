@@ -217,7 +217,7 @@ def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     assert panel.calls[0]["open"]  # refused: the row may be decided again
 
 
-def test_an_argument_deleted_in_the_panels_box_is_refused_never_run_unseen() -> None:
+def test_the_panels_boxes_run_as_shown_a_deleted_argument_is_refused() -> None:
     # the box shows every argument, but an edit is merged over the proposed ones: a key a
     # person deleted would still have run
     ran: list[tuple[int, bool]] = []
@@ -241,8 +241,8 @@ def test_an_argument_deleted_in_the_panels_box_is_refused_never_run_unseen() -> 
     panel.wait()
     assert "cannot remove an argument (&#x27;hard&#x27;)" in panel.status
     assert s.to_json() == before and ran == [] and panel.calls[0]["open"]
-    panel.click("decide", call_uuid="d", verdict="approve", args='{"user_id": 7, "hard": false}')
-    assert panel.wait().content == "ok" and ran == [(7, False)]
+    panel.click("all", verdict="approve", args={"d": '{"user_id": 7, "hard": false}'})
+    assert panel.wait().content == "ok" and ran == [(7, False)]  # Approve all takes the box
 
 
 def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36

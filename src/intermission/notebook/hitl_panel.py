@@ -100,8 +100,8 @@ class HITLPanel(DecisionView):
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
     ``code_twin(...)`` for the cell after the panel (see :class:`DecisionView`). What the
     buttons send: ``click("decide", call_uuid=, verdict=, args=)``, ``click("all",
-    verdict=)``, ``click("resume")`` (each may carry ``reviewer=``, ``comment=``,
-    ``reason=``).
+    verdict=, args={uuid: text})``, ``click("resume")`` (each may carry ``reviewer=``,
+    ``comment=``, ``reason=``).
     """
 
     _esm = esm("hitl_panel")
@@ -323,17 +323,23 @@ class HITLPanel(DecisionView):
         verdict = str(fields.get("verdict", ""))
         if verdict not in ("approve", "reject", "skip"):
             raise InvalidDecisionError(f"a verdict is approve, reject or skip, not {verdict!r}")
-        row = self.rows.get(uuid)
-        edited = self._text(fields, "args")
-        if row is not None and edited is not None and row.open:
-            row.args = edited  # the arguments as the person left them
+        self._edited(uuid, fields.get("args"))
         self._act(verdict.title(), lambda: self._choose({uuid: self._decision(uuid, verdict)}))
+
+    def _edited(self, uuid: str, text: Any) -> None:
+        """The arguments of an open row as the person left them in its box."""
+        row = self.rows.get(uuid)
+        if row is not None and isinstance(text, str) and row.open:
+            row.args = text
 
     def _on_all(self, fields: dict[str, Any]) -> None:
         self._take(fields)
         verdict = str(fields.get("verdict", ""))
         if verdict not in ("approve", "reject"):
             raise InvalidDecisionError(f"all calls are approved or rejected, not {verdict!r}")
+        edits = fields.get("args")
+        for uuid, text in edits.items() if isinstance(edits, dict) else ():
+            self._edited(str(uuid), text)  # approving all approves the boxes as they are
         self._act(f"{verdict.title()} all", lambda: self._choose(self._all(verdict, None, None)))
 
     def _on_resume(self, fields: dict[str, Any]) -> None:
