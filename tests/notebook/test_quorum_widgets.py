@@ -97,6 +97,18 @@ def test_settings_principal_names_who_decides_in_the_notebook(store: Any) -> Non
         settings.principal = before
 
 
+def test_a_cleared_reviewer_field_decides_as_the_widgets_principal(store: Any) -> None:
+    # the README's order: the widget's principal=, then settings.principal, ... the OS user
+    team = build_change_graph(change_id="c-1", policy=POLICY)
+    view = ApprovalWidget(team, store.load("c-1"), store=store,
+                          principal=Principal("alice", {"sre"}))  # fmt: skip
+    view.click("approve", reviewer="")  # the page's Approve with the field cleared
+    view.wait()
+    (vote,) = [e.vote for e in store.load("c-1").events if e.kind == "approval_voted"]
+    assert (vote.name, vote.roles) == ("alice", ["sre"]) and view.reviewer == "alice"
+    view.close()
+
+
 def _deploy(policy: ApprovalPolicy | None) -> Any:
     from intermission import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
 
