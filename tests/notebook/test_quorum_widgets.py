@@ -223,3 +223,36 @@ def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_c
     for view in (alice, bob):
         view.close()
     store.close()
+
+
+def test_a_second_approver_sees_the_edited_arguments_the_first_approved_and_agrees(
+    tmp_path: Any,
+) -> None:
+    import json
+
+    from intermission.notebook import HITLPanel
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "e.db")
+    session = InMemoryAgentSession.of("e-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("e-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    bob = HITLPanel(_two_deploys(ran), store.load("e-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    alice.click("decide", call_uuid=first, verdict="approve", args='{"env": "canary"}')
+    alice.click("decide", call_uuid=second, verdict="approve")
+    alice.wait()
+    assert ran == [] and "1 of 2 approvals (alice, sre)" in alice.progress
+    bob.runner.sync()  # what bob's panel does every few seconds
+    box = {c["uuid"]: c for c in bob.calls}
+    assert json.loads(box[first]["args"]) == {"env": "canary"}  # what alice approved
+    assert "approve edited arguments" in box[first]["head"]
+    bob.click("all", verdict="approve", args={u: c["args"] for u, c in box.items()})
+    assert bob.wait().content == "deployed canary; deployed staging"
+    assert sorted(ran) == ["canary", "staging"]
+    for view in (alice, bob):
+        view.close()
+    store.close()

@@ -58,6 +58,13 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
     return shown + (f" <i>{esc(title)}</i>" if title else "")
 
 
+def _agreed(task: HITLTask) -> dict[str, Any] | None:
+    """The edited arguments the approvals so far of ``task`` approve (a quorum's votes
+    must agree on them), or None (the arguments as proposed, or no approval yet)."""
+    approving = [v for v in task.votes if v.verdict == "approve"]
+    return approving[0].modified_args if approving else None
+
+
 def _needs_reason(task: HITLTask) -> bool:
     """Whether rejecting ``task`` takes a reason (its policy says; without one it does)."""
     return task.policy is None or task.policy.reason_to_reject
@@ -69,12 +76,15 @@ class _Row:
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
         badges = tool_badges(task, panel.runner.agent)
+        agreed = _agreed(task)
+        edited = " <i>(the approvals so far approve edited arguments, shown)</i>" if agreed else ""
         self.head = (
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
-            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
+            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}{edited}"
         )
-        self.args = json.dumps(task.args, indent=1)
-        """The arguments box's text (JSON; a person may edit it before approving)."""
+        self.args = json.dumps({**task.args, **(agreed or {})}, indent=1)
+        """The arguments box's text (JSON; a person may edit it before approving): what
+        the approvals so far approve."""
         self.state = ""
         """What the row says of its decision (HTML)."""
         self.open = False
@@ -165,9 +175,12 @@ class HITLPanel(DecisionView):
         else:
             if not self.runner.busy:
                 self._chosen = {}
-                for row in self.rows.values():  # (a vote since: the task as it is now)
-                    row.task = next((t for t in s.hitl.tasks if t.call_uuid == row.task.call_uuid),
-                                    row.task)  # fmt: skip
+                for uuid, row in list(self.rows.items()):  # (a vote since: the task now)
+                    task = next((t for t in s.hitl.tasks if t.call_uuid == uuid), row.task)
+                    if _agreed(task) != _agreed(row.task):  # the box shows what they approve
+                        self.rows[uuid] = _Row(self, task)
+                    else:
+                        row.task = task
             self._enable()
 
     def _build_rows(self) -> None:
@@ -282,7 +295,10 @@ class HITLPanel(DecisionView):
             if not isinstance(args, dict):
                 raise InvalidDecisionError("arguments are a JSON object", call_uuid=call_uuid)
             decision = HITLDecision.approve()
-            if args != row.task.args:
+            agreed = _agreed(row.task)
+            if agreed is not None and args == {**row.task.args, **agreed}:
+                decision = decision.modified_args(agreed)  # the edit the votes so far approve
+            elif args != row.task.args:
                 decision = decision.modified_args(args)
             note = note if note is not None else (self.comment.strip() or None)
             if note:
