@@ -7,8 +7,10 @@ panel's value, shows the outcome; Reject with a reason runs nothing; an argument
 the box is refused (an edit is merged over the proposed arguments), and Approve all runs
 the arguments as the box shows them; the Inbox tutorial's Open → Approve decides a stored
 session; the History's slider, Fork from here and the fork's Approve, and the Stepper's
-buttons work. In ``marimo edit`` (Run pressed, as a person would; the dark theme) a click
-decides too. Text keeps AA contrast in marimo's light and dark themes.
+buttons work; under a two-approval policy the second approver's panel shows (and approves)
+the edited arguments the first one approved. In ``marimo edit`` (Run pressed, as a person
+would; the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
+themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
 """
@@ -29,6 +31,7 @@ from tests.browser.lite import LOCAL_ARGS, offline_context
 ARTIFACTS = ROOT / "tests" / "artifacts"
 APP = Path(__file__).resolve().parent / "marimo_hitl_app.py"
 VIEWS = Path(__file__).resolve().parent / "marimo_views_app.py"
+QUORUM = Path(__file__).resolve().parent / "marimo_quorum_app.py"
 INBOX = ROOT / "notebooks" / "marimo" / "05_inbox.py"
 
 
@@ -293,5 +296,36 @@ def test_the_history_and_the_stepper_in_marimo_run(
         expect(status).to_contain_text("next node(s): a", timeout=30_000)
         stepper.locator("button:text-is('Run')").click()
         expect(status).to_contain_text("Finished", timeout=30_000)
+    finally:
+        server.stop()
+
+
+def test_under_a_quorum_the_second_approver_sees_and_approves_the_first_ones_edit(
+    page: Any, tmp_path: Path, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "run", QUORUM, tool_log)
+    try:
+        opened(page, server, ".hitl-panel")
+        run = token(page)
+        alice, bob = page.locator(".hitl-panel").nth(0), page.locator(".hitl-panel").nth(1)
+        expect(bob.locator("button.hitl-approve")).to_be_enabled(timeout=60_000)
+        alice.locator("textarea.hitl-args").fill('{"env": "canary"}')
+        alice.locator("button.hitl-approve").click()
+        expect(alice.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice, sre)",
+                                                              timeout=60_000)  # fmt: skip
+        # bob's panel re-reads the store: his box shows what alice approved, and says so
+        expect(bob.locator(".im-progress")).to_contain_text("1 of 2 approvals", timeout=30_000)
+        expect(bob.locator("textarea.hitl-args")).to_have_value('{\n "env": "canary"\n}')
+        expect(bob.locator(".hitl-row-head")).to_contain_text("approve edited arguments")
+        assert tool_runs(tool_log, run) == 0
+        bob.locator("button.hitl-approve").click()
+        expect(bob.locator(".approval-status")).to_contain_text("APPROVE by bob (alice and bob)",
+                                                                timeout=60_000)  # fmt: skip
+        assert [line for line in tool_log.read_text().splitlines() if line.startswith(run)] == [
+            f"{run} canary"
+        ]
+        shot(bob, "quorum-second-approver")
     finally:
         server.stop()
