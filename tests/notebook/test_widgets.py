@@ -204,6 +204,20 @@ def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
     assert {e.decision.reviewer for e in s2.events if e.kind == "hitl_decided"} == {"lead"}
 
 
+def test_approve_all_after_a_rejected_row_keeps_the_rejection() -> None:
+    # a person rejects one call, then approves the rest with Approve all
+    agent, ran = _two_call_agent()
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("pay both").session(s).call()
+    panel = HITLPanel(agent, s, reviewer="lead")
+    panel.click("decide", call_uuid="c2", verdict="reject", reason="b is not a payee")
+    assert "reject (chosen)" in panel.calls[1]["state"] and panel.can_all
+    panel.click("all", verdict="approve")
+    assert panel.wait().content == "done" and ran == [("a", 1)]
+    verdicts = {e.call_uuid: e.decision.verdict for e in s.events if e.kind == "hitl_decided"}
+    assert verdicts == {"c1": "approve", "c2": "reject"}
+
+
 def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     agent, _ran = _two_call_agent()
     s = InMemoryAgentSession.of("p")

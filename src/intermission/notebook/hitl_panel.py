@@ -93,12 +93,13 @@ class _Row:
 
 class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
-    Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
-    Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
-    Comment, and to reject a Reason (Reject stays disabled until one is typed, unless the
-    call's policy says a rejection needs none). When every
-    call is decided the agent resumes. Calls someone already decided show that decision;
-    a different one is refused (DecisionConflictError, shown here; nothing changes).
+    Approve / Reject / Skip, plus Approve all / Reject all (the calls not decided yet). A
+    decision carries the Reviewer (default:
+    :func:`~intermission.notebook.settings.default_reviewer`), the Comment, and to reject a
+    Reason (Reject stays disabled until one is typed, unless the call's policy says a
+    rejection needs none). When every call is decided the agent resumes. Calls someone
+    already decided show that decision; a different one is refused (DecisionConflictError,
+    shown here; nothing changes).
 
     A call whose approval needs more than one decider (a policy's quorum) shows what it
     has and still needs (``1 of 2 approvals (alice, sre) — waiting for one more from
@@ -365,7 +366,8 @@ class HITLPanel(DecisionView):
         self._act("Resume", lambda: None if self._undecided() else _nothing)
 
     def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
-        return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
+        # the calls still to decide: one a person chose (say, rejected) keeps that choice
+        return {u: self._decision(u, verdict, None, note, reviewer) for u in self._undecided()}
 
     # -- code twins ------------------------------------------------------------------
     def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -392,11 +394,12 @@ class HITLPanel(DecisionView):
         return self._twin({call_uuid: self._decision(call_uuid, "skip", None, comment, reviewer)})
 
     def approve_all(self, comment: str | None = None, reviewer: str | None = None) -> Any:
-        """Approve every call of the batch and resume."""
+        """Approve every call of the batch not decided yet, and resume."""
         return self._twin(self._all("approve", comment, reviewer))
 
     def reject_all(self, reason: str, reviewer: str | None = None) -> Any:
-        """Reject every call of the batch (a reason is required) and resume."""
+        """Reject every call of the batch not decided yet (a reason is required), and
+        resume."""
         return self._twin(self._all("reject", reason, reviewer))
 
     def decide_all(self, decisions: str | Mapping[str, str] = "approve") -> Any:
