@@ -8,7 +8,8 @@ the box is refused (an edit is merged over the proposed arguments), and Approve 
 the arguments as the box shows them; the Inbox tutorial's Open → Approve decides a stored
 session; the History's slider, Fork from here and the fork's Approve, and the Stepper's
 buttons work; under a two-approval policy the second approver's panel shows (and approves)
-the edited arguments the first one approved. In ``marimo edit`` (Run pressed, as a person
+the edited arguments the first one approved; Approve all after a rejected call of a batch
+keeps the rejection. In ``marimo edit`` (Run pressed, as a person
 would; the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
 themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
@@ -32,6 +33,7 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 APP = Path(__file__).resolve().parent / "marimo_hitl_app.py"
 VIEWS = Path(__file__).resolve().parent / "marimo_views_app.py"
 QUORUM = Path(__file__).resolve().parent / "marimo_quorum_app.py"
+BATCH = Path(__file__).resolve().parent / "marimo_batch_app.py"
 INBOX = ROOT / "notebooks" / "marimo" / "05_inbox.py"
 
 
@@ -327,5 +329,30 @@ def test_under_a_quorum_the_second_approver_sees_and_approves_the_first_ones_edi
             f"{run} canary"
         ]
         shot(bob, "quorum-second-approver")
+    finally:
+        server.stop()
+
+
+def test_approve_all_after_rejecting_one_call_of_a_batch_keeps_the_rejection(
+    page: Any, tmp_path: Path, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "run", BATCH, tool_log)
+    try:
+        panel = opened(page, server, ".hitl-panel")
+        run = token(page)
+        rows = panel.locator(".hitl-row")
+        expect(rows).to_have_count(2, timeout=60_000)
+        panel.locator(".hitl-reason input").fill("bo is not a payee")
+        rows.nth(1).locator("button.hitl-reject").click()
+        expect(rows.nth(1).locator(".hitl-row-state")).to_have_text("reject (chosen)",
+                                                                    timeout=30_000)  # fmt: skip
+        panel.locator("button.hitl-approve-all").click()  # the rest
+        expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
+        expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice")
+        assert [line for line in tool_log.read_text().splitlines() if line.startswith(run)] == [
+            f"{run} ann 1"
+        ]
     finally:
         server.stop()
