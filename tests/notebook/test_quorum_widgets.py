@@ -256,3 +256,29 @@ def test_a_second_approver_sees_the_edited_arguments_the_first_approved_and_agre
     for view in (alice, bob):
         view.close()
     store.close()
+
+
+def test_a_choice_made_in_a_panel_stays_when_another_vote_lands(tmp_path: Any) -> None:
+    from intermission.notebook import HITLPanel
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "k.db")
+    session = InMemoryAgentSession.of("k-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("k-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    bob = HITLPanel(_two_deploys(ran), store.load("k-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    alice.click("decide", call_uuid=second, verdict="reject", reason="no staging today")
+    bob.click("all", verdict="approve")
+    bob.wait()
+    assert alice.runner.sync()  # alice's panel re-reads the store: bob's votes
+    assert "reject (chosen)" in alice.calls[1]["state"] and not alice.calls[1]["open"]
+    alice.click("decide", call_uuid=first, verdict="approve")  # her last call: submitted
+    alice.wait()
+    assert ran == ["prod"] and alice.session.status == "done"
+    for view in (alice, bob):
+        view.close()
+    store.close()

@@ -167,15 +167,17 @@ class HITLPanel(DecisionView):
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
-        """After a run or a refusal: new rows when the batch changed, else new states
-        (choices made here are gone: recorded, or refused)."""
+        """After a run, a refusal or a change made elsewhere: new rows when the batch
+        changed, else new states (a choice made here stays until it is submitted, or the
+        call is decided elsewhere)."""
         s = self.runner.session
         batch = [task.call_uuid for task in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
             if not self.runner.busy:
-                self._chosen = {}
+                decided = s.hitl.decisions
+                self._chosen = {u: d for u, d in self._chosen.items() if u not in decided}
                 for uuid, row in list(self.rows.items()):  # (a vote since: the task now)
                     task = next((t for t in s.hitl.tasks if t.call_uuid == uuid), row.task)
                     if _agreed(task) != _agreed(row.task):  # the box shows what they approve
@@ -323,7 +325,7 @@ class HITLPanel(DecisionView):
         self._enable()
         if self._undecided():
             return None
-        chosen = dict(self._chosen)
+        chosen, self._chosen = dict(self._chosen), {}  # submitted: recorded, or refused
         agent = self.runner.agent
         actor = self._actor
         return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
