@@ -1,6 +1,7 @@
 """A marimo page for the browser tests: the ops agent paused before ``delete_user``, whose
 tool appends a line to the file ``$IM_TOOL_LOG`` (its own record, counted by the test), an
-HITLPanel, and a cell that reads the panel's value."""
+HITLPanel, and a cell that reads the panel's value. The model asks for a hard delete (an
+argument a reviewer may want gone)."""
 
 import marimo
 
@@ -27,14 +28,14 @@ def _():
     run = uuid.uuid4().hex[:12]  # this page's token: the tool writes it
 
     @tool
-    def delete_user(user_id: int) -> str:
-        """Delete a user account."""
+    def delete_user(user_id: int, hard: bool = False) -> str:
+        """Delete a user account (``hard``: with its backups)."""
         with open(os.environ["IM_TOOL_LOG"], "a") as log:
-            log.write(f"{run} {user_id}\n")
+            log.write(f"{run} {user_id} hard={hard}\n")
         return f"user {user_id} deleted"
 
     model = ScriptedModel(
-        [[ToolCall("delete_user", {"user_id": 1001})], "User 1001 has been deleted."]
+        [[ToolCall("delete_user", {"user_id": 1001, "hard": True})], "User 1001 has been deleted."]
     )
     agent = (
         ReActAgent.of(model)

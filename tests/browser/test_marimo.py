@@ -3,10 +3,14 @@ every host but 127.0.0.1 refused (a request to one fails the test).
 
 In ``marimo run``: Approve on an HITLPanel (and a double click) runs the tool once — counted
 from the tool's own record, a line per run in a file — and the next cell, which reads the
-panel's value, shows the outcome; Reject with a reason runs nothing; the Inbox tutorial's
-Open → Approve decides a stored session; the History's slider, Fork from here and the fork's
-Approve, and the Stepper's buttons work. In ``marimo edit`` (Run pressed, as a person would;
-the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
+panel's value, shows the outcome; Reject with a reason runs nothing; an argument deleted in
+the box is refused (an edit is merged over the proposed arguments), and Approve all runs
+the arguments as the box shows them; the Inbox tutorial's Open → Approve decides a stored
+session; the History's slider, Fork from here and the fork's Approve, and the Stepper's
+buttons work; under a two-approval policy the second approver's panel shows (and approves)
+the edited arguments the first one approved; Approve all after a rejected call of a batch
+keeps the rejection. In ``marimo edit`` (Run pressed, as a person
+would; the dark theme) a click decides too. Text keeps AA contrast in marimo's light and dark
 themes.
 Screenshots go to tests/artifacts/ (not committed). Under CI=true a missing Chromium or
 marimo fails.
@@ -28,6 +32,8 @@ from tests.browser.lite import LOCAL_ARGS, offline_context
 ARTIFACTS = ROOT / "tests" / "artifacts"
 APP = Path(__file__).resolve().parent / "marimo_hitl_app.py"
 VIEWS = Path(__file__).resolve().parent / "marimo_views_app.py"
+QUORUM = Path(__file__).resolve().parent / "marimo_quorum_app.py"
+BATCH = Path(__file__).resolve().parent / "marimo_batch_app.py"
 INBOX = ROOT / "notebooks" / "marimo" / "05_inbox.py"
 
 
@@ -183,6 +189,30 @@ def test_reject_with_a_reason_in_marimo_run_runs_nothing(
     shot(panel, "hitl-after-reject")
 
 
+def test_an_argument_deleted_in_marimo_run_is_refused_and_approve_all_runs_the_box_as_shown(
+    page: Any, app_run: Any, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    panel = opened(page, app_run, ".hitl-panel")
+    run = token(page)
+    args = panel.locator("textarea.hitl-args")
+    expect(panel.locator("button.hitl-approve")).to_be_enabled(timeout=60_000)
+    args.fill('{"user_id": 1001}')  # the hard delete taken out
+    panel.locator("button.hitl-approve").click()
+    expect(panel.locator(".approval-status")).to_contain_text(
+        "an edit cannot remove an argument ('hard')", timeout=60_000
+    )
+    expect(page.get_by_text("OUTCOME: not decided yet")).to_be_visible()
+    assert tool_runs(tool_log, run) == 0
+    args.fill('{"user_id": 1001, "hard": false}')
+    panel.locator("button.hitl-approve-all").click()  # approves the box as it is
+    expect(page.get_by_text("OUTCOME: done APPROVE")).to_be_visible(timeout=60_000)
+    assert [line for line in tool_log.read_text().splitlines() if line.startswith(f"{run} ")] == [
+        f"{run} 1001 hard=False"
+    ]
+
+
 def test_the_inbox_tutorial_opens_a_session_and_approve_decides_it(
     page: Any, tmp_path: Path, tool_log: Path
 ) -> None:
@@ -193,10 +223,13 @@ def test_the_inbox_tutorial_opens_a_session_and_approve_decides_it(
         inbox = opened(page, server, ".inbox")
         expect(inbox.locator(".inbox-table")).to_contain_text("Change plan awaits human review")
         expect(inbox.locator(".inbox-picker select")).to_have_value("ops-1")  # the newest
+        expect(page.get_by_text("Nothing opened yet")).to_be_visible()
         inbox.locator(".inbox-picker select").select_option("change-001")
         inbox.locator("button.inbox-open").click()
         widget = inbox.locator(".inbox-detail .approval-widget")
         expect(widget.locator("button.approval-approve")).to_be_enabled(timeout=60_000)
+        # the cell under the inbox ran again: it reads what is open now
+        expect(page.get_by_text("change-001: not decided yet")).to_be_visible(timeout=60_000)
         assert widget.locator(".approval-graph svg").count() == 1
         widget.locator("button.approval-approve").click()
         expect(widget.locator(".approval-result")).to_contain_text(
@@ -265,5 +298,61 @@ def test_the_history_and_the_stepper_in_marimo_run(
         expect(status).to_contain_text("next node(s): a", timeout=30_000)
         stepper.locator("button:text-is('Run')").click()
         expect(status).to_contain_text("Finished", timeout=30_000)
+    finally:
+        server.stop()
+
+
+def test_under_a_quorum_the_second_approver_sees_and_approves_the_first_ones_edit(
+    page: Any, tmp_path: Path, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "run", QUORUM, tool_log)
+    try:
+        opened(page, server, ".hitl-panel")
+        run = token(page)
+        alice, bob = page.locator(".hitl-panel").nth(0), page.locator(".hitl-panel").nth(1)
+        expect(bob.locator("button.hitl-approve")).to_be_enabled(timeout=60_000)
+        alice.locator("textarea.hitl-args").fill('{"env": "canary"}')
+        alice.locator("button.hitl-approve").click()
+        expect(alice.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice, sre)",
+                                                              timeout=60_000)  # fmt: skip
+        # bob's panel re-reads the store: his box shows what alice approved, and says so
+        expect(bob.locator(".im-progress")).to_contain_text("1 of 2 approvals", timeout=30_000)
+        expect(bob.locator("textarea.hitl-args")).to_have_value('{\n "env": "canary"\n}')
+        expect(bob.locator(".hitl-row-head")).to_contain_text("approve edited arguments")
+        assert tool_runs(tool_log, run) == 0
+        bob.locator("button.hitl-approve").click()
+        expect(bob.locator(".approval-status")).to_contain_text("APPROVE by bob (alice and bob)",
+                                                                timeout=60_000)  # fmt: skip
+        assert [line for line in tool_log.read_text().splitlines() if line.startswith(run)] == [
+            f"{run} canary"
+        ]
+        shot(bob, "quorum-second-approver")
+    finally:
+        server.stop()
+
+
+def test_approve_all_after_rejecting_one_call_of_a_batch_keeps_the_rejection(
+    page: Any, tmp_path: Path, tool_log: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "run", BATCH, tool_log)
+    try:
+        panel = opened(page, server, ".hitl-panel")
+        run = token(page)
+        rows = panel.locator(".hitl-row")
+        expect(rows).to_have_count(2, timeout=60_000)
+        panel.locator(".hitl-reason input").fill("bo is not a payee")
+        rows.nth(1).locator("button.hitl-reject").click()
+        expect(rows.nth(1).locator(".hitl-row-state")).to_have_text("reject (chosen)",
+                                                                    timeout=30_000)  # fmt: skip
+        panel.locator("button.hitl-approve-all").click()  # the rest
+        expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
+        expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice")
+        assert [line for line in tool_log.read_text().splitlines() if line.startswith(run)] == [
+            f"{run} ann 1"
+        ]
     finally:
         server.stop()

@@ -432,7 +432,7 @@ def test_a_panel_under_a_policy_says_who_decides_and_rejects_without_a_reason(
     reviewer = panel.locator(".hitl-reviewer input")
     reviewer.fill("mallory")
     expect(who).to_contain_text("Decides as mallory · no roles (a name typed here holds none)")
-    reviewer.fill("alice")
+    reviewer.fill("")  # cleared: the panel's principal decides, never the OS user
     reject = panel.locator(".hitl-row button.hitl-reject")
     expect(panel.locator(".hitl-reason input")).to_have_value("")
     expect(reject).to_be_enabled()  # the policy takes a rejection without a reason
@@ -440,5 +440,6 @@ def test_a_panel_under_a_policy_says_who_decides_and_rejects_without_a_reason(
     reject.click()
     expect(panel.locator(".approval-status")).to_contain_text("REJECT by alice", timeout=60_000)
     expect(panel.locator(".approval-result")).to_contain_text("Rejected by the reviewer")
+    expect(reviewer).to_have_value("alice")
     expect(panel.locator(".im-progress")).to_be_hidden()
     shot(panel, "views-policy-panel")

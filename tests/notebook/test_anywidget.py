@@ -202,6 +202,21 @@ def test_an_inbox_without_agents_lists_and_says_what_it_needs_to_open_a_session(
     inbox.close()
 
 
+def test_opening_a_session_in_the_inbox_says_so_in_its_value() -> None:
+    # the value marimo's cells read (and the page's revision they re-run on)
+    team, s, _ = paused_change()
+    store = MemoryStore()
+    store.save(s)
+    inbox = Inbox(store, {"change": team}, poll_s=None)
+    assert inbox.outcome["opened"] is None
+    revision = inbox.revision
+    inbox.click("open", session_id="change-001")
+    opened = inbox.outcome["opened"]
+    assert opened is not None and opened["session_id"] == "change-001" and opened["pending"]
+    assert inbox.revision > revision
+    inbox.close()
+
+
 def test_a_misused_inbox_raises_a_typed_error_and_leaves_no_traceback_behind() -> None:
     unraisable: list[Any] = []
     hook = sys.unraisablehook

@@ -97,6 +97,18 @@ def test_settings_principal_names_who_decides_in_the_notebook(store: Any) -> Non
         settings.principal = before
 
 
+def test_a_cleared_reviewer_field_decides_as_the_widgets_principal(store: Any) -> None:
+    # the README's order: the widget's principal=, then settings.principal, ... the OS user
+    team = build_change_graph(change_id="c-1", policy=POLICY)
+    view = ApprovalWidget(team, store.load("c-1"), store=store,
+                          principal=Principal("alice", {"sre"}))  # fmt: skip
+    view.click("approve", reviewer="")  # the page's Approve with the field cleared
+    view.wait()
+    (vote,) = [e.vote for e in store.load("c-1").events if e.kind == "approval_voted"]
+    assert (vote.name, vote.roles) == ("alice", ["sre"]) and view.reviewer == "alice"
+    view.close()
+
+
 def _deploy(policy: ApprovalPolicy | None) -> Any:
     from intermission import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
 
@@ -208,6 +220,65 @@ def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_c
     assert bob.status.count("by <b>bob</b> <i>(alice and bob)</i>") == 2
     data = json.loads(json.dumps(bob.outcome))  # the outcome trait is plain JSON
     assert [[v["name"] for v in d["votes"]] for d in data["decisions"]] == [["alice", "bob"]] * 2
+    for view in (alice, bob):
+        view.close()
+    store.close()
+
+
+def test_a_second_approver_sees_the_edited_arguments_the_first_approved_and_agrees(
+    tmp_path: Any,
+) -> None:
+    import json
+
+    from intermission.notebook import HITLPanel
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "e.db")
+    session = InMemoryAgentSession.of("e-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("e-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    bob = HITLPanel(_two_deploys(ran), store.load("e-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    alice.click("decide", call_uuid=first, verdict="approve", args='{"env": "canary"}')
+    alice.click("decide", call_uuid=second, verdict="approve")
+    alice.wait()
+    assert ran == [] and "1 of 2 approvals (alice, sre)" in alice.progress
+    bob.runner.sync()  # what bob's panel does every few seconds
+    box = {c["uuid"]: c for c in bob.calls}
+    assert json.loads(box[first]["args"]) == {"env": "canary"}  # what alice approved
+    assert "approve edited arguments" in box[first]["head"]
+    bob.click("all", verdict="approve", args={u: c["args"] for u, c in box.items()})
+    assert bob.wait().content == "deployed canary; deployed staging"
+    assert sorted(ran) == ["canary", "staging"]
+    for view in (alice, bob):
+        view.close()
+    store.close()
+
+
+def test_a_choice_made_in_a_panel_stays_when_another_vote_lands(tmp_path: Any) -> None:
+    from intermission.notebook import HITLPanel
+
+    ran: list[str] = []
+    store = SQLiteStore(tmp_path / "k.db")
+    session = InMemoryAgentSession.of("k-1")
+    _two_deploys(ran).prompt("deploy").session(session).call()
+    store.save(session)
+    alice = HITLPanel(_two_deploys(ran), store.load("k-1"), store=store,
+                      principal=Principal("alice", {"sre"}))  # fmt: skip
+    bob = HITLPanel(_two_deploys(ran), store.load("k-1"), store=store,
+                    principal=Principal("bob", {"sre"}))  # fmt: skip
+    first, second = alice.rows
+    alice.click("decide", call_uuid=second, verdict="reject", reason="no staging today")
+    bob.click("all", verdict="approve")
+    bob.wait()
+    assert alice.runner.sync()  # alice's panel re-reads the store: bob's votes
+    assert "reject (chosen)" in alice.calls[1]["state"] and not alice.calls[1]["open"]
+    alice.click("decide", call_uuid=first, verdict="approve")  # her last call: submitted
+    alice.wait()
+    assert ran == ["prod"] and alice.session.status == "done"
     for view in (alice, bob):
         view.close()
     store.close()

@@ -204,6 +204,20 @@ def test_hitl_panel_rows_by_uuid_with_edited_arguments() -> None:
     assert {e.decision.reviewer for e in s2.events if e.kind == "hitl_decided"} == {"lead"}
 
 
+def test_approve_all_after_a_rejected_row_keeps_the_rejection() -> None:
+    # a person rejects one call, then approves the rest with Approve all
+    agent, ran = _two_call_agent()
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("pay both").session(s).call()
+    panel = HITLPanel(agent, s, reviewer="lead")
+    panel.click("decide", call_uuid="c2", verdict="reject", reason="b is not a payee")
+    assert "reject (chosen)" in panel.calls[1]["state"] and panel.can_all
+    panel.click("all", verdict="approve")
+    assert panel.wait().content == "done" and ran == [("a", 1)]
+    verdicts = {e.call_uuid: e.decision.verdict for e in s.events if e.kind == "hitl_decided"}
+    assert verdicts == {"c1": "approve", "c2": "reject"}
+
+
 def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     agent, _ran = _two_call_agent()
     s = InMemoryAgentSession.of("p")
@@ -215,6 +229,34 @@ def test_hitl_panel_refuses_bad_json_and_changes_nothing() -> None:
     panel.click("decide", call_uuid="c1", verdict="approve", args='{"to": "a", "amount": "lots"}')
     assert "amount" in panel.status and HITL.get_decision(s, "c1") is None
     assert panel.calls[0]["open"]  # refused: the row may be decided again
+
+
+def test_the_panels_boxes_run_as_shown_a_deleted_argument_is_refused() -> None:
+    # the box shows every argument, but an edit is merged over the proposed ones: a key a
+    # person deleted would still have run
+    ran: list[tuple[int, bool]] = []
+
+    @tool
+    def delete_user(user_id: int, hard: bool = False) -> str:
+        """Delete a user account."""
+        ran.append((user_id, hard))
+        return "deleted"
+
+    from intermission import HITLInterceptor
+
+    model = ScriptedModel([[ToolCall("delete_user", {"user_id": 7, "hard": True}, id="d")], "ok"])
+    agent = ReActAgent.of(model).name("ops").tools(delete_user).interceptor(
+        HITLInterceptor().on_tool("delete_user")).build()  # fmt: skip
+    s = InMemoryAgentSession.of("p")
+    agent.prompt("delete 7").session(s).call()
+    before = s.to_json()
+    panel = HITLPanel(agent, s)
+    panel.click("decide", call_uuid="d", verdict="approve", args='{"user_id": 7}')
+    panel.wait()
+    assert "cannot remove an argument (&#x27;hard&#x27;)" in panel.status
+    assert s.to_json() == before and ran == [] and panel.calls[0]["open"]
+    panel.click("all", verdict="approve", args={"d": '{"user_id": 7, "hard": false}'})
+    assert panel.wait().content == "ok" and ran == [(7, False)]  # Approve all takes the box
 
 
 def test_the_wrong_widget_is_refused_and_changes_nothing() -> None:  # R35, R36

@@ -131,7 +131,9 @@ class ApprovalWidget(DecisionView):
 
     # -- the decisions -------------------------------------------------------------------
     def _who(self, reviewer: str | None) -> Actor:
-        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
+        who = reviewer_or_default(
+            reviewer if reviewer is not None else self.reviewer, self.principal
+        )
         if reviewer is None and self.reviewer.strip() != who:
             self.reviewer = who  # the field shows who the decision records
         return notebook_actor(who, self.principal)

@@ -58,6 +58,13 @@ def tool_badges(task: HITLTask, agent: Any = None) -> str:
     return shown + (f" <i>{esc(title)}</i>" if title else "")
 
 
+def _agreed(task: HITLTask) -> dict[str, Any] | None:
+    """The edited arguments the approvals so far of ``task`` approve (a quorum's votes
+    must agree on them), or None (the arguments as proposed, or no approval yet)."""
+    approving = [v for v in task.votes if v.verdict == "approve"]
+    return approving[0].modified_args if approving else None
+
+
 def _needs_reason(task: HITLTask) -> bool:
     """Whether rejecting ``task`` takes a reason (its policy says; without one it does)."""
     return task.policy is None or task.policy.reason_to_reject
@@ -69,12 +76,15 @@ class _Row:
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
         badges = tool_badges(task, panel.runner.agent)
+        agreed = _agreed(task)
+        edited = " <i>(the approvals so far approve edited arguments, shown)</i>" if agreed else ""
         self.head = (
             f"<b>{esc(task.tool_name)}</b> <code title='{esc(task.call_uuid)}'>"
-            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}"
+            f"{esc(short_id(task.call_uuid))}</code>{badges} — {esc(task.reason)}{edited}"
         )
-        self.args = json.dumps(task.args, indent=1)
-        """The arguments box's text (JSON; a person may edit it before approving)."""
+        self.args = json.dumps({**task.args, **(agreed or {})}, indent=1)
+        """The arguments box's text (JSON; a person may edit it before approving): what
+        the approvals so far approve."""
         self.state = ""
         """What the row says of its decision (HTML)."""
         self.open = False
@@ -83,12 +93,13 @@ class _Row:
 
 class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
-    Approve / Reject / Skip, plus Approve all / Reject all. A decision carries the
-    Reviewer (default: :func:`~intermission.notebook.settings.default_reviewer`), the
-    Comment, and to reject a Reason (Reject stays disabled until one is typed, unless the
-    call's policy says a rejection needs none). When every
-    call is decided the agent resumes. Calls someone already decided show that decision;
-    a different one is refused (DecisionConflictError, shown here; nothing changes).
+    Approve / Reject / Skip, plus Approve all / Reject all (the calls not decided yet). A
+    decision carries the Reviewer (default:
+    :func:`~intermission.notebook.settings.default_reviewer`), the Comment, and to reject a
+    Reason (Reject stays disabled until one is typed, unless the call's policy says a
+    rejection needs none). When every call is decided the agent resumes. Calls someone
+    already decided show that decision; a different one is refused (DecisionConflictError,
+    shown here; nothing changes).
 
     A call whose approval needs more than one decider (a policy's quorum) shows what it
     has and still needs (``1 of 2 approvals (alice, sre) — waiting for one more from
@@ -100,8 +111,8 @@ class HITLPanel(DecisionView):
     ``approve_all()``, ``reject_all(reason)``, ``decide_all(...)``, ``resume()``; and
     ``code_twin(...)`` for the cell after the panel (see :class:`DecisionView`). What the
     buttons send: ``click("decide", call_uuid=, verdict=, args=)``, ``click("all",
-    verdict=)``, ``click("resume")`` (each may carry ``reviewer=``, ``comment=``,
-    ``reason=``).
+    verdict=, args={uuid: text})``, ``click("resume")`` (each may carry ``reviewer=``,
+    ``comment=``, ``reason=``).
     """
 
     _esm = esm("hitl_panel")
@@ -156,18 +167,23 @@ class HITLPanel(DecisionView):
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
-        """After a run or a refusal: new rows when the batch changed, else new states
-        (choices made here are gone: recorded, or refused)."""
+        """After a run, a refusal or a change made elsewhere: new rows when the batch
+        changed, else new states (a choice made here stays until it is submitted, or the
+        call is decided elsewhere)."""
         s = self.runner.session
         batch = [task.call_uuid for task in s.hitl.tasks] if s.is_pending else []
         if batch != list(self.rows):
             self._build_rows()
         else:
             if not self.runner.busy:
-                self._chosen = {}
-                for row in self.rows.values():  # (a vote since: the task as it is now)
-                    row.task = next((t for t in s.hitl.tasks if t.call_uuid == row.task.call_uuid),
-                                    row.task)  # fmt: skip
+                decided = s.hitl.decisions
+                self._chosen = {u: d for u, d in self._chosen.items() if u not in decided}
+                for uuid, row in list(self.rows.items()):  # (a vote since: the task now)
+                    task = next((t for t in s.hitl.tasks if t.call_uuid == uuid), row.task)
+                    if _agreed(task) != _agreed(row.task):  # the box shows what they approve
+                        self.rows[uuid] = _Row(self, task)
+                    else:
+                        row.task = task
             self._enable()
 
     def _build_rows(self) -> None:
@@ -221,7 +237,9 @@ class HITLPanel(DecisionView):
 
     # -- decisions ---------------------------------------------------------------------
     def _who(self, reviewer: str | None) -> Actor:
-        who = reviewer_or_default(reviewer if reviewer is not None else self.reviewer)
+        who = reviewer_or_default(
+            reviewer if reviewer is not None else self.reviewer, self.principal
+        )
         if reviewer is None and self.reviewer.strip() != who:
             self.reviewer = who  # the field shows who the decision records
         return notebook_actor(who, self.principal)
@@ -266,10 +284,24 @@ class HITLPanel(DecisionView):
                     args = json.loads(row.args)
                 except ValueError as exc:
                     raise InvalidDecisionError(f"arguments are not JSON: {exc}") from None
+                # the box holds every argument, but an edit is merged over the proposed
+                # ones: a key deleted there would still run, unseen by the person
+                gone = [name for name in row.task.args if name not in args] if isinstance(
+                    args, dict) else []  # fmt: skip
+                if gone:
+                    raise InvalidDecisionError(
+                        f"an edit cannot remove an argument ({', '.join(map(repr, gone))}): "
+                        "edited arguments are merged over the proposed ones, so it would still "
+                        "run; give it a value instead, or reject the call. Nothing was changed.",
+                        call_uuid=call_uuid,
+                    )
             if not isinstance(args, dict):
                 raise InvalidDecisionError("arguments are a JSON object", call_uuid=call_uuid)
             decision = HITLDecision.approve()
-            if args != row.task.args:
+            agreed = _agreed(row.task)
+            if agreed is not None and args == {**row.task.args, **agreed}:
+                decision = decision.modified_args(agreed)  # the edit the votes so far approve
+            elif args != row.task.args:
                 decision = decision.modified_args(args)
             note = note if note is not None else (self.comment.strip() or None)
             if note:
@@ -293,7 +325,7 @@ class HITLPanel(DecisionView):
         self._enable()
         if self._undecided():
             return None
-        chosen = dict(self._chosen)
+        chosen, self._chosen = dict(self._chosen), {}  # submitted: recorded, or refused
         agent = self.runner.agent
         actor = self._actor
         return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
@@ -312,17 +344,23 @@ class HITLPanel(DecisionView):
         verdict = str(fields.get("verdict", ""))
         if verdict not in ("approve", "reject", "skip"):
             raise InvalidDecisionError(f"a verdict is approve, reject or skip, not {verdict!r}")
-        row = self.rows.get(uuid)
-        edited = self._text(fields, "args")
-        if row is not None and edited is not None and row.open:
-            row.args = edited  # the arguments as the person left them
+        self._edited(uuid, fields.get("args"))
         self._act(verdict.title(), lambda: self._choose({uuid: self._decision(uuid, verdict)}))
+
+    def _edited(self, uuid: str, text: Any) -> None:
+        """The arguments of an open row as the person left them in its box."""
+        row = self.rows.get(uuid)
+        if row is not None and isinstance(text, str) and row.open:
+            row.args = text
 
     def _on_all(self, fields: dict[str, Any]) -> None:
         self._take(fields)
         verdict = str(fields.get("verdict", ""))
         if verdict not in ("approve", "reject"):
             raise InvalidDecisionError(f"all calls are approved or rejected, not {verdict!r}")
+        edits = fields.get("args")
+        for uuid, text in edits.items() if isinstance(edits, dict) else ():
+            self._edited(str(uuid), text)  # approving all approves the boxes as they are
         self._act(f"{verdict.title()} all", lambda: self._choose(self._all(verdict, None, None)))
 
     def _on_resume(self, fields: dict[str, Any]) -> None:
@@ -330,7 +368,8 @@ class HITLPanel(DecisionView):
         self._act("Resume", lambda: None if self._undecided() else _nothing)
 
     def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
-        return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows}
+        # the calls still to decide: one a person chose (say, rejected) keeps that choice
+        return {u: self._decision(u, verdict, None, note, reviewer) for u in self._undecided()}
 
     # -- code twins ------------------------------------------------------------------
     def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -357,11 +396,12 @@ class HITLPanel(DecisionView):
         return self._twin({call_uuid: self._decision(call_uuid, "skip", None, comment, reviewer)})
 
     def approve_all(self, comment: str | None = None, reviewer: str | None = None) -> Any:
-        """Approve every call of the batch and resume."""
+        """Approve every call of the batch not decided yet, and resume."""
         return self._twin(self._all("approve", comment, reviewer))
 
     def reject_all(self, reason: str, reviewer: str | None = None) -> Any:
-        """Reject every call of the batch (a reason is required) and resume."""
+        """Reject every call of the batch not decided yet (a reason is required), and
+        resume."""
         return self._twin(self._all("reject", reason, reviewer))
 
     def decide_all(self, decisions: str | Mapping[str, str] = "approve") -> Any:

@@ -207,6 +207,7 @@ class Inbox(View):
         self.detail = widget  # the widget draws the session's graph: one graph
         self.selected = session_id
         self.hint = self.status = ""
+        self._settled()  # the cells reading the inbox learn what is open now
         return widget
 
     # -- code twins ------------------------------------------------------------------

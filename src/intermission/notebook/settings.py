@@ -56,12 +56,14 @@ def default_reviewer() -> str:
         return ""
 
 
-def reviewer_or_default(name: str | None) -> str:
-    """The reviewer a decision records: ``name``, or when it is empty the default reviewer
-    (R47: a decision never records nobody); refused when there is neither."""
+def reviewer_or_default(name: str | None, principal: Principal | None = None) -> str:
+    """The reviewer a decision records: ``name``, or when it is empty the widget's
+    ``principal``, else the default reviewer (a decision never records nobody);
+    refused when there is none."""
     from ..errors import InvalidDecisionError
 
-    chosen = (name or "").strip() or default_reviewer().strip()
+    fallback = principal.name if principal is not None else default_reviewer()
+    chosen = (name or "").strip() or fallback.strip()
     if not chosen:
         raise InvalidDecisionError(
             "a decision needs a reviewer: type your name in the Reviewer field "

@@ -86,7 +86,11 @@ function render({ model, el }) {
     for (const f of [reviewer, comment, reason]) f.input.disabled = ctx.dead;
     shown.draw();
   };
-  approveAll.addEventListener("click", () => ctx.send("all", { ...fields(), verdict: "approve" }));
+  // every box as the person left it: approving all approves the arguments shown
+  const edits = () => Object.fromEntries([...rows].map(([uuid, row]) => [uuid, row.args.value]));
+  approveAll.addEventListener("click", () => ctx.send("all", {
+    ...fields(), verdict: "approve", args: edits(),
+  }));
   rejectAll.addEventListener("click", () => ctx.send("all", { ...fields(), verdict: "reject" }));
   resume.addEventListener("click", () => ctx.send("resume", fields()));
   reason.input.addEventListener("input", draw);
