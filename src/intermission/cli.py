@@ -428,6 +428,10 @@ def cmd_audit(args: argparse.Namespace, store: SessionStore) -> int:
     sid = args.session_id
     if args.verify:
         result = store.verify_audit(sid)
+        if result and result.records == 0:
+            # a typo, or a trail deleted whole, must not read as "verified"
+            print(f"no audit records for session {_v(sid)}: nothing was verified", file=sys.stderr)
+            return 1
         print(str(result) if result else f"session {_v(sid)}: {_v(result)}")
         return 0 if result else 1
     records = store.audit(sid)

@@ -258,9 +258,10 @@ def test_audit_cli_prints_csv_and_jsonl_and_creates_no_store(
     assert main(["audit", "s", "--store", str(path)]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert "\x1b" not in line and json.loads(line)["reason"] == "no\x1b[2Jreason"
-    assert main(["audit", "nobody", "--verify", "--store", str(path)]) == 0
+    # a session with no records (a typo, or a trail deleted whole) is not "verified"
+    assert main(["audit", "nobody", "--verify", "--store", str(path)]) == 1
     out = capsys.readouterr()
-    assert out.out.strip() == "0 records, chain intact"
+    assert out.out == "" and "no audit records for session nobody: nothing was verified" in out.err
     # read-only: a store that does not exist is an error, and is not created
     missing = tmp_path / "typo.sqlite"
     assert main(["audit", "s", "--store", str(missing)]) == 2
