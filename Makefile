@@ -91,10 +91,12 @@ unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
 # Tutorials leave decisions to a person's click; under test the code twins decide instead
 # (notebooks/conftest.py sets that, the sanitizer and the kernel: plain `pytest --nbval
 # notebooks/` works the same). A marimo tutorial is tested by pytest on its file: its
-# test_* functions run (marimo's own way; nbval collects .ipynb files only).
+# test_* functions run (marimo's own way; nbval collects .ipynb files only). The tutorials
+# run one after another: kernels started at once by two workers can pick the same port, and
+# one dies before it answers (the seconds saved are not worth that flake).
 notebooks-test: setup
 	@if [ -n "$(NOTEBOOKS)" ]; then \
-	  $(PY) -m pytest -q -p no:cacheprovider $(XDIST) --nbval notebooks/; \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval notebooks/; \
 	fi
 	@if [ -n "$(MARIMO_NOTEBOOKS)" ]; then \
 	  $(PY) -m pytest -q -p no:cacheprovider $(MARIMO_NOTEBOOKS); \
