@@ -93,7 +93,7 @@ class _Row:
 
 class HITLPanel(DecisionView):
     """One row per tool call of the suspended batch: arguments (editable JSON), reason,
-    Approve / Reject / Skip, plus Approve all / Reject all (the calls not decided yet). A
+    Approve / Reject / Skip, plus Approve all / Reject all (the calls not chosen otherwise here). A
     decision carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`), the Comment, and to reject a
     Reason (Reject stays disabled until one is typed, unless the call's policy says a
@@ -368,8 +368,10 @@ class HITLPanel(DecisionView):
         self._act("Resume", lambda: None if self._undecided() else _nothing)
 
     def _all(self, verdict: str, note: str | None, reviewer: str | None) -> dict[str, Any]:
-        # the calls still to decide: one a person chose (say, rejected) keeps that choice
-        return {u: self._decision(u, verdict, None, note, reviewer) for u in self._undecided()}
+        # every call but those chosen here (a call rejected in this panel keeps that choice);
+        # one decided elsewhere is included: a different verdict on it is a conflict, shown
+        return {u: self._decision(u, verdict, None, note, reviewer) for u in self.rows
+                if u not in self._chosen}  # fmt: skip
 
     # -- code twins ------------------------------------------------------------------
     def _twin(self, decisions: Mapping[str, HITLDecision]) -> Any:
@@ -396,12 +398,12 @@ class HITLPanel(DecisionView):
         return self._twin({call_uuid: self._decision(call_uuid, "skip", None, comment, reviewer)})
 
     def approve_all(self, comment: str | None = None, reviewer: str | None = None) -> Any:
-        """Approve every call of the batch not decided yet, and resume."""
+        """Approve every call of the batch not chosen otherwise here, and resume."""
         return self._twin(self._all("approve", comment, reviewer))
 
     def reject_all(self, reason: str, reviewer: str | None = None) -> Any:
-        """Reject every call of the batch not decided yet (a reason is required), and
-        resume."""
+        """Reject every call of the batch not chosen otherwise here (a reason is required),
+        and resume."""
         return self._twin(self._all("reject", reason, reviewer))
 
     def decide_all(self, decisions: str | Mapping[str, str] = "approve") -> Any:
