@@ -347,6 +347,8 @@ def os_users() -> Iterator[dict[str, str]]:
             subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", "-G", ",".join(roles),
                             user], check=True)  # fmt: skip
             made.append(user)
+        else:  # left by a run that was killed: its groups may be gone, and made again here
+            subprocess.run(["usermod", "-G", ",".join(roles), user], check=True)
     restore = _traversable([os.path.realpath(sys.executable), sys.base_prefix, sys.prefix,
                             str(ROOT)])  # fmt: skip
     try:
