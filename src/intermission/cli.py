@@ -23,7 +23,8 @@ from typing import Any
 
 from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
-from ._clock import SYSTEM_CLOCK, Clock
+from ._cli_parser import build_parser
+from ._cli_views import cmd_pending, cmd_show
 from ._json import loads
 from ._text import visible as _v
 from .decisions import HITLDecision
@@ -37,25 +38,14 @@ from .errors import (
     _utc,
 )
 from .hitl import HITL, decide_graph
-from .hitl.graph import binding_deadline
-from .principals import Actor, label, os_principal
+from .principals import Actor, os_principal
 from .stores.base import SessionStore
-from .stores.decide import DEFAULT_WAIT_S, DecisionOutcome, decide_and_resume
-from .stores.effects import RESOLVED_KEY, resolve_unknown_effect
+from .stores.decide import DecisionOutcome, decide_and_resume
+from .stores.effects import resolve_unknown_effect
 from .stores.open import open_store
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-DEFAULT_STORE = "intermission-demo.sqlite"
-
-DESCRIPTION = (
-    "See what waits for a person, decide it and resume it: sessions paused by your agents "
-    "(or by the demo) in a SQLite file or a PostgreSQL database."
-)
-EPILOG = (
-    "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
-    "`python -m intermission COMMAND --help` says more about each command."
-)
 CREATES = frozenset({"demo", "serve", "notify"})
 """Commands that may create the store they are given (the others only use one)."""
 
@@ -108,150 +98,6 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
         f"  python -m intermission reject {sid} --reason 'not now' "
         f"--reviewer alice --store {target}"
     )
-
-
-def _clock_of(store: SessionStore) -> Clock:
-    """The store's clock: what its sessions' deadlines are judged by, in any process."""
-    clock: Clock = getattr(store, "clock", SYSTEM_CLOCK)
-    return clock
-
-
-def _waiting_on(n_calls: int, request: Any) -> str:
-    """What a pending session waits for, in a word or two."""
-    if n_calls:
-        return f"{n_calls} call" + ("s" if n_calls > 1 else "")
-    return "approval" if request is not None else "-"
-
-
-def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
-    items = store.pending(limit=args.limit, agent=args.agent)
-    unreadable = [(u.session_id, u.why) for u in getattr(items, "unreadable", [])]
-    rows: list[str] = []
-    now = _clock_of(store).now_ms()
-    for item in items:
-        try:
-            waits = _waiting_on(len(item.tasks), item.request)
-        except IntermissionError as exc:  # one bad row never hides the others
-            unreadable.append((item.session_id, str(exc)))
-            continue
-        agent, reason = _v(item.agent or "-"), _v(item.reason or "")
-        late = item.deadline_ms is not None and now >= item.deadline_ms
-        reason += " [expired]" if late else ""
-        reason += f" [{_v(item.progress)}]" if item.progress else ""
-        rows.append(f"{_v(item.session_id):<24} {agent:<16} {waits:<10}  {reason}")
-    if rows:
-        print(f"{'SESSION':<24} {'AGENT':<16} {'WAITS FOR':<10}  REASON")
-        print("\n".join(rows))
-    else:
-        print("no pending sessions")
-    for sid, why in unreadable:
-        print(f"unreadable: {_v(sid)}: {_v(why)}")
-    stuck = getattr(store, "stuck", None)
-    for entry in stuck(limit=args.limit) if stuck is not None else []:
-        if args.agent is not None and entry.agent != args.agent:
-            continue
-        sid, key, at = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key, args.store))
-        agent = _v(entry.agent or "-")
-        print(f"needs a person: {_v(entry.session_id)} ({agent}, {entry.status}): {_v(entry.why)}")
-        if getattr(entry, "damage", None) is not None:
-            continue  # (nothing to resolve until the entry is fixed by hand)
-        print(f"  python -m intermission resolve {sid} {key} --result JSON --store {at}")
-        print(f"  python -m intermission forget {sid} {key} --store {at}")
-
-
-def _decisions(s: Any) -> list[str]:
-    """Each decision on the session, oldest first: tool calls (applied, or recorded for the
-    next resume) and graph approvals."""
-    lines: list[str] = []
-
-    def by(reviewer: str | None, time_ms: float | None, display: str | None = None) -> str:
-        who = label(reviewer, display) or "an unnamed reviewer"
-        return f"by {who}" + (f" at {_utc(time_ms)}" if time_ms is not None else "")
-
-    for e in s.events:
-        if e.kind == "hitl_decided":
-            r = e.decision
-            edited = " with edited arguments" if r.modified_args else ""
-            note = f" — {r.comment}" if r.comment else ""
-            lines.append(
-                f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms, r.display)}: "
-                f"{e.tool_name} ({e.call_uuid}){note}"
-            )
-        elif e.kind == "approval_decided":
-            why = "; ".join(x for x in (e.reason, e.comment) if x)
-            lines.append(f"{e.verdict} {by(e.reviewer, e.ts, e.display)}: the approval" + (
-                f" — {why}" if why else ""))  # fmt: skip
-    for r in s.hitl.decisions.values():  # recorded, not applied yet
-        edited = " with edited arguments" if r.modified_args else ""
-        note = f" — {r.comment}" if r.comment else ""
-        lines.append(
-            f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms, r.display)}: {r.tool_name} "
-            f"({r.call_uuid}){note} [recorded: the next resume applies it]"
-        )
-    return lines
-
-
-def _answer(s: Any) -> str | None:
-    """The answer of the session's last finished request (not while it is pending)."""
-    if s.is_pending:
-        return None
-    for e in reversed(list(s.events)):
-        if e.kind in ("run_end", "team_end") and e.agent == s.agent:
-            return str(e.content) if e.content and not e.pending else None
-    return None
-
-
-def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
-    s = store.load(args.session_id)
-    print(f"session:  {_v(s.session_id)}")
-    print(f"status:   {s.status}   agent: {_v(s.agent)}   version: {s.store_version}")
-    if s.is_pending:
-        print(f"reason:   {_v(s.pending_reason)}")
-    if s.context.get("approval.request") is not None:
-        print(f"request:  {_v(s.context.get('approval.request'))}")
-    if s.requester is not None:
-        print(f"asked by: {_v(s.requester.name)} ({s.requester.via or 'api'})")
-    now = s.clock.now_ms()
-    expired = {t.call_uuid for t in HITL.expired_tasks(s, now)}
-    waiting = HITL.pending_tasks(s)
-    for task in waiting:
-        call = f"{task.tool_name}({json.dumps(task.args, ensure_ascii=False)})"
-        late = " [expired: the next resume rejects it]" if task.call_uuid in expired else ""
-        print(f"task:     {_v(task.call_uuid)} {_v(call)} {_v(task.reason or '')}{late}")
-        progress = HITL.progress(s, task.call_uuid, now)
-        if progress is not None:
-            print(f"needs:    {_v(progress.text)}")
-    deadline = binding_deadline(s)
-    if not s.hitl.tasks and s.is_pending:
-        progress = HITL.progress(s, now_ms=now)
-        if progress is not None and s.context.get(progress.target) is None:
-            print(f"needs:    {_v(progress.text)}")
-        if deadline is not None:
-            late = " [expired: the next resume rejects it]" if now >= deadline else ""
-            print(f"deadline: {_utc(deadline)}{late}")
-    for line in _decisions(s):
-        print(f"decision: {_v(line)}")
-    resolved = {r.get("key"): r for r in s.context.get(RESOLVED_KEY) or [] if isinstance(r, dict)}
-    for key, entry in sorted(s.ledger.items()):
-        note = ""
-        if entry.status == "started":
-            note = " [outcome unknown unless it is running now: resolve or forget it]"
-        elif key in resolved:
-            r = resolved[key]
-            who = label(r.get("reviewer"), r.get("display")) or "an unnamed reviewer"
-            note = f" ({r.get('outcome')} by hand, by {who})"
-        print(f"effect:   {_v(key)} {entry.status}{_v(note)}")
-    for line in ("result", "content"):
-        value = s.context.get(f"change.{line}")
-        if value is not None:
-            print(f"{line}:   {_v(value)}")
-    answer = _answer(s)
-    if answer is not None:
-        print(f"answer:   {_v(answer)}")
-    if len(waiting) > 1:
-        sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))
-        print(f"decide one call: python -m intermission approve {sid} --call CALL --store {at}"
-              " (or reject … --call CALL --reason …); the rest keep waiting")  # fmt: skip
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
@@ -517,141 +363,6 @@ def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
         line = f"{r.key:<36} {r.kind:<15} {r.status:<7} {r.attempts:>5}  {_utc(r.created_ms)}  "
         line += _v(r.session_id) + (f"  {_v(r.last_error)}" if r.last_error else "")
         print(line)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for tests and docs)."""
-    parser = argparse.ArgumentParser(prog="intermission", description=DESCRIPTION, epilog=EPILOG)
-    from ._version import __version__
-
-    parser.add_argument("--version", action="version", version=f"intermission {__version__}")
-    agents_help = (
-        "module:ATTR, a dict of your agents (or functions making them) by name; without it "
-        "only the demo's sessions are run, with the bundled examples"
-    )
-    parser.add_argument("--agents", help=agents_help)
-    parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    store_help = f"a SQLite file or a postgresql:// URL (default {DEFAULT_STORE})"
-
-    def add(name: str, help_text: str, *, runs_agents: bool = False) -> argparse.ArgumentParser:
-        p = sub.add_parser(
-            name, help=help_text, description=help_text[:1].upper() + help_text[1:] + "."
-        )
-        p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
-        # (before or after the command: the command's own wins; taken, unused, elsewhere)
-        p.add_argument("--agents", default=argparse.SUPPRESS,
-                       help=agents_help if runs_agents else argparse.SUPPRESS)  # fmt: skip
-        return p
-
-    def adopt(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--adopt", action="store_true", default=argparse.SUPPRESS,
-            help="resume a session made by another agent (another name, tools or approval "
-            "policy) with the one from --agents, which takes it over",
-        )  # fmt: skip
-
-    def wait(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--wait", type=float, default=DEFAULT_WAIT_S, metavar="SECONDS",
-            help="how long to wait while someone else resumes the session (default 30)",
-        )  # fmt: skip
-
-    def decision(p: argparse.ArgumentParser, verb: str) -> None:
-        p.add_argument("session_id", metavar="SESSION", help="the session's id (see pending)")
-        p.add_argument(
-            "--call", action="append", metavar="CALL",
-            help=f"{verb} only this tool call of the batch (its id, as show lists it; "
-            "repeat for more); the others keep waiting",
-        )  # fmt: skip
-        p.add_argument(
-            "--reviewer",
-            help="a display name recorded with the decision (who decides is your OS user)",
-        )
-        p.add_argument("--comment", help="a note kept with the decision")
-        wait(p)
-        adopt(p)
-
-    demo = add("demo", "run the change-approval example to its pause and save it")
-    demo.add_argument(
-        "--session", default="change-001", help="the new session's id (default change-001)"
-    )
-    pending = add("pending", "list the sessions that wait for a person, newest first")
-    pending.add_argument("--agent", help="only the sessions of the agent with this name")
-    pending.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    add("show", "show one session: what it waits for, its decisions and effects").add_argument(
-        "session_id", metavar="SESSION", help="the session's id"
-    )
-    approve = add("approve", "approve what a session waits for, and resume it", runs_agents=True)
-    decision(approve, "approve")
-    approve.set_defaults(reason=None)
-    reject = add("reject", "reject what a session waits for, and resume it", runs_agents=True)
-    decision(reject, "reject")
-    reject.add_argument("--reason", required=True, help="why (required; kept and shown)")
-    resume = add(
-        "resume", "resume with the decisions recorded (expired tasks are rejected)",
-        runs_agents=True,
-    )  # fmt: skip
-    resume.add_argument("session_id", metavar="SESSION", help="the session's id")
-    wait(resume)
-    adopt(resume)
-    resolve = add("resolve", "record that an effect of unknown outcome did happen")
-    resolve.add_argument("session_id", metavar="SESSION", help="the session's id")
-    resolve.add_argument("key", help="the effect's key (see pending or show)")
-    resolve.add_argument("--result", required=True, help="its result, as JSON")
-    checked = "a display name of who checked the external system (who records it is your OS user)"
-    resolve.add_argument("--reviewer", help=checked)
-    forget = add("forget", "record that an effect of unknown outcome did not happen")
-    forget.add_argument("session_id", metavar="SESSION", help="the session's id")
-    forget.add_argument("key", help="the effect's key (see pending or show)")
-    forget.add_argument("--reviewer", help=checked)
-    audit = add("audit", "print a session's audit trail, or check it (--verify)")
-    audit.add_argument("session_id", metavar="SESSION", help="the session's id")
-    audit.add_argument(
-        "--verify", action="store_true",
-        help="check the hash chain: exit 1 naming the first broken record, else print "
-        "the number of records and the head hash (keep it elsewhere to catch a rewrite)",
-    )  # fmt: skip
-    audit.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    serve = add(
-        "serve", "serve your agents over AG-UI, with a reviewer console at /", runs_agents=True
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
-    serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
-    serve.add_argument(
-        "--auth", metavar="FILE",
-        help="who may call, as principals: tokens (kept as sha256 hashes) or JWT settings "
-        "(a JSON or YAML file; see the README)",
-    )  # fmt: skip
-    serve.add_argument(
-        "--sweep-every", type=float, default=5.0, metavar="S",
-        help="record approval deadlines that fell due every S seconds (0: never)",
-    )  # fmt: skip
-    serve.add_argument(
-        "--allow-origin",
-        action="append",
-        metavar="ORIGIN",
-        help="a web origin (scheme://host:port) allowed to call without a token",
-    )
-    serve.add_argument(
-        "--drain", type=float, default=30.0, metavar="SECONDS",
-        help="on SIGTERM/^C, how long runs in flight get to finish (default 30)",
-    )  # fmt: skip
-    sweep = add("sweep", "record the warnings, escalations and expiries of approval deadlines")
-    sweep.add_argument("--every", type=float, metavar="S", help="sweep again every S seconds")
-    sweep.add_argument("--limit", type=int, default=100, help="sessions per sweep")
-    serve.add_argument("--notify", metavar="FILE", help="deliver notifications as FILE says")
-    serve.add_argument("--public-url", help="where reviewers open this console (deep links)")
-    notify = add("notify", "deliver the store's notifications (webhook, Slack, email)")
-    notify.add_argument("--config", required=True, metavar="FILE", help="YAML or JSON config")
-    notify.add_argument("--public-url", help="where reviewers open the console (deep links)")
-    notify.add_argument("--once", action="store_true", help="one pass, then exit")
-    outbox = add("outbox", "list the notifications in the outbox, or retry a failed one")
-    outbox.add_argument("--failed", action="store_true", help="only those that gave up")
-    outbox.add_argument("--retry", metavar="KEY", help="send a failed notification again")
-    outbox.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    return parser
 
 
 def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
