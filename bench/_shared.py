@@ -93,6 +93,20 @@ def verdict(ok: bool) -> str:
     return "meets target" if ok else "MISSES target"
 
 
+def line_spec(n: int = 100) -> Any:
+    """A linear graph of ``n`` activities, each counting itself in ``count``."""
+    from intermission import END, GraphSpec
+
+    spec = GraphSpec("line")
+    spec.add_start().link_add("n0")
+    for i in range(n):
+        spec.add_activity(f"n{i}").task(
+            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
+        ).link_add(f"n{i + 1}" if i + 1 < n else END)
+    spec.add_end()
+    return spec.build()
+
+
 def approval_spec() -> Any:
     from intermission import END, GraphSpec
 

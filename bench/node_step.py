@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from _shared import (
+    line_spec,
     median_rounds,
     row,
     timed,
@@ -16,17 +17,10 @@ from _shared import (
 
 def bench_node_step(rounds: int) -> None:
     print("\n1. in-memory node step, 100-node linear graph (event log on)")
-    from intermission import END, FlowEngine, GraphSpec, InMemoryAgentSession
+    from intermission import FlowEngine, InMemoryAgentSession
 
     n = 100
-    spec = GraphSpec("line")
-    spec.add_start().link_add("n0")
-    for i in range(n):
-        spec.add_activity(f"n{i}").task(
-            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
-        ).link_add(f"n{i + 1}" if i + 1 < n else END)
-    spec.add_end()
-    graph = spec.build()
+    graph = line_spec(n)
     engine = FlowEngine()
 
     def intermission_run() -> None:

@@ -13,6 +13,7 @@ from _shared import (
     Pool,
     approval_spec,
     claimed_resume,
+    line_spec,
     median_rounds,
     row,
     timed,
@@ -30,7 +31,7 @@ def bench_otel(rounds: int, tmp: Path) -> None:
         print("   the otel extra is not installed:", exc)
         return
     import intermission.otel as otel
-    from intermission import END, FlowEngine, GraphSpec, InMemoryAgentSession
+    from intermission import FlowEngine, InMemoryAgentSession
     from intermission.stores import SQLiteStore
 
     exporter = InMemorySpanExporter()
@@ -49,14 +50,7 @@ def bench_otel(rounds: int, tmp: Path) -> None:
         return sample
 
     n = 100
-    spec = GraphSpec("line")
-    spec.add_start().link_add("n0")
-    for i in range(n):
-        spec.add_activity(f"n{i}").task(
-            lambda ctx, node: ctx.put("count", ctx.get("count", 0) + 1)
-        ).link_add(f"n{i + 1}" if i + 1 < n else END)
-    spec.add_end()
-    line = spec.build()
+    line = line_spec(n)
     engine = FlowEngine()
 
     def node_run() -> None:
