@@ -49,14 +49,17 @@ class NotificationNotFoundError(NotifyError, KeyError):
 class DeliveryError(NotifyError):
     """A target did not take a notification; the dispatcher tries again later (the same
     key). The message names the target and what happened, never the body or a secret.
-    ``retry_after_s``: how long the receiver asked to wait (None: it did not say)."""
+    ``retry_after_s``: how long the receiver asked to wait (None: it did not say).
+    ``permanent``: no attempt can succeed (a message that cannot be built): the
+    notification is dead at once, with this as its reason."""
 
     def __init__(
         self, message: str, *, target: str, key: str | None = None,
-        retry_after_s: float | None = None,
+        retry_after_s: float | None = None, permanent: bool = False,
     ) -> None:  # fmt: skip
         self.target = target
         self.retry_after_s = retry_after_s
+        self.permanent = permanent
         super().__init__(f"{target}: {message}", key=key)
 
 

@@ -245,7 +245,8 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     if args.notify:  # the dispatcher runs for the app's lifespan
         from .notify import with_notifier
 
-        notifier = _notifier(args, store, args.public_url or f"http://{args.host}:{args.port}")
+        # links: the flag's URL, else the file's, else this server's own
+        notifier = _notifier(args, store, args.public_url, f"http://{args.host}:{args.port}")
         app = with_notifier(app, notifier)
 
     def ready(url: str) -> None:  # said once the socket listens and the app started
@@ -309,12 +310,16 @@ def _cell(value: Any) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-def _notifier(args: argparse.Namespace, store: SessionStore, public_url: str | None) -> Any:
+def _notifier(
+    args: argparse.Namespace, store: SessionStore, public_url: str | None,
+    own_url: str | None = None,
+) -> Any:  # fmt: skip
     """A Notifier from ``--notify``/``--config``; the store's saves write notifications
     from now on (and every process that opens it after this one)."""
     from .notify import notifier_from
 
-    notifier = notifier_from(store, getattr(args, "notify", None) or args.config, public_url)
+    path = getattr(args, "notify", None) or args.config
+    notifier = notifier_from(store, path, public_url, default_url=own_url)
     store.outbox.enable()  # type: ignore[attr-defined]
     names = ", ".join(t.name for t in notifier.targets)
     print(f"notifications go to {_v(names)}", flush=True)

@@ -108,6 +108,9 @@ class HITLTask(Model):
     """When the policy's escalation happened (``deadline_ms`` is then the escalation's)."""
     warned_ms: float | None = Field(default=None, exclude_if=_none)
     """The deadline a warning event was emitted for (one per deadline)."""
+    notify_args: bool | list[str] | None = Field(default=None, exclude_if=_none)
+    """Which arguments a notification about this call shows (redacted): all (None, the
+    default, or True), none (False), or the named ones (``on_tool(notify_args=)``)."""
 
     @property
     def decide_by_ms(self) -> float | None:

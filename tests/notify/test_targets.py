@@ -96,12 +96,14 @@ def test_the_signature_recipe_refuses_a_tampered_body_a_wrong_secret_and_a_repla
     stamp = str(int(time.time()))
     from intermission.notify.signing import sign
 
-    headers = {"Intermission-Timestamp": stamp, "Intermission-Signature": sign(SECRET, stamp, body)}
+    headers = {"Intermission-Timestamp": stamp, "Intermission-Signature": sign(SECRET, stamp, body),
+               "Idempotency-Key": "ntf_1"}  # fmt: skip
     assert recipe(SECRET.encode(), body, headers) and verify(SECRET, body, headers)
     assert not recipe(SECRET.encode(), body.replace(b"pending", b"decided"), headers)
     assert not recipe(b"another-secret-0123456789", body, headers)
     old = str(int(time.time()) - 301)
-    replayed = {"Intermission-Timestamp": old, "Intermission-Signature": sign(SECRET, old, body)}
+    replayed = {"Intermission-Timestamp": old, "Intermission-Signature": sign(SECRET, old, body),
+                "Idempotency-Key": "ntf_1"}  # fmt: skip
     assert not recipe(SECRET.encode(), body, replayed) and not verify(SECRET, body, replayed)
     assert not recipe(SECRET.encode(), body, {}) and not verify(SECRET, body, {})
     # header names in any case (HTTP/2, API gateways and ASGI lower-case them), and a

@@ -44,6 +44,21 @@ class _Asks:
     when: Policy | None
     deadline_ms: float | None
     policy: ApprovalPolicy | None
+    notify_args: bool | list[str] | None = None
+
+
+def _notify_args(value: Any) -> bool | list[str] | None:
+    """``on_tool(notify_args=)`` as a task keeps it (None: all, the default)."""
+    if value is True:
+        return None
+    if value is False:
+        return False
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise UsageError(f"notify_args is True, False or argument names, not {shown(value)}")
+    names = list(value)
+    if not all(isinstance(n, str) and n for n in names):
+        raise UsageError(f"notify_args names arguments (non-empty str), not {shown(value)}")
+    return sorted(set(names))
 
 
 def _split(policy: Any, when: Any) -> tuple[Policy | None, ApprovalPolicy | None]:
@@ -94,15 +109,18 @@ class HITLInterceptor(ReActInterceptor):
         *,
         deadline_ms: float | None = None,
         when: Policy | None = None,
+        notify_args: bool | Iterable[str] = True,
     ) -> HITLInterceptor:
         """Ask before ``name`` runs. ``policy``: an :class:`~intermission.ApprovalPolicy`
         (who may decide, how many, deadlines), or — as before — a function
         ``policy(trace, args)`` returning a reason to ask (None: run without asking);
-        ``when``: that function, next to an ApprovalPolicy. Without one it always asks."""
+        ``when``: that function, next to an ApprovalPolicy. Without one it always asks.
+        ``notify_args``: which arguments notifications about the call show — all (True),
+        none (False) or the named ones (``["env"]``); secrets are redacted in any case."""
         _check.text("name", name, empty=False)
         ask, rules = _split(policy, when)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
-        self._policies[name] = _Asks(ask, deadline_ms, rules)
+        self._policies[name] = _Asks(ask, deadline_ms, rules, _notify_args(notify_args))
         self._last = name
         return self
 
@@ -233,6 +251,7 @@ class HITLInterceptor(ReActInterceptor):
                     args_schema=_copy(held) if held is not None else None,
                     policy=rules,
                     requester=requester if isinstance(requester, Actor) else None,
+                    notify_args=asks.notify_args,
                 )
             )
         return tasks

@@ -235,9 +235,12 @@ def load_config(path: str | Path) -> NotifyConfig:
         raise NotifyConfigError(first["msg"], where=f"{where}: {at}") from None
 
 
-def notifier_from(store: Any, path: str | Path, public_url: str | None = None) -> Notifier:
-    """A Notifier on ``store`` as the config file at ``path`` says (``public_url`` given
-    here wins over the file's)."""
+def notifier_from(
+    store: Any, path: str | Path, public_url: str | None = None, *,
+    default_url: str | None = None,
+) -> Notifier:  # fmt: skip
+    """A Notifier on ``store`` as the config file at ``path`` says: links under
+    ``public_url`` given here, else the file's, else ``default_url`` (``serve``: its own)."""
     config = load_config(path)
     if config.public_url is not None and public_url is None:
         try:
@@ -245,7 +248,7 @@ def notifier_from(store: Any, path: str | Path, public_url: str | None = None) -
         except NotifyConfigError as exc:
             raise NotifyConfigError(str(exc), where=f"{path}: public_url") from None
     return Notifier(
-        store, targets_of(config, str(path)), public_url or config.public_url,
+        store, targets_of(config, str(path)), public_url or config.public_url or default_url,
         max_attempts=config.max_attempts, retry_first_s=config.retry_first_s,
         retry_max_s=max(config.retry_max_s, config.retry_first_s), lease_s=config.lease_s,
         poll_s=config.poll_s,

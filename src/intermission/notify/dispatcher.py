@@ -6,12 +6,24 @@ sending and before settling leaves it leased, and once the lease ends another at
 sends it again with the same key (receivers drop repeats by it). A failed attempt is tried
 again after a backoff (doubling from ``retry_first_s`` up to ``retry_max_s``, or the
 receiver's ``Retry-After``); after ``max_attempts`` the row is dead, listed by
-``python -m intermission outbox --failed`` and sent again by ``--retry KEY``. Targets that
-took a notification are not sent it again when another target failed.
+``python -m intermission outbox --failed`` and sent again by ``--retry KEY``; a message no
+attempt can build is dead at once, with its reason. Targets that took a notification are not
+sent it again when another target failed.
+
+One body per key: a notification's body (its links included) is fixed when its row is
+written (links under the store's recorded public URL), or, for a row written before any
+dispatcher recorded one, by the first dispatcher that takes it; every attempt of every
+dispatcher sends those bytes.
+
+Targets are independent: a notification's targets are sent it at once, each in its own
+thread, and each attempt is bounded as a whole by its target's ``timeout_s`` (a receiver
+that trickles its answer is cut there). A slow or dead target never holds another's
+delivery back; the row is settled once every target answered or gave up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -19,12 +31,13 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import _check
-from ..errors import DeliveryError, NotifyConfigError, StoreError
+from ..errors import DeliveryError, NotifyConfigError, NotSerializableError, StoreError
 from ..stores.outbox import OutboxRow
-from .notification import Notification, check_public_url
+from .notification import Notification, check_public_url, fixed
 from .targets import Target
 
 __all__ = ["Notifier", "with_notifier"]
@@ -82,10 +95,14 @@ class Notifier:
         self.batch = _check.count("batch", batch, 1, 1000)
         self.poll_s = _check.number("poll_s", poll_s, 0.001, 3600)
         """How often :meth:`run` looks at the outbox when nothing wakes it."""
+        if self.public_url is not None and getattr(outbox, "public_url", None) != self.public_url:
+            # (the store's saves fix their notifications' links under it from now on)
+            outbox.set_public_url(self.public_url)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         """Who holds the rows this notifier took (host, process, a random part)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- one pass ------------------------------------------------------------------------
     def deliver_pending(self) -> int:
@@ -114,35 +131,54 @@ class Notifier:
 
     def _deliver(self, row: OutboxRow) -> bool:
         try:
+            if row.payload.get("body") is None:  # written before a public URL was known
+                row = dataclasses.replace(
+                    row, payload=self.outbox.fix(row.key, fixed(row, self.public_url))
+                )
             n = Notification.of(row, self.public_url)
-        except (TypeError, ValueError, KeyError) as exc:  # a row nobody can read
+        except (TypeError, ValueError, KeyError, NotSerializableError) as exc:
             self._failed(row, row.done, [f"unreadable notification ({type(exc).__name__})"],
                          None, dead=True)  # fmt: skip
             return False
         done = set(row.done)
+        due = [t for t in self.targets if t.name not in done and t.routes(n)]
         errors: list[str] = []
         wait_s: float | None = None
-        for target in self.targets:
-            if target.name in done or not target.routes(n):
-                continue
-            try:
-                target.send(n)
-            except DeliveryError as exc:
-                errors.append(str(exc))
-                if exc.retry_after_s is not None:
-                    wait_s = max(wait_s or 0.0, exc.retry_after_s)
-                continue
-            except Exception as exc:  # a target's own bug: counted, named, never its data
-                errors.append(f"{target.name}: {type(exc).__name__}")
-                continue
-            done.add(target.name)
+        permanent = False
+        for target, error in zip(due, self._send_all(due, n)):
+            if error is None:
+                done.add(target.name)
+            elif isinstance(error, DeliveryError):
+                errors.append(str(error))
+                permanent = permanent or error.permanent
+                if error.retry_after_s is not None:
+                    wait_s = max(wait_s or 0.0, error.retry_after_s)
+            else:  # a target's own bug: counted, named, never its data
+                errors.append(f"{target.name}: {type(error).__name__}")
         if errors:
-            self._failed(row, done, errors, wait_s, dead=False)
+            self._failed(row, done, errors, wait_s, dead=permanent)
             return False
         self.outbox.delivered(row.key)
         log.info("notification %s (%s, session %s) delivered to %s", row.key, row.kind,
                  row.session_id, ", ".join(sorted(done)) or "no target")  # fmt: skip
         return True
+
+    def _send_all(self, targets: list[Target], n: Notification) -> list[Exception | None]:
+        """Send ``n`` to every target at once (each its own thread: one slow receiver does
+        not hold another back); what each raised, or None."""
+
+        def send(target: Target) -> Exception | None:
+            try:
+                target.send(n)
+            except Exception as exc:
+                return exc
+            return None
+
+        if len(targets) <= 1:
+            return [send(t) for t in targets]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.targets), "intermission-notify-send")
+        return list(self._pool.map(send, targets))
 
     def _failed(
         self, row: OutboxRow, done: Iterable[str], errors: list[str], wait_s: float | None,
@@ -203,6 +239,9 @@ class Notifier:
 
     def close(self) -> None:
         """Close the targets' connections."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         for target in self.targets:
             target.close()
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import html
 import smtplib
+import socket
 import ssl
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -135,9 +138,10 @@ class Email(_Routed):
         return super().routes(n) and bool(self.recipients(n))
 
     def message(self, n: Notification) -> EmailMessage:
-        """The email for ``n``: plain text and HTML alternatives."""
+        """The email for ``n``: plain text and HTML alternatives (every line break a
+        header cannot hold, U+2028 and U+2029 and U+0085 among them, escaped)."""
         msg = EmailMessage()
-        msg["Subject"] = n.subject()
+        msg["Subject"] = header_text(n.subject())
         msg["From"] = self.sender
         msg["To"] = ", ".join(self.recipients(n))
         msg["Date"] = formatdate(usegmt=True)
@@ -148,16 +152,39 @@ class Email(_Routed):
         return msg
 
     def send(self, n: Notification) -> None:
-        """Connect, optionally STARTTLS and log in, and send."""
-        msg = self.message(n)
-        host, port = self.smtp
+        """Connect, optionally STARTTLS and log in, and send, all within ``timeout_s``. A
+        message that cannot be built (or that this server cannot carry) raises a
+        permanent :class:`~intermission.errors.DeliveryError`: no retry can send it."""
         try:
-            with smtplib.SMTP(host, port, timeout=self.timeout_s) as server:
+            msg = self.message(n)
+            msg.as_bytes()  # (what smtplib sends: whatever fails here would fail there)
+        except Exception as exc:
+            raise DeliveryError(
+                f"the e-mail cannot be built ({type(exc).__name__}: {str(exc)[:120]})",
+                target=self.name, key=n.key, permanent=True,
+            ) from None  # fmt: skip
+        host, port = self.smtp
+        server = smtplib.SMTP(timeout=self.timeout_s)
+        server._host = host  # (what SMTP(host) keeps: STARTTLS checks the certificate for it)
+        # smtplib's timeout counts per operation: the whole attempt is cut at timeout_s
+        cut = threading.Timer(self.timeout_s, _cut, (server,))
+        cut.daemon = True
+        started = time.monotonic()
+        cut.start()
+        try:
+            with server:
+                server.connect(host, port)
                 if self.starttls:
                     server.starttls(context=self.ssl_context or ssl.create_default_context())
                 if self.username is not None and self._password is not None:
                     server.login(self.username, self._password)
                 refused = server.send_message(msg, self.sender, self.recipients(n))
+        except smtplib.SMTPNotSupportedError as exc:
+            what = "STARTTLS" if "STARTTLS" in str(exc) else "what the message needs (SMTPUTF8)"
+            raise DeliveryError(
+                f"the SMTP server does not offer {what}", target=self.name, key=n.key,
+                permanent=what != "STARTTLS",
+            ) from None  # fmt: skip
         except smtplib.SMTPRecipientsRefused as exc:
             codes = sorted({code for code, _ in exc.recipients.values()})
             raise DeliveryRefusedError(
@@ -169,15 +196,18 @@ class Email(_Routed):
                 f"the SMTP server answered {exc.smtp_code}", target=self.name,
                 status=exc.smtp_code, key=n.key,
             ) from None  # fmt: skip
-        except smtplib.SMTPNotSupportedError:
-            raise DeliveryError(
-                "the SMTP server does not offer STARTTLS", target=self.name, key=n.key
-            ) from None
         except (OSError, smtplib.SMTPException) as exc:  # refused, timeout, TLS, dropped
+            spent = time.monotonic() - started
+            whole = ""
+            if isinstance(exc, TimeoutError) or spent >= self.timeout_s:
+                whole = (f": no complete answer within timeout_s={self.timeout_s:g} (the "
+                         f"attempt ended after {spent:.1f} s)")  # fmt: skip
             raise DeliveryUnreachableError(
-                f"could not reach the SMTP server ({type(exc).__name__})", target=self.name,
-                key=n.key,
+                f"could not reach the SMTP server ({type(exc).__name__}){whole}",
+                target=self.name, key=n.key,
             ) from None  # fmt: skip
+        finally:
+            cut.cancel()
         if refused:  # some took it: a retry would send it to them again
             import logging
 
@@ -190,6 +220,29 @@ class Email(_Routed):
 
     def __repr__(self) -> str:
         return f"Email(name={self.name!r})"
+
+
+def _cut(server: smtplib.SMTP) -> None:
+    """End an attempt that outlived its time: the blocked read returns at once."""
+    sock = getattr(server, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def header_text(text: str) -> str:
+    """``text`` as a header can hold it: every character that breaks a line (``\\n``,
+    ``\\r``, U+0085, U+2028, U+2029, …) and every control character escaped."""
+    return "".join(
+        c if c.isprintable() and len(f"a{c}a".splitlines()) == 1 else _escaped(c) for c in text
+    )
+
+
+def _escaped(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _html(n: Notification) -> str:

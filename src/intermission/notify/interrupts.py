@@ -5,21 +5,16 @@ one is sent."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from .._json import canonical_dumps
+from .redact import REDACTED, redact_text, secret_name
 
 __all__ = ["interrupts_of", "summarize"]
 
 
 # -- argument summaries: bounded, secrets left out ----------------------------------------
-_SECRET = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|auth|cookie|credential|private[-_]?key"
-    r"|signature|session[-_]?key|otp|pin$",
-    re.IGNORECASE,
-)
 _TEXT = 200
 _ITEMS = 10
 _DEPTH = 3
@@ -28,13 +23,16 @@ _BUDGET = 2000
 
 def _cut(value: Any, depth: int) -> Any:
     if isinstance(value, str):
+        # redacted before it is cut (a secret cut in half is no longer shaped like one);
+        # cut first to a bound, so a huge value costs no more than a short one
+        value = redact_text(value[: _TEXT * 4])
         return value if len(value) <= _TEXT else f"{value[:_TEXT]}… (+{len(value) - _TEXT} chars)"
     if isinstance(value, dict):
         if depth >= _DEPTH:
             return f"{{{len(value)} keys}}"
         items = list(value.items())
         out = {
-            str(k)[:_TEXT]: "[redacted]" if _SECRET.search(str(k)) else _cut(v, depth + 1)
+            redact_text(str(k)[:_TEXT]): REDACTED if secret_name(k) else _cut(v, depth + 1)
             for k, v in items[:_ITEMS]
         }
         if len(items) > _ITEMS:
@@ -54,8 +52,9 @@ def _cut(value: Any, depth: int) -> Any:
 
 def summarize(args: dict[str, Any]) -> dict[str, Any]:
     """Tool arguments as a notification shows them: values cut to 200 characters, at most
-    10 keys or items per level and 3 levels, arguments whose name says secret (password,
-    token, api_key, …) redacted, about 2 KB at most in all."""
+    10 keys or items per level and 3 levels, secrets redacted at every level (by name:
+    password, token, api_key, dsn, …; by shape: URL userinfo, token prefixes, JWTs, PEM
+    keys; see :mod:`intermission.notify.redact`), about 2 KB at most in all."""
     out = _cut(args, 0)
     if not isinstance(out, dict):
         return {}
@@ -99,15 +98,27 @@ def _policy(policy: Any, approvers: Any, given: int) -> dict[str, Any] | None:
 
 def _task(task: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     uuid = str(task.get("call_uuid"))
-    args = task.get("args")
+    args = _shown_args(task.get("args"), task.get("notify_args"))
     done = given.get(uuid)
+    reason = task.get("reason")
     return {
         "id": uuid, "type": "tool_call", "tool": task.get("tool_name"),
-        "arguments": summarize(args) if isinstance(args, dict) else {},
-        "reason": task.get("reason"), "deadline_ms": task.get("deadline_ms"),
+        "arguments": summarize(args),
+        "reason": redact_text(reason) if isinstance(reason, str) else reason,
+        "deadline_ms": task.get("deadline_ms"),
         "policy": _policy(task.get("policy"), task.get("approvers"),
                           len(done) if isinstance(done, list) else 0),
     }  # fmt: skip
+
+
+def _shown_args(args: Any, notify_args: Any) -> dict[str, Any]:
+    """The arguments a notification may show: all (``notify_args`` unset or True), none
+    (False), or the named ones (a list), as ``on_tool(name, notify_args=)`` said."""
+    if not isinstance(args, dict) or notify_args is False:
+        return {}
+    if isinstance(notify_args, list):
+        return {k: v for k, v in args.items() if k in notify_args}
+    return args
 
 
 def _approval(approval: Mapping[str, Any], reason: Any) -> dict[str, Any]:

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from .._check import shown
+from .._json import canonical_dumps
 from .._text import visible
 from ..errors import NotifyConfigError
-from ..stores.outbox import OutboxRow
+from ..stores.outbox import OutboxRow, Written
 from .interrupts import interrupts_of
+from .redact import redact, redact_text
 
-__all__ = ["BODY_VERSION", "Notification", "check_public_url", "link"]
+__all__ = ["BODY_VERSION", "FIXED", "Notification", "check_public_url", "fixed", "link", "with_body"]
 
 BODY_VERSION = 1
 """The version of the webhook body's shape (a field added keeps it; a change bumps it)."""
+
+FIXED = '{"body":'
+"""How a stored payload whose body is fixed begins (the store compares it in SQL)."""
 
 
 def check_public_url(url: Any) -> str | None:
@@ -78,28 +83,57 @@ class Notification:
     """The console's page for the first interrupt (or the thread); None without a public
     URL."""
     attempt: int = 1
+    fixed_body: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The body as written with the outbox row (what :meth:`body` returns then)."""
 
     @classmethod
     def of(cls, row: OutboxRow, public_url: str | None) -> Notification:
-        """The notification of an outbox row, with links under ``public_url``."""
+        """The notification of an outbox row: its body as fixed when the row was written
+        (or first taken), else made now with links under ``public_url``."""
         p = row.payload
         if p.get("kind") != row.kind or p.get("session_id") != row.session_id:
             raise ValueError("the notification's payload does not match its row")
+        body = p.get("body")
+        if body is not None:
+            return cls._of_body(row, body)
         sid = row.session_id
         found, roles = interrupts_of(p)
         interrupts = tuple({**i, "link": link(public_url, sid, i.get("id"))} for i in found)
         deadlines = [i["deadline_ms"] for i in interrupts if i.get("deadline_ms") is not None]
         first = interrupts[0]["id"] if interrupts else None
+        reason = p.get("reason")
         return cls(
             key=row.key, kind=row.kind, session_id=sid, agent=p.get("agent"),
-            created_ms=float(p.get("created_ms") or row.created_ms), reason=p.get("reason"),
+            created_ms=float(p.get("created_ms") or row.created_ms),
+            reason=redact_text(reason) if isinstance(reason, str) else None,
             deadline_ms=min(deadlines) if deadlines else None, interrupts=interrupts,
-            roles=tuple(roles), detail=dict(p.get("detail") or {}),
+            roles=tuple(roles), detail=redact(dict(p.get("detail") or {})),
             link=link(public_url, sid, first), attempt=row.attempts + 1,
         )  # fmt: skip
 
+    @classmethod
+    def _of_body(cls, row: OutboxRow, body: Any) -> Notification:
+        """The notification whose body was fixed with its row (every dispatcher sends
+        these bytes)."""
+        if not isinstance(body, dict) or body.get("key") != row.key or body.get("kind") != row.kind:
+            raise ValueError("the notification's body does not match its row")
+        session = body.get("session") or {}
+        if session.get("id") != row.session_id:
+            raise ValueError("the notification's body does not match its row")
+        interrupts = tuple(dict(i) for i in body.get("interrupts") or () if isinstance(i, dict))
+        return cls(
+            key=row.key, kind=row.kind, session_id=row.session_id, agent=session.get("agent"),
+            created_ms=_ms(body.get("created_at")) or row.created_ms, reason=body.get("reason"),
+            deadline_ms=_ms(body.get("deadline_at")), interrupts=interrupts,
+            roles=tuple(map(str, body.get("roles") or ())), detail=dict(body.get("detail") or {}),
+            link=body.get("link"), attempt=row.attempts + 1, fixed_body=body,
+        )  # fmt: skip
+
     def body(self) -> dict[str, Any]:
-        """The JSON a webhook receives (the same on every attempt)."""
+        """The JSON a webhook receives (the same on every attempt, by every dispatcher:
+        fixed when the notification was written)."""
+        if self.fixed_body is not None:
+            return dict(self.fixed_body)
         return {
             "type": "intermission.notification",
             "version": BODY_VERSION,
@@ -172,6 +206,48 @@ class Notification:
             out.append(f"Open: {self.link}")
         out += ["", f"Notification {self.key} (the same on every delivery of it)"]
         return out
+
+
+def _ms(iso: Any) -> float | None:
+    if not isinstance(iso, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+    except ValueError:
+        return None
+
+
+def fixed(row: OutboxRow, public_url: str | None) -> str:
+    """The payload of ``row`` with its body fixed (links under ``public_url``): a text to
+    store. A payload whose body is fixed already is returned as it is."""
+    rest = {k: v for k, v in row.payload.items() if k != "body"}
+    body = row.payload.get("body")
+    if body is None:
+        body = Notification.of(row, public_url).body()
+    # the body first: a stored payload that starts so has its body fixed (see FIXED)
+    return FIXED + canonical_dumps(body) + "," + canonical_dumps(rest)[1:]
+
+
+def with_body(written: Written, now_ms: float, public_url: str | None) -> Written:
+    """A notification a save writes, its body fixed now (links under ``public_url``), so
+    that every dispatcher sends the same bytes for its key. A payload no body can be made
+    of is written as it is (a dispatcher fixes it when it first takes it, or marks it
+    dead), never failing the save. Without a public URL (no dispatcher recorded one yet)
+    it is left to the first dispatcher that takes it, which fixes it with its own."""
+    import json
+
+    if public_url is None:
+        return written
+    try:
+        payload = json.loads(written.payload)
+        row = OutboxRow(
+            key=written.key, session_id=written.session_id, kind=written.kind,
+            status="pending", created_ms=now_ms, due_ms=now_ms, attempts=0, done=(),
+            last_error=None, payload=payload,
+        )  # fmt: skip
+        return written._replace(payload=fixed(row, public_url))
+    except Exception:  # (the save must not fail for a notification's words)
+        return written
 
 
 def _short(value: Any) -> str:

@@ -7,15 +7,18 @@ Headers of every webhook request::
     Intermission-Signature: v1=<hex>         HMAC-SHA256(secret, timestamp + "." + body)
 
 A receiver recomputes the signature over the raw body bytes, compares it in constant
-time, and refuses a timestamp more than five minutes away from its own clock (a captured
-request cannot be replayed later). Each attempt is signed anew; the body, and its
-``key``, stay the same.
+time, refuses a timestamp more than five minutes away from its own clock (a captured
+request cannot be replayed later), and refuses an ``Idempotency-Key`` header that is not
+the signed body's ``key`` (the header is not signed: a captured request sent again with a
+fresh key would pass a receiver's de-duplication). Each attempt is signed anew; the body,
+and its ``key``, stay the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 from collections.abc import Mapping
 
@@ -57,8 +60,9 @@ def verify(
     now: float | None = None,
 ) -> bool:
     """True when ``headers`` carry a valid signature of ``body`` made within
-    ``tolerance_s`` of ``now`` (Unix seconds; the local clock by default). Header names are
-    matched case-insensitively."""
+    ``tolerance_s`` of ``now`` (Unix seconds; the local clock by default) and an
+    ``Idempotency-Key`` that is the signed body's ``key``. Header names are matched
+    case-insensitively."""
     if not isinstance(secret, (str, bytes)) or not isinstance(body, (bytes, bytearray)):
         raise UsageError("verify takes the secret (str or bytes) and the raw body (bytes)")
     if not isinstance(headers, Mapping) and not hasattr(headers, "items"):
@@ -75,6 +79,18 @@ def verify(
     if not given.isascii():
         return False
     try:
-        return hmac.compare_digest(sign(secret, stamp, bytes(body)), given)
+        if not hmac.compare_digest(sign(secret, stamp, bytes(body)), given):
+            return False
     except UnicodeEncodeError:  # a secret no encoding can carry signs nothing
         return False
+    return _key_signed(bytes(body), lower.get(KEY_HEADER.lower()))
+
+
+def _key_signed(body: bytes, header: object) -> bool:
+    """Whether the ``Idempotency-Key`` header is the key the signed body carries."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    key = data.get("key") if isinstance(data, dict) else None
+    return isinstance(key, str) and isinstance(header, str) and key == header  # (no secret)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -126,9 +127,74 @@ class _HideTargetURLs(logging.Filter):
         return not any(str(a) in self.urls for a in args)
 
 
+_deadline = threading.local()
+"""The monotonic time the attempt in progress on this thread must end by."""
+
+
+def _remaining(timeout: float | None) -> float:
+    """What is left of the attempt's time (an operation's own timeout, when shorter)."""
+    end = getattr(_deadline, "at", None)
+    if end is None:
+        return float("inf") if timeout is None else timeout
+    left = end - time.monotonic()
+    return left if timeout is None else min(timeout, left)
+
+
+def _deadline_transport(httpx: Any) -> Any:
+    """An httpx transport whose every connect, read and write shares one deadline per
+    attempt: httpx's own timeouts count per operation, so a receiver answering one byte
+    at a time would hold an attempt for ever."""
+    import httpcore
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def _left(self, timeout: float | None, error: type[Exception]) -> float:
+            left = _remaining(timeout)
+            if left <= 0:
+                raise error("no complete answer within the target's timeout_s")
+            return left
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            data: bytes = self.inner.read(max_bytes, self._left(timeout, httpcore.ReadTimeout))
+            return data
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self.inner.write(buffer, self._left(timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> Any:  # fmt: skip
+            left = self._left(timeout, httpcore.ConnectTimeout)
+            return Stream(self.inner.start_tls(ssl_context, server_hostname, left))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
+
+    class Backend(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None, socket_options: Any = None) -> Any:  # fmt: skip
+            left = _remaining(timeout)
+            if left <= 0:
+                raise httpcore.ConnectTimeout("no connection within the target's timeout_s")
+            return Stream(super().connect_tcp(host, port, left, local_address, socket_options))
+
+    transport = httpx.HTTPTransport()
+    # (httpx takes no network backend; its pool is replaced by one that has ours)
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(), network_backend=Backend()
+    )
+    return transport
+
+
 class _HTTP(_Routed):
     """A POST of JSON with httpx: 2xx is taken; anything else is a typed error that says
-    the status (never the body), with the receiver's ``Retry-After`` when it sent one."""
+    the status (never the body), with the receiver's ``Retry-After`` when it sent one.
+    ``timeout_s`` bounds the whole attempt: connecting, sending, and every byte of the
+    answer."""
 
     def __init__(self, url: str, timeout_s: float) -> None:
         # refused when made, not at each delivery: a dispatcher without httpx would fail
@@ -145,20 +211,32 @@ class _HTTP(_Routed):
         httpx = require("httpx", "notify")
         if self._client is None:
             # no redirects: a signed body goes where it was configured to, nowhere else
-            self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+            self._client = httpx.Client(
+                timeout=self.timeout_s, follow_redirects=False,
+                transport=_deadline_transport(httpx),
+            )
             # httpx logs the URL as it spells it (host lower-cased, a default port dropped,
             # non-ASCII quoted): hidden in that spelling too
             try:
                 _HideTargetURLs.urls.add(str(httpx.URL(self.url)))
             except httpx.InvalidURL:  # (then no request is made, and none logged)
                 pass
+        started = time.monotonic()
+        _deadline.at = started + self.timeout_s
         try:
             response = self._client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
+            whole = ""
+            if isinstance(exc, httpx.TimeoutException):
+                spent = time.monotonic() - started
+                whole = (f": no complete answer within timeout_s={self.timeout_s:g} (the "
+                         f"attempt ended after {spent:.1f} s)")  # fmt: skip
             raise DeliveryUnreachableError(
-                f"could not reach the receiver ({type(exc).__name__})", target=self.name,
-                key=key,
+                f"could not reach the receiver ({type(exc).__name__}){whole}",
+                target=self.name, key=key,
             ) from None  # fmt: skip
+        finally:
+            _deadline.at = None
         if not 200 <= response.status_code < 300:
             raise DeliveryRefusedError(
                 f"the receiver answered HTTP {response.status_code}", target=self.name,

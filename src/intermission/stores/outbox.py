@@ -124,6 +124,21 @@ class Outbox(Protocol):
         so that stores opened on it later (``outbox=None``) follow."""
         ...
 
+    public_url: str | None
+    """Where reviewers open the console: the links of the notifications this store object
+    writes (None: the first dispatcher that takes one fixes its links)."""
+
+    def set_public_url(self, url: str | None) -> None:
+        """Record ``url`` as :attr:`public_url` (in the database too: stores opened on it
+        later follow). A dispatcher given a public URL records it."""
+        ...
+
+    def fix(self, key: str, payload: str) -> dict[str, Any]:
+        """Store ``payload`` (one whose body is fixed) for ``key`` unless the row's body
+        was fixed already, and return the stored payload: whoever fixed it first, every
+        dispatcher sends that body."""
+        ...
+
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:
         """Take up to ``limit`` due rows for ``owner`` until the lease ends."""
         ...

@@ -32,6 +32,21 @@ class MemoryOutbox:
         self.wake = threading.Event()
         self._rows: dict[str, _Held] = {}
         self._told: set[str] = set()
+        self.public_url: str | None = None
+
+    def set_public_url(self, url: str | None) -> None:
+        """See :meth:`Outbox.set_public_url`."""
+        self.public_url = url
+
+    def fix(self, key: str, payload: str) -> dict[str, Any]:
+        """See :meth:`Outbox.fix`."""
+        with self.store._lock:
+            held = self._rows.get(key)
+            if held is None:
+                return dict(json.loads(payload))
+            if held.row.payload.get("body") is None:
+                held.row = dataclasses.replace(held.row, payload=json.loads(payload))
+            return held.row.payload
 
     def enable(self, on: bool = True) -> None:
         """See :meth:`Outbox.enable` (a memory store has only this object to tell)."""
@@ -43,8 +58,12 @@ class MemoryOutbox:
         return float(self.store.clock.now_ms())
 
     def write(self, rows: list[Written], now_ms: float) -> None:
-        """Add a save's notifications (the caller holds the store's lock)."""
+        """Add a save's notifications (the caller holds the store's lock), their bodies
+        fixed now (links under :attr:`public_url`)."""
+        from ..notify.notification import with_body
+
         for r in rows:
+            r = with_body(r, now_ms, self.public_url)
             if r.once is not None:
                 if r.once in self._told:
                     continue  # told already

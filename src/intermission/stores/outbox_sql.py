@@ -23,9 +23,15 @@ _INSERT = (
 )
 
 
-def write(run: Callable[..., Any], rows: list[Written], now_ms: float) -> None:
-    """Insert a save's notifications (inside its transaction)."""
+def write(
+    run: Callable[..., Any], rows: list[Written], now_ms: float, public_url: str | None = None
+) -> None:
+    """Insert a save's notifications (inside its transaction), their bodies fixed now
+    (links under ``public_url``): every dispatcher sends the same bytes for a key."""
+    from ..notify.notification import with_body
+
     for r in rows:
+        r = with_body(r, now_ms, public_url)
         if r.once is not None:
             told = run(
                 "INSERT INTO im_outbox_told (mark, at_ms) VALUES (?, ?) "
@@ -62,15 +68,45 @@ class SQLOutbox:
     def __init__(self, store: Any, enabled: bool | None) -> None:
         self.store = store
         self.wake = threading.Event()
-        self.enabled = self._recorded() if enabled is None else enabled
+        recorded = self._recorded()
+        self.enabled = recorded.get("outbox") == "on" if enabled is None else enabled
+        self.public_url: str | None = recorded.get("public_url")
         if enabled:
             self._record(True)
 
     # -- the switch, kept in the database so every process opening it follows ----------
-    def _recorded(self) -> bool:
+    def _recorded(self) -> dict[str, str]:
         with self.store._tx("read") as run:
-            row = run("SELECT value FROM im_settings WHERE name = 'outbox'").fetchone()
-        return row is not None and row[0] == "on"
+            found = run(
+                "SELECT name, value FROM im_settings WHERE name IN ('outbox', 'public_url')"
+            ).fetchall()
+        return {str(name): str(value) for name, value in found}
+
+    def set_public_url(self, url: str | None) -> None:
+        """See :meth:`Outbox.set_public_url`."""
+        with self.store._tx() as run:
+            if url is None:
+                run("DELETE FROM im_settings WHERE name = 'public_url'")
+            else:
+                run(
+                    "INSERT INTO im_settings (name, value) VALUES ('public_url', ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (url,),
+                )
+        self.public_url = url
+
+    def fix(self, key: str, payload: str) -> dict[str, Any]:
+        """See :meth:`Outbox.fix` (the first to commit wins; the others read its body)."""
+        from ..notify.notification import FIXED
+
+        with self.store._tx() as run:
+            run(
+                "UPDATE im_outbox SET payload = ? WHERE key = ? AND payload NOT LIKE ?",
+                (payload, key, FIXED + "%"),
+            )
+            row = run("SELECT payload FROM im_outbox WHERE key = ?", (key,)).fetchone()
+        found = _json(row[0], {}) if row is not None else None
+        return found if found else dict(json.loads(payload))
 
     def _record(self, on: bool) -> None:
         with self.store._tx() as run:

@@ -251,7 +251,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                     if stored is entry and entry.by in (None, sid):
                         effects.append(effect_audit(key, entry))
             if notes:  # in the save's transaction: both commit, or neither
-                write_outbox(run, notes, told_ms)
+                write_outbox(run, notes, told_ms, self.outbox.public_url)
             records = with_effects(noted[:n_noted], effects) if effects else noted[:n_noted]
             if records:  # the audit last: its chain lock is the last lock a save takes
                 self._audit_write(run, sid, records, self.clock.now_ms())

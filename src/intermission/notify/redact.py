@@ -1,0 +1,101 @@
+"""Secrets left out of what a notification shows: by the name of the field that holds a
+value, and by the shape of the value itself, at any depth.
+
+A tool's arguments, a reason, a comment come from models and people; a notification goes
+to places (a chat channel, a mailbox, a receiver's logs) that must never hold a password.
+Two checks, each enough on its own:
+
+- a **name** that says secret (case-insensitive, in any spelling: ``DB_PASSWORD``,
+  ``apiKey``, ``x-access-key``, ``sshKeyPath``): the value is ``[redacted]``, whatever it is;
+- a **value shaped like a secret**, under any name or inside longer text: URL userinfo
+  (``postgresql://app:pw@db`` → ``postgresql://***@db``), well-known token prefixes
+  (``sk_live_``, ``sk-``, ``ghp_``, ``github_pat_``, ``xoxb-``, ``AKIA…``, ``glpat-``, …),
+  JWTs (``eyJ….….…``), ``Bearer …`` and PEM private-key blocks become ``[redacted]``.
+
+What is not caught: a secret under an innocent name with no recognisable shape (a bare
+random string in ``note``). Send fewer arguments for such tools:
+``on_tool(name, notify_args=False)`` or ``notify_args=["env"]``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["REDACTED", "redact", "redact_text", "secret_name", "userinfo_masked"]
+
+REDACTED = "[redacted]"
+
+# names: compared with every separator and case dropped (``Api-Key`` → ``apikey``)
+_NAME_PARTS = (
+    "password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "accesskey",
+    "privatekey", "sshkey", "clientkey", "secretkey", "signingkey", "encryptionkey",
+    "masterkey", "sessionkey", "jwt", "bearer", "authorization", "auth", "cookie",
+    "session", "dsn", "credential", "signature", "databaseurl", "connectionstring",
+    "connstr",
+)  # fmt: skip
+# ...and short words that say secret only as a whole word (``otp``, not ``footprint``)
+_NAME_WORDS = frozenset({"pw", "pin", "otp", "pat", "mfa", "totp", "sig", "salt", "creds"})
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def secret_name(name: object) -> bool:
+    """Whether a field called ``name`` holds a secret (``DB_PASSWORD``, ``apiKey``,
+    ``x-access-key``, ``ssh_key``, ``jwt``, ``dsn``, …)."""
+    text = str(name)
+    flat = re.sub(r"[^a-z0-9]", "", text.lower())
+    if any(part in flat for part in _NAME_PARTS):
+        return True
+    return any(w.lower() in _NAME_WORDS for w in _WORDS.findall(text))
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@\"'<>]+@")
+_SHAPES = re.compile(
+    "|".join((
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY"
+        r"( BLOCK)?-----|\Z)",
+        r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{4,}",
+        r"\bsk-[A-Za-z0-9_\-]{8,}",
+        r"\bgh[pousr]_[A-Za-z0-9]{8,}",
+        r"\bgithub_pat_[A-Za-z0-9_]{8,}",
+        r"\bxox[abposr]-[A-Za-z0-9\-]{6,}",
+        r"\bxapp-[A-Za-z0-9\-]{6,}",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{12,}",
+        r"\bglpat-[A-Za-z0-9_\-]{8,}",
+        r"\bnpm_[A-Za-z0-9]{16,}",
+        r"\bpypi-[A-Za-z0-9_\-]{16,}",
+        r"\bAIza[0-9A-Za-z_\-]{20,}",
+        r"\beyJ[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*",
+        r"\b(?i:bearer|basic|token)\s+[A-Za-z0-9._~+/=\-]{6,}",
+    )),
+    re.DOTALL,
+)  # fmt: skip
+
+
+def userinfo_masked(text: str) -> str:
+    """``text`` with the user and password of every URL in it written as ``***``
+    (``postgresql://app:pw@db/x`` → ``postgresql://***@db/x``)."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret-shaped part replaced (URL userinfo by ``***``, tokens,
+    JWTs, PEM private keys by ``[redacted]``)."""
+    if "://" in text:
+        text = userinfo_masked(text)
+    return _SHAPES.sub(REDACTED, text)
+
+
+def redact(value: Any) -> Any:
+    """``value`` (JSON-like data) with secrets replaced at any depth: the value of every
+    field whose name says secret, and every secret-shaped string (keys included)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {
+            redact_text(str(k)): REDACTED if secret_name(k) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
