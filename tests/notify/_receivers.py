@@ -56,6 +56,8 @@ class Receiver:
         self.bodies: list[dict[str, Any]] = []
         self.slack: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.raw: list[tuple[bytes, dict[str, str]]] = []
+        """Every request to /hook as it came (a capture an attacker could replay)."""
         self.bad = 0
         self.status = 200
         self.on_request: Callable[[dict[str, Any]], None] | None = None
@@ -82,6 +84,7 @@ class Receiver:
                 else:
                     ok = receiver.verify(receiver.secret.encode(), body, headers)
                     with receiver.lock:
+                        receiver.raw.append((body, headers))
                         if not ok:
                             receiver.bad += 1
                         else:
@@ -117,7 +120,10 @@ class Mailbox:
     """An SMTP server (aiosmtpd) on 127.0.0.1 keeping every message it accepts;
     ``tls_context`` offers STARTTLS (required then), ``logins`` checks AUTH."""
 
-    def __init__(self, tls_context: Any = None, logins: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tls_context: Any = None, logins: dict[str, str] | None = None, *,
+        smtputf8: bool = True,
+    ) -> None:  # fmt: skip
         from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import AuthResult
 
@@ -134,7 +140,7 @@ class Mailbox:
             ok = logins is not None and logins.get(data.login.decode()) == data.password.decode()
             return AuthResult(success=ok, handled=False)
 
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"enable_SMTPUTF8": smtputf8}
         if tls_context is not None:
             kwargs.update(tls_context=tls_context, require_starttls=True)
         if logins is not None:
@@ -151,7 +157,9 @@ class Served:
     """``python -m intermission serve --notify FILE`` on 127.0.0.1 (the AG-UI test agents),
     its output in a file; ``stop()`` is SIGTERM and returns the exit code."""
 
-    def __init__(self, store: str, config: Path, log: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, store: str, config: Path, log: Path, env: dict[str, str], *extra: str
+    ) -> None:
         import os
         import subprocess
         import sys
@@ -162,8 +170,9 @@ class Served:
         self.log = log
         cmd = [sys.executable, "-m", "intermission", "serve", "--store", store,
                "--agents", "tests.agui.agents:AGENTS", "--port", str(self.port),
-               "--notify", str(config)]  # fmt: skip
-        full_env = {**os.environ, **env, "PYTHONPATH": str(root)}
+               "--notify", str(config), *extra]  # fmt: skip
+        # (this checkout's sources first: the server runs the code under test)
+        full_env = {**os.environ, **env, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}"}
         with open(log, "w") as out:
             self.proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out,
                                          stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -203,3 +212,51 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         return self.proc.wait(timeout=30)
+
+
+class Trickler:
+    """An HTTP receiver that takes a request, then answers one byte every ``every_s``
+    seconds (a slow or hostile receiver: each byte comes well within a read timeout).
+    ``closed`` is set once a connection it answered is over."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        self.every_s = every_s
+        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        self.connections = 0
+        self.closed = threading.Event()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(8)
+        self.port = int(self._sock.getsockname()[1])
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slow"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(30)
+            try:
+                conn.recv(65536)  # the request (small: one read)
+                for byte in self.answer:
+                    conn.sendall(bytes([byte]))
+                    if self._stop.wait(self.every_s):
+                        break
+            except OSError:
+                pass  # the client cut it: what a bounded attempt does
+        self.closed.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._sock.close()

@@ -84,7 +84,7 @@ def config(
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     done = subprocess.run(
         [sys.executable, "-m", "intermission", *args], cwd=ROOT, env=env, capture_output=True,
         text=True, timeout=120,
@@ -96,7 +96,7 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 def dispatcher(url: str, cfg: Path, log: Path) -> subprocess.Popen[str]:
     """``python -m intermission notify`` in the background (its log in a file)."""
-    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     with open(log, "a") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "intermission", "notify", "--store", url, "--config",
@@ -153,7 +153,7 @@ print("not reached")
 def test_a_process_killed_right_after_the_commit_loses_no_notification(
     where: str, tmp_path: Path, receiver: Receiver
 ) -> None:
-    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, SECRET_ENV: SECRET, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     child = subprocess.run(
         [sys.executable, "-c", CHILD, where, receiver.url + "/hook"], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=120,

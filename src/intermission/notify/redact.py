@@ -54,14 +54,14 @@ _SHAPES = re.compile(
     "|".join((
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY"
         r"( BLOCK)?-----|\Z)",
-        r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{4,}",
+        r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{4,}",  # (distinctive: glued to text too)
         r"\bsk-[A-Za-z0-9_\-]{8,}",
         r"\bgh[pousr]_[A-Za-z0-9]{8,}",
-        r"\bgithub_pat_[A-Za-z0-9_]{8,}",
+        r"github_pat_[A-Za-z0-9_]{8,}",
         r"\bxox[abposr]-[A-Za-z0-9\-]{6,}",
         r"\bxapp-[A-Za-z0-9\-]{6,}",
         r"\b(?:AKIA|ASIA)[0-9A-Z]{12,}",
-        r"\bglpat-[A-Za-z0-9_\-]{8,}",
+        r"glpat-[A-Za-z0-9_\-]{8,}",
         r"\bnpm_[A-Za-z0-9]{16,}",
         r"\bpypi-[A-Za-z0-9_\-]{16,}",
         r"\bAIza[0-9A-Za-z_\-]{20,}",
