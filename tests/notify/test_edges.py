@@ -225,8 +225,8 @@ def test_serve_notify_links_under_the_files_public_url_unless_the_flag_says_othe
                         *extra)  # fmt: skip
         try:
             server.pause(f"t-{name}")
-            n = len(links) + 1
-            deadline_wait(lambda: receiver.total() == n)
+            expected = len(links) + 1
+            deadline_wait(lambda expected=expected: receiver.total() == expected)
             links.append(receiver.bodies[-1]["link"])
         finally:
             server.stop()

@@ -39,10 +39,13 @@ SHAPED = {  # under names that say nothing: caught by their shape
     "header": f"Authorization: Bearer {JWT}",
     "ghtoken_like": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
     "cloud": "AKIAIOSFODNN7EXAMPLE",
-    "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7Vx\n-----END RSA PRIVATE KEY-----",
+    "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7Vx\n"
+    "-----END RSA PRIVATE KEY-----",
 }
-LEAKS = [*SECRETS.values(), "db-pass-1234", "url-pass-5678", "sk_live_51HxAbCdEfGh0123", JWT,
-         "ghp_abcdefghijklmnopqrstuvwxyz", "AKIAIOSFODNN7EXAMPLE", "MIIEpAIBAAKCAQEA7Vx"]  # fmt: skip
+LEAKS = [
+    *SECRETS.values(), "db-pass-1234", "url-pass-5678", "sk_live_51HxAbCdEfGh0123", JWT,
+    "ghp_abcdefghijklmnopqrstuvwxyz", "AKIAIOSFODNN7EXAMPLE", "MIIEpAIBAAKCAQEA7Vx",
+]  # fmt: skip
 
 
 @pytest.fixture
@@ -68,7 +71,7 @@ def test_no_secret_the_issue_names_reaches_a_webhook_slack_or_an_email(
     settings_arg = {**SECRETS, "shaped": SHAPED}
     store = MemoryStore(outbox=True)
     store.save(paused_on({"env": "prod", "settings": settings_arg}, "leak-1"))
-    store.save(paused_on({"env": SHAPED["target"], **{"settings": {"x": SHAPED["note"]}}}, "leak-2"))
+    store.save(paused_on({"env": SHAPED["target"], "settings": {"x": SHAPED["note"]}}, "leak-2"))
     targets = [
         Webhook(receiver.url + "/hook", secret=SECRET),
         SlackWebhook(receiver.url + "/slack"),
@@ -163,12 +166,12 @@ def _nested(draw: Any) -> tuple[dict[str, Any], str]:
     secret = draw(_SHAPES)
     value: Any = draw(_AROUND) + secret + draw(_AROUND)
     for _ in range(draw(st.integers(0, 6))):  # any depth (a summary shows 3 levels)
-        value = draw(st.sampled_from(["dict", "list"])) == "dict" and {draw(_INNOCENT): value} or [
-            value
-        ]
-    return {draw(_INNOCENT): value, **draw(st.dictionaries(_INNOCENT, st.integers(), max_size=3))}, (
-        _core(secret)
-    )
+        if draw(st.booleans()):
+            value = {draw(_INNOCENT): value}
+        else:
+            value = [value]
+    others = draw(st.dictionaries(_INNOCENT, st.integers(), max_size=3))
+    return {draw(_INNOCENT): value, **others}, _core(secret)
 
 
 @settings(max_examples=200, deadline=None)

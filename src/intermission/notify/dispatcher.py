@@ -145,7 +145,7 @@ class Notifier:
         errors: list[str] = []
         wait_s: float | None = None
         permanent = False
-        for target, error in zip(due, self._send_all(due, n)):
+        for target, error in zip(due, self._send_all(due, n), strict=True):
             if error is None:
                 done.add(target.name)
             elif isinstance(error, DeliveryError):

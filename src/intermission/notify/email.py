@@ -165,7 +165,7 @@ class Email(_Routed):
             ) from None  # fmt: skip
         host, port = self.smtp
         server = smtplib.SMTP(timeout=self.timeout_s)
-        server._host = host  # (what SMTP(host) keeps: STARTTLS checks the certificate for it)
+        server._host = host  # type: ignore[attr-defined]  # (what SMTP(host) keeps: STARTTLS checks the certificate for it)
         # smtplib's timeout counts per operation: the whole attempt is cut at timeout_s
         cut = threading.Timer(self.timeout_s, _cut, (server,))
         cut.daemon = True
@@ -233,8 +233,8 @@ def _cut(server: smtplib.SMTP) -> None:
 
 
 def header_text(text: str) -> str:
-    """``text`` as a header can hold it: every character that breaks a line (``\\n``,
-    ``\\r``, U+0085, U+2028, U+2029, …) and every control character escaped."""
+    r"""``text`` as a header can hold it: every character that breaks a line (``\n``,
+    ``\r``, U+0085, U+2028, U+2029, …) and every control character escaped."""
     return "".join(
         c if c.isprintable() and len(f"a{c}a".splitlines()) == 1 else _escaped(c) for c in text
     )

@@ -17,7 +17,9 @@ from ..stores.outbox import OutboxRow, Written
 from .interrupts import interrupts_of
 from .redact import redact, redact_text
 
-__all__ = ["BODY_VERSION", "FIXED", "Notification", "check_public_url", "fixed", "link", "with_body"]
+__all__ = [
+    "BODY_VERSION", "FIXED", "Notification", "check_public_url", "fixed", "link", "with_body",
+]  # fmt: skip
 
 BODY_VERSION = 1
 """The version of the webhook body's shape (a field added keeps it; a change bumps it)."""

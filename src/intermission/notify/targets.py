@@ -136,7 +136,7 @@ def _remaining(timeout: float | None) -> float:
     end = getattr(_deadline, "at", None)
     if end is None:
         return float("inf") if timeout is None else timeout
-    left = end - time.monotonic()
+    left = float(end) - time.monotonic()
     return left if timeout is None else min(timeout, left)
 
 
@@ -175,8 +175,10 @@ def _deadline_transport(httpx: Any) -> Any:
             return self.inner.get_extra_info(info)
 
     class Backend(httpcore.SyncBackend):
-        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                        local_address: str | None = None, socket_options: Any = None) -> Any:  # fmt: skip
+        def connect_tcp(
+            self, host: str, port: int, timeout: float | None = None,
+            local_address: str | None = None, socket_options: Any = None,
+        ) -> Any:  # fmt: skip
             left = _remaining(timeout)
             if left <= 0:
                 raise httpcore.ConnectTimeout("no connection within the target's timeout_s")
