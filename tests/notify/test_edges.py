@@ -109,6 +109,45 @@ def test_a_trickling_receiver_is_cut_at_timeout_s_and_holds_no_other_target_back
         spent = float(re.search(r"the attempt ended after ([0-9.]+) s", error).group(1))  # type: ignore[union-attr]
         assert spent < 4  # the answer takes about 20 s; the bound is 1 s (generous here)
         notifier.close()
+        store.close()
+    finally:
+        trickler.stop()
+
+
+class Ending(Webhook):
+    """A webhook that counts its attempts as they end (what the dispatcher waited on)."""
+
+    ended = 0
+
+    def send(self, n: Any) -> None:
+        try:
+            super().send(n)
+        finally:
+            type(self).ended += 1
+
+
+def test_a_slow_target_does_not_hold_back_the_next_notifications_to_another(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    trickler = Trickler(every_s=0.5)
+    slow_attempts_over: list[int] = []
+    receiver.on_request = lambda _: slow_attempts_over.append(Ending.ended)
+    try:
+        store = SQLiteStore(tmp_path / "s.db", outbox=True)
+        for i in range(3):
+            store.save(paused_ops(f"many-{i}"))
+        Ending.ended = 0
+        slow = Ending(trickler.url, secret=SECRET, name="slow", timeout_s=3)
+        fast = Webhook(receiver.url + "/hook", secret=SECRET, name="fast")
+        notifier = Notifier(store, [slow, fast], PUBLIC, retry_first_s=60)
+        assert notifier.deliver_pending() == 0
+        # all three reached the fast target before the slow one's first attempt ended
+        assert receiver.total() == 3 and slow_attempts_over == [0, 0, 0]
+        rows = store.outbox.rows()
+        assert len(rows) == 3 and {r.done for r in rows} == {("fast",)}
+        assert Ending.ended == 3  # each slow attempt ended (cut at its timeout_s)
+        notifier.close()
+        store.close()
     finally:
         trickler.stop()
 
@@ -202,6 +241,9 @@ def test_two_dispatchers_with_different_public_urls_send_one_body_per_key(
     assert row.payload["body"]["link"].startswith("https://second.example/#thread=later")
     for n in (first, second):
         n.close()
+        n.store.close()
+    for opened_store in (store, later):
+        opened_store.close()
 
 
 # -- serve --notify: the flag, else the file, else its own URL ---------------------------------

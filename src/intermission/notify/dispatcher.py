@@ -15,10 +15,12 @@ written (links under the store's recorded public URL), or, for a row written bef
 dispatcher recorded one, by the first dispatcher that takes it; every attempt of every
 dispatcher sends those bytes.
 
-Targets are independent: a notification's targets are sent it at once, each in its own
-thread, and each attempt is bounded as a whole by its target's ``timeout_s`` (a receiver
-that trickles its answer is cut there). A slow or dead target never holds another's
-delivery back; the row is settled once every target answered or gave up.
+Targets are independent: each target has its own worker, which sends it the taken rows in
+order, and each attempt is bounded as a whole by the target's ``timeout_s`` (a receiver that
+trickles its answer is cut there). A slow or dead target never holds another's deliveries
+back, of this notification or of the next ones; a row is settled once every target answered
+or gave up. (Concurrent per target rather than a row per target: the outbox keeps one row
+per notification, and its ``done`` list already says which targets took it.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .. import _check
@@ -43,6 +45,7 @@ from .targets import Target
 __all__ = ["Notifier", "with_notifier"]
 
 log = logging.getLogger("intermission.notify")
+_LATE = object()  # an attempt not made: the pass ran out of time, or is stopping
 
 
 class Notifier:
@@ -102,7 +105,9 @@ class Notifier:
         """Who holds the rows this notifier took (host, process, a random part)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers: dict[str, ThreadPoolExecutor] = {}
+        """One worker per target (made at its first send): targets never wait on each
+        other."""
 
     # -- one pass ------------------------------------------------------------------------
     def deliver_pending(self) -> int:
@@ -116,69 +121,105 @@ class Notifier:
         for _ in range(10_000):  # (a bound, not a limit a real outbox meets in one pass)
             rows = self.outbox.take(self.owner, self.batch, self.lease_ms)
             # slow receivers must not outlast the lease (another dispatcher would send the
-            # rest again): past half of it, or once stopping, the rows not tried yet are
+            # rest again): past half of it, or once stopping, what was not tried yet is
             # handed back (due at once, not when the lease ends)
             until = time.monotonic() + self.lease_ms / 2000
-            for i, row in enumerate(rows):
-                if time.monotonic() > until or (stop is not None and stop.is_set()):
-                    for rest in rows[i:]:
-                        self.outbox.release(rest.key, self.owner)
-                    return delivered
-                delivered += self._deliver(row)
-            if len(rows) < self.batch:
+            count, handed_back = self._deliver_batch(rows, until, stop)
+            delivered += count
+            if handed_back or len(rows) < self.batch:
                 break
         return delivered
 
-    def _deliver(self, row: OutboxRow) -> bool:
+    def _notification(self, row: OutboxRow) -> Notification | None:
+        """The notification of a row, its body fixed (None: unreadable, now dead)."""
         try:
             if row.payload.get("body") is None:  # written before a public URL was known
                 row = dataclasses.replace(
                     row, payload=self.outbox.fix(row.key, fixed(row, self.public_url))
                 )
-            n = Notification.of(row, self.public_url)
+            return Notification.of(row, self.public_url)
         except (TypeError, ValueError, KeyError, NotSerializableError) as exc:
             self._failed(row, row.done, [f"unreadable notification ({type(exc).__name__})"],
                          None, dead=True)  # fmt: skip
-            return False
-        done = set(row.done)
-        due = [t for t in self.targets if t.name not in done and t.routes(n)]
-        errors: list[str] = []
-        wait_s: float | None = None
-        permanent = False
-        for target, error in zip(due, self._send_all(due, n), strict=True):
-            if error is None:
-                done.add(target.name)
-            elif isinstance(error, DeliveryError):
-                errors.append(str(error))
-                permanent = permanent or error.permanent
-                if error.retry_after_s is not None:
-                    wait_s = max(wait_s or 0.0, error.retry_after_s)
-            else:  # a target's own bug: counted, named, never its data
-                errors.append(f"{target.name}: {type(error).__name__}")
-        if errors:
-            self._failed(row, done, errors, wait_s, dead=permanent)
-            return False
-        self.outbox.delivered(row.key)
-        log.info("notification %s (%s, session %s) delivered to %s", row.key, row.kind,
-                 row.session_id, ", ".join(sorted(done)) or "no target")  # fmt: skip
-        return True
+            return None
 
-    def _send_all(self, targets: list[Target], n: Notification) -> list[Exception | None]:
-        """Send ``n`` to every target at once (each its own thread: one slow receiver does
-        not hold another back); what each raised, or None."""
+    def _deliver_batch(
+        self, rows: list[OutboxRow], until: float, stop: threading.Event | None
+    ) -> tuple[int, bool]:
+        """Send each row to its targets, each target in its own worker (in row order): a
+        slow target's queue never holds another's. Returns how many rows were delivered
+        and whether some were handed back untried."""
 
-        def send(target: Target) -> Exception | None:
+        def attempt(target: Target, n: Notification) -> object:
+            if time.monotonic() > until or (stop is not None and stop.is_set()):
+                return _LATE
             try:
                 target.send(n)
             except Exception as exc:
                 return exc
             return None
 
-        if len(targets) <= 1:
-            return [send(t) for t in targets]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.targets), "intermission-notify-send")
-        return list(self._pool.map(send, targets))
+        sent: list[tuple[OutboxRow, list[tuple[Target, Future[object]]]]] = []
+        for row in rows:
+            n = self._notification(row)
+            if n is None:
+                continue
+            due = [t for t in self.targets if t.name not in row.done and t.routes(n)]
+            sent.append((row, [(t, self._submit(t, attempt, n)) for t in due]))
+        delivered, handed_back = 0, False
+        for row, futures in sent:
+            outcome = self._settle(row, [(t, f.result()) for t, f in futures])
+            delivered += outcome is True
+            handed_back = handed_back or outcome is None
+        return delivered, handed_back
+
+    def _submit(self, target: Target, attempt: Any, n: Notification) -> Future[object]:
+        """``attempt(target, n)`` in ``target``'s own worker (inline for a lone target:
+        there is no other to hold back)."""
+        if len(self.targets) == 1:
+            done: Future[object] = Future()
+            done.set_result(attempt(target, n))
+            return done
+        worker = self._workers.get(target.name)
+        if worker is None:
+            worker = self._workers[target.name] = ThreadPoolExecutor(
+                1, f"intermission-notify-{len(self._workers)}"
+            )
+        return worker.submit(attempt, target, n)
+
+    def _settle(self, row: OutboxRow, results: list[tuple[Target, object]]) -> bool | None:
+        """Record what the row's targets did: True delivered, False failed, None handed
+        back (not every target was tried in time)."""
+        done = set(row.done)
+        errors: list[str] = []
+        wait_s: float | None = None
+        permanent = late = False
+        for target, result in results:
+            if result is None:
+                done.add(target.name)
+            elif result is _LATE:
+                late = True
+            elif isinstance(result, DeliveryError):
+                errors.append(str(result))
+                permanent = permanent or result.permanent
+                if result.retry_after_s is not None:
+                    wait_s = max(wait_s or 0.0, result.retry_after_s)
+            else:  # a target's own bug: counted, named, never its data
+                errors.append(f"{target.name}: {type(result).__name__}")
+        if errors:
+            self._failed(row, done, errors, wait_s, dead=permanent)
+            return False
+        if late:
+            if done == set(row.done):
+                self.outbox.release(row.key, self.owner)
+            else:  # (kept: the targets that took it are not sent it again)
+                self.outbox.failed(row.key, self.owner, "handed back before every target was "
+                                   "tried", done, self.outbox.now_ms(), False)  # fmt: skip
+            return None
+        self.outbox.delivered(row.key)
+        log.info("notification %s (%s, session %s) delivered to %s", row.key, row.kind,
+                 row.session_id, ", ".join(sorted(done)) or "no target")  # fmt: skip
+        return True
 
     def _failed(
         self, row: OutboxRow, done: Iterable[str], errors: list[str], wait_s: float | None,
@@ -239,9 +280,9 @@ class Notifier:
 
     def close(self) -> None:
         """Close the targets' connections."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        workers, self._workers = self._workers, {}
+        for worker in workers.values():
+            worker.shutdown(wait=True)
         for target in self.targets:
             target.close()
 
