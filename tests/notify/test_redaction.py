@@ -135,6 +135,20 @@ def test_names_that_say_secret_in_any_spelling() -> None:
     )
 
 
+def test_a_secret_assigned_inside_text_is_redacted_and_the_rest_stays() -> None:
+    from intermission.notify.redact import redact_text
+
+    cases = {
+        "PGPASSWORD=hunter2 psql -h db": "PGPASSWORD=[redacted] psql -h db",
+        "https://x/cb?token=abc123&user=1": "https://x/cb?token=[redacted]&user=1",
+        '{"api_key": "k-123", "user": "bob"}': '{"api_key": [redacted], "user": "bob"}',
+        "see https://example.com/a:b at 10:30": "see https://example.com/a:b at 10:30",
+        "Reason: rotate the key": "Reason: rotate the key",
+    }
+    for text, shown in cases.items():
+        assert redact_text(text) == shown
+
+
 # -- the property ----------------------------------------------------------------------------
 _ALNUM = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=20,
                  max_size=40)  # fmt: skip

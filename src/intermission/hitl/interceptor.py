@@ -130,6 +130,7 @@ class HITLInterceptor(ReActInterceptor):
         *,
         deadline_ms: float | None = None,
         when: Policy | None = None,
+        notify_args: bool | Iterable[str] = True,
     ) -> HITLInterceptor:
         """Ask before every tool that may change the world (R46): an MCP tool unless it
         says it only reads (``readOnlyHint``) or is not destructive (``destructiveHint:
@@ -137,10 +138,10 @@ class HITLInterceptor(ReActInterceptor):
         Python tool marked ``@tool(destructive=True)``. ``on_tool(name)`` for a tool takes
         precedence over this. "Destructive" is read from the tool the running agent
         instance holds (R49), never from another agent's tool of the same name.
-        ``policy`` and ``when``: as for :meth:`on_tool`."""
+        ``policy``, ``when`` and ``notify_args``: as for :meth:`on_tool`."""
         ask, rules = _split(policy, when)
         _check.number("deadline_ms", deadline_ms, 0, 1e13, optional=True)
-        self._policies[_DESTRUCTIVE] = _Asks(ask, deadline_ms, rules)
+        self._policies[_DESTRUCTIVE] = _Asks(ask, deadline_ms, rules, _notify_args(notify_args))
         self._last = _DESTRUCTIVE
         return self
 

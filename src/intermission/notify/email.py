@@ -24,6 +24,7 @@ from ..errors import (
     NotifyConfigError,
 )
 from .notification import Notification
+from .redact import redact_text
 from .targets import _Routed, check_name, check_routing, check_timeout
 
 __all__ = ["Email"]
@@ -160,7 +161,8 @@ class Email(_Routed):
             msg.as_bytes()  # (what smtplib sends: whatever fails here would fail there)
         except Exception as exc:
             raise DeliveryError(
-                f"the e-mail cannot be built ({type(exc).__name__}: {str(exc)[:120]})",
+                f"the e-mail cannot be built ({type(exc).__name__}: "
+                f"{visible(redact_text(str(exc)))[:120]})",
                 target=self.name, key=n.key, permanent=True,
             ) from None  # fmt: skip
         host, port = self.smtp

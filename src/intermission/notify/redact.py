@@ -10,7 +10,9 @@ Two checks, each enough on its own:
 - a **value shaped like a secret**, under any name or inside longer text: URL userinfo
   (``postgresql://app:pw@db`` → ``postgresql://***@db``), well-known token prefixes
   (``sk_live_``, ``sk-``, ``ghp_``, ``github_pat_``, ``xoxb-``, ``AKIA…``, ``glpat-``, …),
-  JWTs (``eyJ….….…``), ``Bearer …`` and PEM private-key blocks become ``[redacted]``.
+  JWTs (``eyJ….….…``), ``Bearer …`` and PEM private-key blocks become ``[redacted]``, and
+  so does the value of a ``NAME=value`` or ``NAME: value`` inside text whose name says
+  secret (``PGPASSWORD=hunter2 psql``, ``?token=abc``).
 
 What is not caught: a secret under an innocent name with no recognisable shape (a bare
 random string in ``note``). Send fewer arguments for such tools:
@@ -72,6 +74,18 @@ _SHAPES = re.compile(
 )  # fmt: skip
 
 
+# ``NAME=value`` / ``NAME: value`` inside text (a command line, a query string, a config
+# pasted in a comment): the value goes when the name says secret
+_ASSIGNED = re.compile(
+    r"""\b([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[=:](?!//)\s*)("[^"]*"|'[^']*'|[^\s,;&"'}<>]+)"""
+)
+
+
+def _assigned(match: re.Match[str]) -> str:
+    name, sep, _ = match.groups()
+    return f"{name}{sep}{REDACTED}" if secret_name(name) else match.group(0)
+
+
 def userinfo_masked(text: str) -> str:
     """``text`` with the user and password of every URL in it written as ``***``
     (``postgresql://app:pw@db/x`` → ``postgresql://***@db/x``)."""
@@ -83,7 +97,10 @@ def redact_text(text: str) -> str:
     JWTs, PEM private keys by ``[redacted]``)."""
     if "://" in text:
         text = userinfo_masked(text)
-    return _SHAPES.sub(REDACTED, text)
+    text = _SHAPES.sub(REDACTED, text)
+    if "=" in text or ":" in text:
+        text = _ASSIGNED.sub(_assigned, text)
+    return text
 
 
 def redact(value: Any) -> Any:
