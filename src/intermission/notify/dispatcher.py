@@ -131,12 +131,14 @@ class Notifier:
         return delivered
 
     def _notification(self, row: OutboxRow) -> Notification | None:
-        """The notification of a row, its body fixed (None: unreadable, now dead)."""
+        """The notification of a row, its body fixed (None: unreadable, now dead, or
+        gone)."""
         try:
             if row.payload.get("body") is None:  # written before a public URL was known
-                row = dataclasses.replace(
-                    row, payload=self.outbox.fix(row.key, fixed(row, self.public_url))
-                )
+                stored = self.outbox.fix(row.key, fixed(row, self.public_url))
+                if stored is None:  # delivered by another dispatcher meanwhile
+                    return None
+                row = dataclasses.replace(row, payload=stored)
             return Notification.of(row, self.public_url)
         except (TypeError, ValueError, KeyError, NotSerializableError) as exc:
             self._failed(row, row.done, [f"unreadable notification ({type(exc).__name__})"],

@@ -227,7 +227,8 @@ def fixed(row: OutboxRow, public_url: str | None) -> str:
     if body is None:
         body = Notification.of(row, public_url).body()
     # the body first: a stored payload that starts so has its body fixed (see FIXED)
-    return FIXED + canonical_dumps(body) + "," + canonical_dumps(rest)[1:]
+    tail = canonical_dumps(rest)[1:]
+    return FIXED + canonical_dumps(body) + ("," + tail if rest else tail)
 
 
 def with_body(written: Written, now_ms: float, public_url: str | None) -> Written:

@@ -133,10 +133,11 @@ class Outbox(Protocol):
         later follow). A dispatcher given a public URL records it."""
         ...
 
-    def fix(self, key: str, payload: str) -> dict[str, Any]:
+    def fix(self, key: str, payload: str) -> dict[str, Any] | None:
         """Store ``payload`` (one whose body is fixed) for ``key`` unless the row's body
         was fixed already, and return the stored payload: whoever fixed it first, every
-        dispatcher sends that body."""
+        dispatcher sends that body. None: the row is gone (another dispatcher delivered
+        it)."""
         ...
 
     def take(self, owner: str, limit: int, lease_ms: float) -> list[OutboxRow]:

@@ -36,14 +36,15 @@ class MemoryOutbox:
 
     def set_public_url(self, url: str | None) -> None:
         """See :meth:`Outbox.set_public_url`."""
+        _check.text("url", url, optional=True)
         self.public_url = url
 
-    def fix(self, key: str, payload: str) -> dict[str, Any]:
+    def fix(self, key: str, payload: str) -> dict[str, Any] | None:
         """See :meth:`Outbox.fix`."""
         with self.store._lock:
             held = self._rows.get(key)
             if held is None:
-                return dict(json.loads(payload))
+                return None
             if held.row.payload.get("body") is None:
                 held.row = dataclasses.replace(held.row, payload=json.loads(payload))
             return held.row.payload

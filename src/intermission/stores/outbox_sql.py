@@ -84,6 +84,7 @@ class SQLOutbox:
 
     def set_public_url(self, url: str | None) -> None:
         """See :meth:`Outbox.set_public_url`."""
+        _check.text("url", url, optional=True)
         with self.store._tx() as run:
             if url is None:
                 run("DELETE FROM im_settings WHERE name = 'public_url'")
@@ -95,7 +96,7 @@ class SQLOutbox:
                 )
         self.public_url = url
 
-    def fix(self, key: str, payload: str) -> dict[str, Any]:
+    def fix(self, key: str, payload: str) -> dict[str, Any] | None:
         """See :meth:`Outbox.fix` (the first to commit wins; the others read its body)."""
         from ..notify.notification import FIXED
 
@@ -105,8 +106,7 @@ class SQLOutbox:
                 (payload, key, FIXED + "%"),
             )
             row = run("SELECT payload FROM im_outbox WHERE key = ?", (key,)).fetchone()
-        found = _json(row[0], {}) if row is not None else None
-        return found if found else dict(json.loads(payload))
+        return _json(row[0], {}) if row is not None else None
 
     def _record(self, on: bool) -> None:
         with self.store._tx() as run:
