@@ -219,9 +219,12 @@ class Trickler:
     seconds (a slow or hostile receiver: each byte comes well within a read timeout).
     ``closed`` is set once a connection it answered is over."""
 
-    def __init__(self, every_s: float = 0.5) -> None:
+    def __init__(self, every_s: float = 0.5, *, smtp: bool = False) -> None:
         self.every_s = every_s
-        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        self.smtp = smtp
+        """An SMTP server's greeting instead (sent first, as SMTP servers do)."""
+        self.answer = (b"220 slow.example ESMTP ready\r\n" if smtp else
+                       b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")  # fmt: skip
         self.connections = 0
         self.closed = threading.Event()
         self._sock = socket.socket()
@@ -248,7 +251,8 @@ class Trickler:
         with conn:
             conn.settimeout(30)
             try:
-                conn.recv(65536)  # the request (small: one read)
+                if not self.smtp:
+                    conn.recv(65536)  # the request (small: one read)
                 for byte in self.answer:
                     conn.sendall(bytes([byte]))
                     if self._stop.wait(self.every_s):

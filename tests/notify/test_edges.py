@@ -152,6 +152,24 @@ def test_a_slow_target_does_not_hold_back_the_next_notifications_to_another(
         trickler.stop()
 
 
+def test_a_trickling_smtp_server_is_cut_at_timeout_s() -> None:
+    trickler = Trickler(every_s=0.5, smtp=True)  # a greeting of 30 bytes: about 15 s
+    try:
+        store = MemoryStore(outbox=True)
+        store.save(paused_ops("smtp-slow"))
+        email = Email(("127.0.0.1", trickler.port), sender="im@example.com",
+                      to=["ops@example.com"], timeout_s=1, name="mail")  # fmt: skip
+        assert Notifier(store, [email], PUBLIC, retry_first_s=60).deliver_pending() == 0
+        (row,) = store.outbox.rows()
+        error = row.last_error or ""
+        assert error.startswith("mail: could not reach the SMTP server"), error
+        assert "no complete answer within timeout_s=1" in error
+        spent = float(re.search(r"the attempt ended after ([0-9.]+) s", error).group(1))  # type: ignore[union-attr]
+        assert spent < 4
+    finally:
+        trickler.stop()
+
+
 # -- e-mail: what a header cannot hold is escaped; what cannot be sent is dead at once ------
 def test_a_line_separator_in_an_argument_is_escaped_in_the_subject_and_the_mail_goes(
     mailbox: Mailbox,
