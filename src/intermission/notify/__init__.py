@@ -11,7 +11,10 @@ least once, each with a key that stays the same on every attempt, to :class:`Web
     notifier = Notifier(store, [Webhook(url, secret=SECRET)], public_url="https://review.example")
     notifier.deliver_pending()     # once; `python -m intermission notify` loops over it
 
-:func:`verify` checks a webhook's signature on the receiving side.
+:func:`verify` checks a webhook's signature (and that the ``Idempotency-Key`` header is the
+signed body's key) on the receiving side. What a notification shows of a tool's arguments,
+a reason or a comment has its secrets redacted (:mod:`intermission.notify.redact`);
+``on_tool(name, notify_args=False | ["env"])`` sends none or only the named arguments.
 """
 
 from __future__ import annotations
