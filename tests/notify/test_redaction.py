@@ -126,9 +126,10 @@ def test_notify_args_is_checked_when_given() -> None:
 def test_names_that_say_secret_in_any_spelling() -> None:
     for name in ("pwd", "DB_PASSWORD", "apiKey", "x-access-key", "sshKeyPath", "JWT", "dsn",
                  "client_secret", "ClientKey", "DATABASE_URL", "session", "Authorization",
-                 "bearer_token", "otp", "user_pin"):  # fmt: skip
+                 "bearer_token", "otp", "user_pin", "x-auth", "auth_header"):  # fmt: skip
         assert secret_name(name), name
-    for name in ("env", "user_id", "amount", "footprint", "spinner", "region"):
+    for name in ("env", "user_id", "amount", "footprint", "spinner", "region", "author",
+                 "authority", "session_id"):
         assert not secret_name(name), name
     assert userinfo_masked("see redis://:pw@cache:6379/0 and https://a@b.c/") == (
         "see redis://***@cache:6379/0 and https://***@b.c/"

@@ -32,12 +32,14 @@ REDACTED = "[redacted]"
 _NAME_PARTS = (
     "password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "accesskey",
     "privatekey", "sshkey", "clientkey", "secretkey", "signingkey", "encryptionkey",
-    "masterkey", "sessionkey", "jwt", "bearer", "authorization", "auth", "cookie",
-    "session", "dsn", "credential", "signature", "databaseurl", "connectionstring",
-    "connstr",
+    "masterkey", "sessionkey", "jwt", "bearer", "authorization", "cookie",
+    "dsn", "credential", "signature", "databaseurl", "connectionstring", "connstr",
 )  # fmt: skip
-# ...and short words that say secret only as a whole word (``otp``, not ``footprint``)
-_NAME_WORDS = frozenset({"pw", "pin", "otp", "pat", "mfa", "totp", "sig", "salt", "creds"})
+# ...and short words that say secret only as a whole word (``otp``, not ``footprint``;
+# ``auth``, not ``author``; a lone ``session`` is a cookie's name, ``session_id`` an id a
+# reviewer needs to see)
+_NAME_WORDS = frozenset({"pw", "pin", "otp", "pat", "mfa", "totp", "sig", "salt", "creds", "auth"})
+_WHOLE_NAMES = frozenset({"session", "sid"})
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -46,7 +48,7 @@ def secret_name(name: object) -> bool:
     ``x-access-key``, ``ssh_key``, ``jwt``, ``dsn``, …)."""
     text = str(name)
     flat = re.sub(r"[^a-z0-9]", "", text.lower())
-    if any(part in flat for part in _NAME_PARTS):
+    if any(part in flat for part in _NAME_PARTS) or flat in _WHOLE_NAMES:
         return True
     return any(w.lower() in _NAME_WORDS for w in _WORDS.findall(text))
 
