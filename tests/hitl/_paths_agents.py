@@ -202,9 +202,18 @@ def relay_team(batch: Sequence[str]) -> Any:
     return TeamAgent.of().name("relay").graph(spec).build()
 
 
+RELAY_BATCH = ("nope", "hand_off", "archive", "wipe")
+"""The batch the served ``relay`` asks for: an unknown tool and a hand-off first."""
+
+
+def relay() -> Any:
+    return relay_team(RELAY_BATCH)
+
+
 AGENTS: dict[str, Any] = {
     "paths": paths_agent,
     "paths_expiring": expiring_agent,
     "again": again_agent,
     "crew": crew_team,
+    "relay": relay,
 }
