@@ -23,7 +23,33 @@ _MAX_DEPTH = 64
 def non_finite(value: Any, path: str = "") -> str | None:
     """The path (``ids.2``, ``args`` for the value itself) of the first non-finite number
     in ``value`` — looking into dicts, lists, tuples, sets and pydantic models — or None."""
+    if not _any(value, 0):  # (the common case, checked without building paths)
+        return None
     return _find(value, path, 0)
+
+
+_PLAIN = (str, int, bytes, type(None))
+
+
+def _any(value: Any, depth: int) -> bool:
+    """True when ``value`` holds a non-finite number anywhere (see :func:`_find`)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, _PLAIN) or depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        value = value.values()
+    elif isinstance(value, Decimal):
+        return not value.is_finite()
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        fields = getattr(type(value), "model_fields", None)
+        if not isinstance(fields, dict):
+            return False
+        value = [getattr(value, name, None) for name in fields]
+    for item in value:
+        if _any(item, depth + 1):
+            return True
+    return False
 
 
 def _find(value: Any, path: str, depth: int) -> str | None:

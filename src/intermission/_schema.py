@@ -105,8 +105,9 @@ def _first_fit(value: Any, options: list[Any], root: dict[str, Any], path: str, 
             try:
                 fitted = _conform(value, option, root, path, depth + 1)
             except SchemaMismatch as exc:
-                kind = option.get("type") if isinstance(option, dict) and lax else None
-                if isinstance(kind, str) and _is(value, kind):
+                kind = option.get("type") if isinstance(option, dict) else False
+                typeless = kind is None and isinstance(value, (dict, list))  # (a $ref)
+                if lax and (typeless or (isinstance(kind, str) and _is(value, kind))):
                     misfits.append(exc)  # (the form the value has says best what is wrong)
                 continue
             if lax or _same(fitted, value):

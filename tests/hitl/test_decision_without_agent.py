@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import BaseModel, Field
 from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
@@ -333,9 +333,17 @@ def test_a_model_s_non_finite_argument_never_runs_the_tool(ratio: str) -> None:
     assert "finite number" in response.content and SCALED == [], response.content
 
 
+class Box(BaseModel):
+    """A model argument: it keeps its own config (pydantic's default takes "inf")."""
+
+    size: float
+
+
 @tool
-def untyped(options: Any, nested: dict[str, list[float]] | None = None) -> str:
-    """Arguments pydantic passes through as given."""
+def untyped(
+    options: Any, nested: dict[str, list[float]] | None = None, box: Box | None = None
+) -> str:
+    """Arguments pydantic passes through as given, or converts in a model of their own."""
     return "ok"
 
 
@@ -343,13 +351,17 @@ def untyped(options: Any, nested: dict[str, list[float]] | None = None) -> str:
     "args",
     [{"options": math.inf},
      {"options": {"a": [1, math.nan]}},
-     {"options": 1, "nested": {"k": [1.0, "inf"]}}],
-    ids=["any", "any-nested", "typed-nested"],
+     {"options": 1, "nested": {"k": [1.0, "inf"]}},
+     {"options": 1, "box": {"size": "1e999"}},
+     {"options": 1, "box": {"size": "-inf"}}],
+    ids=["any", "any-nested", "typed-nested", "model-overflow", "model-text"],
 )  # fmt: skip
 def test_a_non_finite_number_anywhere_in_the_arguments_is_refused_by_both(args: Any) -> None:
-    """An untyped argument keeps what it is given: a float that is not finite, deep inside,
-    is refused by the tool's validation and the schema check alike."""
+    """An untyped argument keeps what it is given, and a model argument converts text by
+    its own config: a number that is not finite, deep inside, is refused by the tool's
+    validation and the schema check alike."""
     with pytest.raises(ToolArgumentError, match="finite number"):
         untyped.validate(args)
+    assert untyped.validate({"options": 1, "box": {"size": "2.5"}})["box"] == Box(size=2.5)
     with pytest.raises(SchemaMismatch, match="finite number"):
         conform(args, json.loads(json.dumps(untyped.parameters)))

@@ -119,6 +119,8 @@ class Tool(Generic[P, R]):
         )
         self.parameters: dict[str, Any] = self.args_model.model_json_schema()
         self.parameters.pop("title", None)
+        # a nested model keeps its own config (inf allowed): what it converted is checked
+        self._nested = "$defs" in self.parameters
 
     @property
     def schema(self) -> ToolSchema:
@@ -140,7 +142,7 @@ class Tool(Generic[P, R]):
             )
             raise self._refused(problems) from None
         values = {k: getattr(model, k) for k in type(model).model_fields}
-        where = non_finite(values)  # (a nested model or an untyped argument converted one)
+        where = non_finite(values) if getattr(self, "_nested", True) else None
         if where is not None:
             raise self._refused(f"{where}: {FINITE_ONLY}")
         return values
