@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 SCRIPT = textwrap.dedent(
     """
@@ -117,3 +119,77 @@ def test_tracing_without_its_extra_says_what_to_install_and_changes_nothing() ->
     out = subprocess.run([sys.executable, "-c", OTEL_SCRIPT], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK"
+
+
+# -- hitl/'s modules import one another one way ----------------------------------------
+HITL_DIR = Path(__file__).resolve().parents[1] / "src" / "intermission" / "hitl"
+
+
+def hitl_imports(directory: Path = HITL_DIR) -> dict[str, set[str]]:
+    """Each module of ``intermission.hitl`` (by file stem) → the modules of the package it
+    imports, at module level or inside a function (``from .api import x`` in a function
+    body is an edge too: it only moves the circle to run time)."""
+    names = {p.stem for p in directory.glob("*.py")}
+    edges: dict[str, set[str]] = {name: set() for name in names}
+    for path in directory.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level == 1:  # from .x import y / from . import x
+                    targets = [base.split(".")[0]] if base else [a.name for a in node.names]
+                elif node.level == 2 and base.startswith("hitl"):  # from ..hitl.x import y
+                    rest = base.split(".")[1:]
+                    targets = rest[:1] if rest else [a.name for a in node.names]
+                elif node.level == 0 and base.startswith("intermission.hitl"):
+                    rest = base.split(".")[2:]
+                    targets = rest[:1] if rest else [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[2] for a in node.names
+                           if a.name.startswith("intermission.hitl.")]  # fmt: skip
+            edges[path.stem] |= {t for t in targets if t in names and t != path.stem}
+    return edges
+
+
+def a_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle (``[a, b, a]``), or None when the imports form a DAG."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = 1
+        path.append(name)
+        for nxt in sorted(edges[name]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        path.pop()
+        state[name] = 2
+        return None
+
+    for name in sorted(edges):
+        if name not in state and (found := visit(name)) is not None:
+            return found
+    return None
+
+
+def test_hitl_modules_import_one_another_one_way() -> None:
+    """Before: graph imported timeouts, refusals, policy and api's default_principal inside
+    functions, while timeouts imported graph and api imported graph through deadlines and
+    interceptor — two circles (graph → timeouts → graph, graph → api → deadlines → graph).
+    Shared pieces now live in leaves (approval_keys, deciding, refusals, policy)."""
+    edges = hitl_imports()
+    assert {"api", "graph", "timeouts", "policy", "interceptor"} <= set(edges)
+    assert a_cycle(edges) is None, " → ".join(a_cycle(edges) or [])
+
+
+def test_the_cycle_finder_finds_a_circle_through_a_function_local_import(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from .b import x\n")
+    (tmp_path / "b.py").write_text("def f():\n    from .c import y\n")
+    (tmp_path / "c.py").write_text("from ..hitl.a import z\n")
+    (tmp_path / "d.py").write_text("import intermission.hitl.a\n")
+    edges = hitl_imports(tmp_path)
+    assert edges == {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert a_cycle(edges) == ["a", "b", "c", "a"]
+    assert a_cycle({"a": {"b"}, "b": set()}) is None

@@ -17,6 +17,8 @@ import math
 import re
 from typing import Any
 
+from ._finite import FINITE_ONLY, non_finite
+
 __all__ = ["SchemaMismatch", "conform"]
 
 _MAX_DEPTH = 64
@@ -37,7 +39,11 @@ class SchemaMismatch(ValueError):
 
 def conform(value: Any, schema: Any) -> Any:
     """``value`` as ``schema`` takes it (converted like pydantic's lax mode), or raise
-    SchemaMismatch naming the first place it does not fit."""
+    SchemaMismatch naming the first place it does not fit. A non-finite number is refused
+    wherever it sits, whatever the schema says (as the tool's own validation refuses it)."""
+    where = non_finite(value)
+    if where is not None:
+        raise SchemaMismatch(where, FINITE_ONLY)
     root = schema if isinstance(schema, dict) else {}
     return _conform(value, schema, root, "", 0)
 
@@ -93,14 +99,21 @@ def _resolve(ref: str, root: dict[str, Any], path: str) -> Any:
 
 def _first_fit(value: Any, options: list[Any], root: dict[str, Any], path: str, depth: int) -> Any:
     # exact fits first: a "5" fits ``string`` as it is before ``integer`` would convert it
+    misfits: list[SchemaMismatch] = []
     for lax in (False, True):
         for option in options:
             try:
                 fitted = _conform(value, option, root, path, depth + 1)
-            except SchemaMismatch:
+            except SchemaMismatch as exc:
+                kind = option.get("type") if isinstance(option, dict) else False
+                typeless = kind is None and isinstance(value, (dict, list))  # (a $ref)
+                if lax and (typeless or (isinstance(kind, str) and _is(value, kind))):
+                    misfits.append(exc)  # (the form the value has says best what is wrong)
                 continue
             if lax or _same(fitted, value):
                 return fitted
+    if misfits:
+        raise misfits[0]
     kinds = [o.get("type") for o in options if isinstance(o, dict) and "type" in o]
     raise SchemaMismatch(path, f"fits none of the allowed forms {kinds or options!r}")
 
@@ -119,6 +132,8 @@ def _typed(value: Any, kind: Any, path: str) -> Any:
         converted = _convert(value, k)
         if converted is not _NO:
             return converted
+    if "number" in kinds and _not_finite(value):  # (say why: it reads as a number)
+        raise SchemaMismatch(path, FINITE_ONLY)
     shown = " or ".join(str(k) for k in kinds)
     raise SchemaMismatch(path, f"must be {shown}, not {_json_type(value)} {value!r:.60}")
 
@@ -201,6 +216,18 @@ def _finite(value: int) -> bool:
     except OverflowError:
         return False
     return True
+
+
+def _not_finite(value: Any) -> bool:
+    """True for text or an integer that reads as a number no float holds ("1e999", "nan")."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    try:
+        return not math.isfinite(float(value))
+    except OverflowError:  # (an integer larger than any float)
+        return True
+    except ValueError:  # (not a number at all)
+        return False
 
 
 def _text(value: str, schema: dict[str, Any], path: str) -> None:

@@ -6,6 +6,7 @@ means the server saw one call."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -35,6 +36,7 @@ from intermission import (
     mcp_tools,
     tool,
 )
+from intermission.agents.tools import ToolArgumentError
 from intermission.stores import SQLiteStore
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_ops_server.py"
@@ -256,6 +258,18 @@ def test_tool_errors_and_bad_arguments_become_observations(counts: Path) -> None
         assert fail.error == "error" and "MCPToolError" in fail.observation
         assert bad.error == "invalid_arguments" and "user_id" in bad.observation
         assert calls(counts, "failing_lookup") == 1 and calls(counts, "get_user") == 0
+
+
+def test_a_non_finite_number_is_no_mcp_tool_argument(counts: Path) -> None:
+    """JSON Schema's ``number`` takes a float that is not finite; the tool's validation
+    refuses it, as a Python tool's does (before: inf passed and the call went out)."""
+    with stdio(counts) as tools:
+        slow = {t.name: t for t in tools}["slow_delete"]
+        for bad in (math.inf, -math.inf, math.nan):
+            with pytest.raises(ToolArgumentError, match="seconds: must be a finite number"):
+                slow.validate({"user_id": 1, "seconds": bad})
+        assert slow.validate({"user_id": 1, "seconds": 0.5}) == {"user_id": 1, "seconds": 0.5}
+        assert calls(counts) == 0
 
 
 WORKER = textwrap.dedent(

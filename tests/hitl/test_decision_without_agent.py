@@ -8,6 +8,7 @@ still fails closed without its agent."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import BaseModel, Field
 from tests._helpers import TRANSFERS, transfer
 
 from intermission import (
@@ -211,6 +212,8 @@ JSON_VALUES = st.one_of(
     # digits Python reads and pydantic does not, more digits than either reads, an
     # integer no float holds
     st.sampled_from(["\uff15", "\u0661\u0662", "9" * 5000, "1" * 400, 10**400, -(10**309)]),
+    # numbers that are not finite, given or read from text: no tool takes them
+    st.sampled_from([math.inf, -math.inf, math.nan, "inf", "-Infinity", "nan", "1e999", "9" * 999]),
     st.lists(st.one_of(st.integers(-5, 5), st.sampled_from(["1", "a"])), max_size=3),
 )
 KEYS = ["n", "word", "ratio", "flag", "ids", "maybe", "mode", "level", "name", "unknown"]
@@ -218,6 +221,10 @@ KEYS = ["n", "word", "ratio", "flag", "ids", "maybe", "mode", "level", "name", "
 
 @settings(max_examples=300, deadline=None)
 @given(args=st.dictionaries(st.sampled_from(KEYS), JSON_VALUES, max_size=6))
+@example(args={"ratio": "9" * 1000})  # (found once on a fresh clone: the tool took it as inf)
+@example(args={"ratio": math.inf})
+@example(args={"ids": [1, math.nan]})
+@example(args={"unknown": -math.inf})
 def test_what_the_schema_accepts_the_tool_runs_with_the_same_values(args: dict[str, Any]) -> None:
     """Soundness for every input: arguments the task's schema accepts are accepted by the
     tool itself, as the same values. Completeness where pydantic does not turn a bool
@@ -264,3 +271,97 @@ def test_an_edit_no_tool_reads_is_a_typed_refusal_and_changes_nothing(
     with pytest.raises(InvalidDecisionError, match=says):
         HITL.submit(s, task, HITLDecision.approve().modified_args(edit))
     assert s.to_json() == before
+
+
+# -- non-finite numbers never reach a tool ---------------------------------------------------
+SCALED: list[float] = []
+"""Every call of :func:`scale` (tests clear it first)."""
+
+
+@tool
+def scale(ratio: float) -> str:
+    """Scale the fleet by a ratio."""
+    SCALED.append(ratio)
+    return f"scaled by {ratio}"
+
+
+def scaler(ratio: Any) -> Any:
+    """An agent whose model asks to scale by ``ratio``, behind an approval."""
+
+    def script(messages: list[Any], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        seen = [m.content for m in messages[last_user:] if m.role == "tool"]
+        return f"Done: {seen[-1]}" if seen else [ToolCall("scale", {"ratio": ratio})]
+
+    return (ReActAgent.of(ScriptedModel(script)).name("scaler").tools(scale)
+            .interceptor(HITLInterceptor().on_tool("scale")).build())  # fmt: skip
+
+
+NON_FINITE_TEXT = ["9" * 1000, "1e999", "-inf", "NaN", "Infinity"]
+NON_FINITE = [math.inf, -math.inf, math.nan, 10**400, *NON_FINITE_TEXT]
+
+
+@pytest.mark.parametrize("ratio", NON_FINITE, ids=lambda v: repr(v)[:8])
+def test_an_edit_to_a_non_finite_number_is_a_typed_refusal_and_changes_nothing(ratio: Any) -> None:
+    """Before: the tool's own validation took "9" * 1000 (and "inf", "nan", "1e999") for a
+    float argument as inf, while the stored schema refused it: the two disagreed. Now both
+    refuse, saying why."""
+    SCALED.clear()
+    s = InMemoryAgentSession.of("scale-edit")
+    scaler(2.0).prompt("scale up").session(s).call()
+    (task,) = HITL.pending_tasks(s)
+    before = s.to_json()
+    with pytest.raises(InvalidDecisionError, match=r"ratio.*(finite number|not finite)"):
+        HITL.submit(s, task, HITLDecision.approve().modified_args({"ratio": ratio}))
+    assert s.to_json() == before and SCALED == []
+    with pytest.raises(ToolArgumentError, match=r"ratio: .*(finite|valid) number"):
+        scale.validate({"ratio": ratio})
+
+
+@pytest.mark.parametrize("ratio", NON_FINITE_TEXT, ids=lambda v: repr(v)[:8])
+def test_a_model_s_non_finite_argument_never_runs_the_tool(ratio: str) -> None:
+    """An approved call whose arguments read as a non-finite number reaches the tool's own
+    validation and becomes an observation; the tool never runs. (Before: it ran with inf or
+    nan. A float that is not finite cannot even make a ToolCall: it is not JSON.)"""
+    SCALED.clear()
+    agent = scaler(ratio)
+    s = InMemoryAgentSession.of("scale-model")
+    agent.prompt("scale up").session(s).call()
+    (task,) = HITL.pending_tasks(s)
+    HITL.submit(s, task, HITLDecision.approve())
+    response = agent.prompt().session(s).call()
+    assert "finite number" in response.content and SCALED == [], response.content
+
+
+class Box(BaseModel):
+    """A model argument: it keeps its own config (pydantic's default takes "inf")."""
+
+    size: float
+
+
+@tool
+def untyped(
+    options: Any, nested: dict[str, list[float]] | None = None, box: Box | None = None
+) -> str:
+    """Arguments pydantic passes through as given, or converts in a model of their own."""
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"options": math.inf},
+     {"options": {"a": [1, math.nan]}},
+     {"options": 1, "nested": {"k": [1.0, "inf"]}},
+     {"options": 1, "box": {"size": "1e999"}},
+     {"options": 1, "box": {"size": "-inf"}}],
+    ids=["any", "any-nested", "typed-nested", "model-overflow", "model-text"],
+)  # fmt: skip
+def test_a_non_finite_number_anywhere_in_the_arguments_is_refused_by_both(args: Any) -> None:
+    """An untyped argument keeps what it is given, and a model argument converts text by
+    its own config: a number that is not finite, deep inside, is refused by the tool's
+    validation and the schema check alike."""
+    with pytest.raises(ToolArgumentError, match="finite number"):
+        untyped.validate(args)
+    assert untyped.validate({"options": 1, "box": {"size": "2.5"}})["box"] == Box(size=2.5)
+    with pytest.raises(SchemaMismatch, match="finite number"):
+        conform(args, json.loads(json.dumps(untyped.parameters)))

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from .._compat import require
+from .._finite import FINITE_ONLY, non_finite
 from ..decisions import fingerprint
 from ..errors import ToolDefinitionError, UsageError
 from .mcp_connection import MCPConnection
@@ -88,6 +89,11 @@ class MCPTool(Tool):
         """The arguments, checked against the server's JSON schema."""
         if not isinstance(args, dict):
             raise ToolArgumentError(f"Invalid arguments for tool {self.name}: not an object")
+        where = non_finite(args)  # (JSON Schema's "number" takes inf; no tool does)
+        if where is not None:
+            raise ToolArgumentError(
+                f"Invalid arguments for tool {self.name}: {where}: " + FINITE_ONLY
+            )
         problems = [
             f"{'.'.join(map(str, e.path)) or 'args'}: {e.message}"
             for e in self._validator.iter_errors(args)

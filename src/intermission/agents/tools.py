@@ -11,6 +11,7 @@ from typing import Any, Generic, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from typing_extensions import ParamSpec, TypeVar
 
+from .._finite import FINITE_ONLY, non_finite
 from ..errors import ToolDefinitionError
 from .models import ToolSchema
 
@@ -111,10 +112,15 @@ class Tool(Generic[P, R]):
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hints.get(param.name, Any), default)
         self.args_model: type[BaseModel] = create_model(
-            f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
+            # (allow_inf_nan: "inf", "nan" or a thousand nines are no float argument)
+            f"{self.name}_args",
+            __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+            **fields,
         )
         self.parameters: dict[str, Any] = self.args_model.model_json_schema()
         self.parameters.pop("title", None)
+        # a nested model keeps its own config (inf allowed): what it converted is checked
+        self._nested = "$defs" in self.parameters
 
     @property
     def schema(self) -> ToolSchema:
@@ -122,18 +128,30 @@ class Tool(Generic[P, R]):
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated, coerced arguments; raises ToolArgumentError with a schema hint."""
+        """Validated, coerced arguments; raises ToolArgumentError with a schema hint.
+        A non-finite number (inf, -inf, nan — given, or read from a string such as a
+        thousand nines) is refused wherever it sits, as the schema check refuses it."""
+        where = non_finite(args)
         try:
+            if where is not None:
+                raise self._refused(f"{where}: {FINITE_ONLY}")
             model = self.args_model.model_validate(args)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}" for e in exc.errors()
             )
-            raise ToolArgumentError(
-                f"Invalid arguments for tool {self.name}: {problems}. "
-                f"Expected JSON schema: {json.dumps(self.parameters, sort_keys=True)}"
-            ) from None
-        return {k: getattr(model, k) for k in type(model).model_fields}
+            raise self._refused(problems) from None
+        values = {k: getattr(model, k) for k in type(model).model_fields}
+        where = non_finite(values) if getattr(self, "_nested", True) else None
+        if where is not None:
+            raise self._refused(f"{where}: {FINITE_ONLY}")
+        return values
+
+    def _refused(self, problems: str) -> ToolArgumentError:
+        return ToolArgumentError(
+            f"Invalid arguments for tool {self.name}: {problems}. "
+            f"Expected JSON schema: {json.dumps(self.parameters, sort_keys=True)}"
+        )
 
     async def invoke(
         self,

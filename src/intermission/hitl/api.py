@@ -42,6 +42,7 @@ from ..errors import (
 from ..events import ApprovalVotedEvent
 from ..principals import Actor, Principal, actor_of, label
 from .deadlines import check_task_deadline
+from .deciding import deciding_as, default_principal
 from .interceptor import ApproverPolicy, HITLInterceptor
 from .policy import Progress, allowed_roles, judge, progress_text, tally, vote_of
 from .refusals import refusal
@@ -50,23 +51,6 @@ from .timeouts import apply_task_deadlines, progress_of, task_ask
 __all__ = ["HITL", "deciding_as", "deciding_for"]
 
 _DECIDING_FOR: ContextVar[Any] = ContextVar("intermission_deciding_for", default=None)
-_DECIDING_AS: ContextVar[Any] = ContextVar("intermission_deciding_as", default=None)
-
-
-@contextmanager
-def deciding_as(principal: Principal | Actor | None) -> Iterator[None]:
-    """Within this block, a decision given no ``principal=`` (HITL.submit, decide_graph)
-    is made by ``principal`` (decide_and_resume wraps its ``decide`` in it)."""
-    token = _DECIDING_AS.set(principal)
-    try:
-        yield
-    finally:
-        _DECIDING_AS.reset(token)
-
-
-def default_principal(principal: Principal | Actor | None) -> Principal | Actor | None:
-    """``principal``, else the one of an enclosing :func:`deciding_as`."""
-    return principal if principal is not None else _DECIDING_AS.get()
 
 
 @contextmanager

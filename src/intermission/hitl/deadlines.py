@@ -21,7 +21,7 @@ from .. import _check
 from ..core.session import AgentSession
 from ..decisions import HITLState, HITLTask
 from ..errors import DeadlinePassedError, UsageError
-from .graph import ApprovalKeys, approval_deadline, checked_keys, decided_in_time
+from .approval_keys import ApprovalKeys, approval_deadline, checked_keys, decided_in_time
 
 __all__ = ["check_deadline", "check_task_deadline", "now_of"]
 

@@ -10,9 +10,8 @@ until the outcome is decided; then ``approval.decision`` is written as for any d
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from typing import Any, Literal
 
 from .. import _check
@@ -28,11 +27,36 @@ from ..errors import (
     ReviewerNotAllowedError,
     UsageError,
 )
-from ..events import ApprovalDecidedEvent, ApprovalVotedEvent
+from ..events import ApprovalVotedEvent
 from ..policies import ApprovalPolicy
 from ..principals import Actor, Principal, actor_of, label
 from ..traces import TeamTrace
-from .policy import DEFAULT_POLICY, Ask, allowed_roles, judge, progress_text, tally, vote_of
+from .approval_keys import (
+    DEADLINE_REVIEWER,
+    ApprovalKeys,
+    approval_deadline,
+    binding_deadline,
+    checked_keys,
+    context_of,
+    decided_in_time,
+    graph_ask,
+    keys_of,
+    session_of,
+    write_decision,
+)
+from .deciding import default_principal
+from .policy import (
+    DEFAULT_POLICY,
+    Ask,
+    allowed_roles,
+    judge,
+    progress_text,
+    satisfied,
+    tally,
+    vote_of,
+)
+from .refusals import refusal
+from .timeouts import apply_graph_deadlines
 
 __all__ = [
     "DEADLINE_REVIEWER",
@@ -47,137 +71,6 @@ __all__ = [
     "keys_of",
     "open_approval",
 ]
-
-DEADLINE_REVIEWER = "system:deadline"
-"""The reviewer of the rejection a resume records for a task or approval past its deadline."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalKeys:
-    """Context keys a graph approval writes (names configurable, defaults from the seed)."""
-
-    decision: str = "approval.decision"
-    operator: str = "approval.operator"
-    time: str = "approval.time"
-    reason: str = "approval.reason"
-    comment: str = "approval.comment"
-    request: str = "approval.request"
-    deadline: str = "approval.deadline"
-    """Epoch ms after which a decision is refused (written by the approval node, optional)."""
-    asked_in: str = "approval.asked_in"
-    """The request (its team run id) this approval belongs to, written by
-    :func:`open_approval`: a decision of an earlier request is never reused by a later one."""
-    by: str = "approval.by"
-    """Who decided, as recorded: name, roles, the surface (``via``), whether it was
-    authenticated, a display note."""
-    policy: str = "approval.policy"
-    """The approval's policy (written by :func:`open_approval` when it is given one)."""
-    requester: str = "approval.requester"
-    """Who sent the request that asked for the approval (when the request named one)."""
-    votes: str = "approval.votes"
-    """The votes so far, while the policy needs more than one decision."""
-    asked_at: str = "approval.asked_at"
-    """When the approval was first asked for (epoch ms; with a policy)."""
-    escalated: str = "approval.escalated"
-    """When the policy's escalation happened (epoch ms)."""
-    warned: str = "approval.warned"
-    """The deadline a warning was emitted for."""
-
-    def cleared(self) -> tuple[str, ...]:
-        """The keys a new request's approval starts without."""
-        return (self.decision, self.operator, self.time, self.reason, self.comment,
-                self.request, self.deadline, self.by, self.policy, self.requester,
-                self.votes, self.asked_at, self.escalated, self.warned)  # fmt: skip
-
-
-def checked_keys(keys: ApprovalKeys | None) -> ApprovalKeys:
-    """``keys`` (None: the defaults), or UsageError for anything else."""
-    if keys is None:
-        return ApprovalKeys()
-    if not isinstance(keys, ApprovalKeys):
-        raise UsageError(f"keys is an ApprovalKeys, not {type(keys).__name__}")
-    return keys
-
-
-def keys_of(data: Any) -> ApprovalKeys | None:
-    """The ApprovalKeys a session recorded (``hitl.approval_keys``), or None."""
-    if not isinstance(data, dict):
-        return None
-    known = {f.name for f in fields(ApprovalKeys)}
-    return ApprovalKeys(**{k: v for k, v in data.items() if k in known and isinstance(v, str)})
-
-
-def _session_of(value: Any) -> AgentSession:
-    """A session, or the session of a flow context (``open_approval(ctx, ...)``)."""
-    inner = getattr(value, "session", None)
-    if inner is not None and getattr(value, "hitl", None) is None:
-        return inner  # type: ignore[no-any-return]
-    return value  # type: ignore[no-any-return]
-
-
-def _context_of(session: AgentSession) -> Any:
-    ctx = getattr(session, "context", None)
-    if ctx is None or not callable(getattr(ctx, "get", None)):
-        raise UsageError(f"a graph approval lives in a session, not {type(session).__name__}")
-    return ctx
-
-
-def approval_deadline(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> float | None:
-    """The deadline of the session's graph approval (``keys.deadline``, epoch ms), or None
-    when its node set none (anything but a finite number counts as none)."""
-    value = _context_of(session).get(checked_keys(keys).deadline)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def decided_in_time(
-    session: AgentSession, deadline: float, keys: ApprovalKeys = ApprovalKeys()
-) -> bool:
-    """True when the approval holds a decision recorded before ``deadline``: its
-    ``keys.time`` (written by decide_graph) is a number below it. A decision key written
-    without a time (``context.put``) has no proof it came in time."""
-    ctx = _context_of(session)
-    if ctx.get(keys.decision) is None:
-        return False
-    time = ctx.get(keys.time)
-    in_time = not isinstance(time, bool) and isinstance(time, (int, float)) and time < deadline
-    return bool(in_time)
-
-
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(value) else None
-
-
-def graph_ask(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> Ask | None:
-    """The graph approval's policy state (from its context keys), or None when its node
-    gave no policy. A stored value that is not what :func:`open_approval` writes is
-    refused as the approval would be judged by it (UsageError)."""
-    ctx = _context_of(session)
-    raw = ctx.get(keys.policy)
-    if raw is None:
-        return None
-    try:
-        policy = ApprovalPolicy.model_validate(raw)
-        requester = ctx.get(keys.requester)
-        who = Actor.model_validate(requester) if requester is not None else None
-        votes = [Vote.model_validate(v) for v in ctx.get(keys.votes) or []]
-    except Exception as exc:  # (a hand-edited context): nobody can be judged allowed
-        raise UsageError(f"the approval's policy keys are not readable: {exc}") from None
-    return Ask(
-        policy=policy, requester=who, votes=votes, deadline_ms=_number(ctx.get(keys.deadline)),
-        escalated_ms=_number(ctx.get(keys.escalated)), warned_ms=_number(ctx.get(keys.warned)),
-    )  # fmt: skip
-
-
-def binding_deadline(session: AgentSession, keys: ApprovalKeys = ApprovalKeys()) -> float | None:
-    """When a decision on the graph approval comes too late: its policy's last deadline
-    (an escalation's, when it escalates), else ``keys.deadline``."""
-    ask = graph_ask(session, keys)
-    if ask is not None and ask.policy.expires_after_ms is not None:
-        return ask.last_deadline()
-    return approval_deadline(session, keys)
 
 
 def open_approval(
@@ -198,8 +91,8 @@ def open_approval(
     ``keys.asked_at``; ``keys.deadline`` from ``expires_after_ms``); every surface then
     judges decisions by it. On a resume, a recorded decision the policy does not allow
     (a hand-edited context) is void: the approval asks again."""
-    session = _session_of(session)
-    ctx = _context_of(session)
+    session = session_of(session)
+    ctx = context_of(session)
     keys = checked_keys(keys)
     if policy is not None and not isinstance(policy, ApprovalPolicy):
         raise UsageError(f"policy is an ApprovalPolicy, not {shown(policy)}")
@@ -250,8 +143,6 @@ def _record_policy(session: AgentSession, keys: ApprovalKeys, policy: ApprovalPo
 
 def _decision_allowed(session: AgentSession, keys: ApprovalKeys, policy: ApprovalPolicy) -> bool:
     """True when the recorded decision satisfies ``policy`` (see ``policy.satisfied``)."""
-    from .policy import satisfied
-
     ctx = session.context
     by = ctx.get(keys.by)
     if isinstance(by, dict) and by.get("timed_out"):
@@ -281,8 +172,6 @@ def expire_approval(
     _check.number("now_ms", now_ms, 0, 1e15, optional=True)
     ask = graph_ask(session, keys)
     if ask is not None and ask.policy.expires_after_ms is not None:
-        from .timeouts import apply_graph_deadlines
-
         now = float(session.clock.now_ms()) if now_ms is None else float(now_ms)
         apply_graph_deadlines(session, keys, now)
         by = session.context.get(keys.by)
@@ -295,66 +184,14 @@ def expire_approval(
         return False
     reason = "Rejected: the approval deadline passed."
     session.context.remove(keys.comment)  # a late writer's comment is not the verdict's
-    _write(session, keys, "REJECT", Actor(name=DEADLINE_REVIEWER, via="system"), reason,
+    write_decision(session, keys, "REJECT", Actor(name=DEADLINE_REVIEWER, via="system"), reason,
            None, now)  # fmt: skip
     return True
-
-
-def _write(
-    session: AgentSession,
-    keys: ApprovalKeys,
-    verdict: Literal["APPROVE", "REJECT"],
-    actor: Actor | None,
-    reason: str | None,
-    comment: str | None,
-    now: float,
-    *,
-    votes: Sequence[Vote] = (),
-    timed_out: bool = False,
-) -> None:
-    ctx = session.context
-    reviewer = None if timed_out or actor is None else actor.name
-    ctx.put(keys.decision, verdict)
-    ctx.put(keys.operator, reviewer)
-    ctx.put(keys.time, int(now))
-    if reason is not None:
-        ctx.put(keys.reason, reason)
-    if comment:
-        ctx.put(keys.comment, comment)
-    if timed_out:
-        ctx.put(keys.by, {"timed_out": True})
-    elif actor is not None and actor.via is not None and actor.via != "system":
-        ctx.put(keys.by, actor.model_dump(mode="json"))
-    if votes:
-        ctx.put(keys.votes, [v.model_dump(mode="json") for v in votes])
-    # the timeline shows who decided, and why, next to the run it resumes (R47)
-    scope = RunScope(f"decision-{session.events.next_seq}", session.agent or "", session)
-    fields: dict[str, Any] = {"verdict": verdict, "reviewer": reviewer, "reason": reason,
-                              "comment": comment}  # fmt: skip
-    if actor is not None and not timed_out:
-        fields.update(roles=list(actor.roles), via=actor.via, authenticated=actor.authenticated,
-                      display=actor.display)  # fmt: skip
-    if timed_out:
-        fields["timed_out"] = True
-    if votes:
-        fields["votes"] = list(votes)
-    scope.emit(ApprovalDecidedEvent, **fields)
-    note(session, AuditEntry(
-        action="task.expired" if timed_out else "approval.recorded",
-        actor=reviewer, roles=list(actor.roles) if actor and not timed_out else [],
-        via="system" if timed_out or actor is None else actor.via,
-        authenticated=bool(actor and actor.authenticated and not timed_out),
-        target=keys.decision, reason=reason,
-        detail={"verdict": verdict, **({"comment": comment} if comment else {}),
-                **({"votes": [v.name for v in votes]} if votes else {})},
-    ))  # fmt: skip
 
 
 def _asserted(reviewer: str | None, principal: Principal | Actor | None) -> Actor | None:
     """Who decides: ``principal`` (vouched for by the caller), else the ``reviewer`` name
     as asserted (not authenticated)."""
-    from .api import default_principal
-
     principal = default_principal(principal)
     if principal is not None:
         return actor_of(principal, display=reviewer)
@@ -407,8 +244,6 @@ def decide_graph(
     try:
         _decide(session, verdict, actor, reason, comment, keys, approvers)
     except InvalidDecisionError as exc:
-        from .refusals import refusal
-
         refusal(session, exc, actor, keys.decision, verdict.lower())
         raise
 
@@ -483,17 +318,15 @@ def _decide(
     judged = ask or Ask(DEFAULT_POLICY)
     judge(judged, actor, ours, reason=reason, now_ms=now, session_id=session.session_id)
     if timed:
-        from .timeouts import apply_graph_deadlines
-
         apply_graph_deadlines(session, keys, now)  # a warning or escalation due by now
     if ask is None or (ask.policy.approvals == 1 and ask.policy.rejections == 1):
-        _write(session, keys, verdict, actor, reason, comment, now)
+        write_decision(session, keys, verdict, actor, reason, comment, now)
         return
     vote = vote_of(actor, ours, now, reason if ours == "reject" else comment)
     votes = [*ask.votes, vote]
     outcome = tally(ask.policy, votes)
     if outcome is not None:
-        _write(session, keys, verdict, actor, reason, comment, now, votes=votes)
+        write_decision(session, keys, verdict, actor, reason, comment, now, votes=votes)
         return
     ctx.put(keys.votes, [v.model_dump(mode="json") for v in votes])
     text = progress_text(ask.policy, votes, roles=allowed_roles(ask.policy, ask.escalated_at(now)),

@@ -24,7 +24,7 @@ from ..audit import AuditEntry, note
 from ..core.events_log import RunScope
 from ..decisions import DecisionRecord, HITLTask
 from ..events import ApprovalEscalatedEvent, ApprovalExpiredEvent, ApprovalWarnedEvent
-from .graph import ApprovalKeys, _write, graph_ask, keys_of
+from .approval_keys import ApprovalKeys, graph_ask, keys_of, write_decision
 from .policy import Ask, Progress, allowed_roles
 
 __all__ = [
@@ -205,7 +205,7 @@ def apply_graph_deadlines(
             ctx.put(keys.deadline, int(step.deadline_ms))
         else:
             approve = step.resolution == "approve"
-            _write(
+            write_decision(
                 session, keys, "APPROVE" if approve else "REJECT", None,
                 None if approve else TIMED_OUT_REJECT, TIMED_OUT_APPROVE if approve else None,
                 now_ms, timed_out=True,
