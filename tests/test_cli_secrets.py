@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from tests._helpers import PG_SECRET, pg_role_url
 
 from intermission._cli_parser import store_option
-from intermission._secrets import MASK, mask_known, mask_options, mask_url, passwords_in
+from intermission._secrets import (
+    MASK,
+    mask_known,
+    mask_options,
+    mask_url,
+    passwords_in,
+    read_token,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -217,3 +224,14 @@ def test_store_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert store_option(URL) == " --store 'postgresql://ann:***@127.0.0.1:1/app'"
     monkeypatch.setenv("INTERMISSION_STORE", URL)
     assert store_option(URL) == ""
+
+
+def test_the_token_variable_is_not_left_for_the_tools_children(tmp_path: Path) -> None:
+    env = {"INTERMISSION_TOKEN": "tok-1\n", "HOME": "/home/x"}
+    assert read_token(None, env) == "tok-1" and env == {"HOME": "/home/x"}
+    token = tmp_path / "token"
+    token.write_text("tok-2\r\n")
+    token.chmod(0o600)
+    env = {"INTERMISSION_TOKEN": "tok-1"}
+    assert read_token(str(token), env) == "tok-2" and env == {}  # (the file wins)
+    assert read_token(None, {}) is None

@@ -38,20 +38,23 @@ _SCAN = re.compile(f"{_URL.pattern}|{_KEYWORD.pattern.removeprefix('(?i)')}", re
 
 def _mask_rest(scheme: str, rest: str, found: list[str]) -> str:
     """What follows ``scheme://``, with the userinfo's password and a ``password=`` query
-    parameter masked (each value masked is added to ``found``). A raw ``@`` in the password
-    (a common slip) is covered up to the last ``@`` of the authority; a raw ``/``, ``?`` or
-    ``#`` in it up to the URL's last ``@`` — in a PostgreSQL URL always (its path is a
-    database name), in another unless what follows the colon reads as a port."""
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    at = rest.rfind("@", 0, end)
-    if at < 0:
-        last, colon = rest.rfind("@"), rest.find(":", 0, end)
-        port = rest[colon + 1 : end].isdigit() and not scheme.lower().startswith("postgres")
-        if last > end and colon >= 0 and not port:
-            at = last  # a password holding a raw / ? or #: everything up to the last @
+    parameter masked (each value masked is added to ``found``). A password written raw
+    (``@ / ? #`` not percent-encoded, a common slip) is covered up to the last ``@``: of
+    the whole URL in a PostgreSQL one (a database name or option holding ``@`` is rare; a
+    password that does is not), else of the authority, or past it when what follows the
+    colon is no port."""
+    colon, first_at, at = rest.find(":"), rest.find("@"), -1
+    if 0 <= colon < first_at and not {"/", "?", "#"} & set(rest[:colon]):  # user:password@
+        if scheme.lower().startswith("postgres"):
+            at = rest.rfind("@")
+        else:
+            end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+            at = rest.rfind("@", 0, end)
+            if at < 0 and not rest[colon + 1 : end].isdigit():
+                at = rest.rfind("@")  # (a password holding a raw / ? or #)
     head, tail = "", rest
-    if at >= 0 and ":" in rest[:at]:
-        user, password = rest[:at].split(":", 1)
+    if at >= 0:
+        user, password = rest[:colon], rest[colon + 1 : at]
         found.append(password)
         head, tail = f"{user}:{MASK}", rest[at:]
 
@@ -144,18 +147,17 @@ def mask_options(text: str) -> str:
 
 def read_token(file: str | None, environ: MutableMapping[str, str] | None = None) -> str | None:
     """``serve``'s bearer token: the one line of ``file`` (``--token-file``), else
-    ``$INTERMISSION_TOKEN`` (then taken out of the environment, so the processes the agents
-    start do not inherit it), else None. A file anyone may write is refused (another user
-    could put their own token in it); one anyone may read is used with a warning on stderr
-    (container secrets are often mode 0444; ``chmod 600`` it where you can). The file's path
-    is never shown: it may be the token itself, pasted in the wrong place."""
+    ``$INTERMISSION_TOKEN``, else None. The variable is taken out of the environment
+    either way, so the processes the agents' tools start do not inherit it. A file others
+    may write is refused (they could put their own token in it); one anyone may read is
+    used with a warning on stderr (container secrets are often mode 0444; ``chmod 600`` it
+    where you can). The file's path is never shown: it may be the token itself, pasted in
+    the wrong place."""
     environ = os.environ if environ is None else environ
+    value = environ.pop(TOKEN_ENV, None)  # (out of the environment either way)
     if file is not None:
         return _checked(_read_file(file), "the file --token-file names")
-    value = environ.pop(TOKEN_ENV, None)
-    if value is None:
-        return None
-    return _checked(value, TOKEN_ENV)
+    return None if value is None else _checked(value, TOKEN_ENV)
 
 
 def _read_file(file: str) -> str:
