@@ -52,6 +52,8 @@ DESCRIPTION = (
 EPILOG = (
     "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
     "`python -m intermission COMMAND --help` says more about each command."
+    " Secrets stay out of the command line (every local user sees it): a store URL with a "
+    "password in $INTERMISSION_STORE, serve's token in --token-file FILE or $INTERMISSION_TOKEN."
 )
 
 
