@@ -202,3 +202,29 @@ def paused_change(
     s = InMemoryAgentSession.of("change-001")
     team.prompt("Upgrade").session(s).call()
     return team, s, log
+
+
+PG_SECRET = "S3cr3t-x9Q"
+"""The password of :func:`pg_role_url`'s role: distinctive, so finding it in an output
+means it leaked (the test database's own password, ``intermission``, is everywhere)."""
+
+
+def pg_role_url() -> str:
+    """A URL to the test database as a role of its own whose password is ``PG_SECRET``,
+    working in a schema it owns (emptied first). Needs a role that may create roles."""
+    import psycopg
+
+    base = urlsplit(pg_dsn())
+    role = f"im_sec_user{XDIST_WORKER}"
+    with psycopg.connect(urlunsplit(base), autocommit=True) as conn:
+        try:
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{PG_SECRET}'")
+        except psycopg.errors.InsufficientPrivilege:
+            need(False, "this test needs a PostgreSQL role that may CREATE ROLE")
+        conn.execute(f"ALTER ROLE {role} PASSWORD '{PG_SECRET}'")
+        conn.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
+        conn.execute(f"CREATE SCHEMA {role} AUTHORIZATION {role}")  # ($user is on its path)
+    host = base.hostname or "127.0.0.1"
+    netloc = f"{role}:{PG_SECRET}@{host}" + (f":{base.port}" if base.port else "")
+    return urlunsplit(base._replace(netloc=netloc))

@@ -3,12 +3,47 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+from typing import Any, NoReturn
 
+from ._secrets import TOKEN_ENV, mask_options, mask_url
 from .stores.decide import DEFAULT_WAIT_S
 
-__all__ = ["DEFAULT_STORE", "build_parser"]
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "build_parser", "store_option"]
 
 DEFAULT_STORE = "intermission-demo.sqlite"
+STORE_ENV = "INTERMISSION_STORE"
+"""The store when ``--store`` is not given: a URL with a password stays out of argv."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse echoes what it could not place (``invalid choice: 'postgresql://…'``):
+    store passwords and the values of options named like secrets are masked first."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(mask_options(message))
+
+
+class _RefusedToken(argparse.Action):
+    """``--token``: a token in argv is shown to every local user (``ps``); refused, its
+    value never repeated."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        argparse.ArgumentParser.error(  # (said as is: this message holds no value to mask)
+            parser,
+            "--token is refused: a token on the command line is shown to every local user "
+            f"(ps); give --token-file FILE (one line, chmod 600) or set {TOKEN_ENV}",
+        )
+
+
+def store_option(store: str) -> str:
+    """`` --store STORE`` as a command to paste names it: quoted, its password masked, or
+    nothing when it is ``$INTERMISSION_STORE`` (which the pasted command reads again)."""
+    if store == os.environ.get(STORE_ENV):
+        return ""
+    return f" --store {shlex.quote(mask_url(store, whole=True))}"
+
 
 DESCRIPTION = (
     "See what waits for a person, decide it and resume it: sessions paused by your agents "
@@ -17,12 +52,14 @@ DESCRIPTION = (
 EPILOG = (
     "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
     "`python -m intermission COMMAND --help` says more about each command."
+    " Secrets stay out of the command line (every local user sees it): a store URL with a "
+    "password in $INTERMISSION_STORE, serve's token in --token-file FILE or $INTERMISSION_TOKEN."
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    parser = argparse.ArgumentParser(prog="intermission", description=DESCRIPTION, epilog=EPILOG)
+    parser = _Parser(prog="intermission", description=DESCRIPTION, epilog=EPILOG)
     from ._version import __version__
 
     parser.add_argument("--version", action="version", version=f"intermission {__version__}")
@@ -33,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agents", help=agents_help)
     parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    store_help = f"a SQLite file or a postgresql:// URL (default {DEFAULT_STORE})"
+    store_help = (
+        f"a SQLite file or a postgresql:// URL (default ${STORE_ENV}, else {DEFAULT_STORE}; "
+        f"a password is shown as ***: keep it out of argv with {STORE_ENV} or ~/.pgpass)"
+    )
 
     def add(name: str, help_text: str, *, runs_agents: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(
@@ -119,7 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
-    serve.add_argument("--token", help="require Authorization: Bearer TOKEN on every route")
+    serve.add_argument(
+        "--token-file", metavar="FILE",
+        help="require Authorization: Bearer TOKEN on every route, TOKEN being FILE's one line "
+        f"(chmod 600; or set {TOKEN_ENV}). A token is never given in argv: --token is refused",
+    )  # fmt: skip
+    serve.add_argument("--token", nargs="?", action=_RefusedToken, help=argparse.SUPPRESS)
     serve.add_argument(
         "--auth", metavar="FILE",
         help="who may call, as principals: tokens (kept as sha256 hashes) or JWT settings "
@@ -152,4 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     outbox.add_argument("--failed", action="store_true", help="only those that gave up")
     outbox.add_argument("--retry", metavar="KEY", help="send a failed notification again")
     outbox.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    if os.environ.get(STORE_ENV):  # (each command's --store default: set_defaults updates it)
+        for command in sub.choices.values():
+            command.set_defaults(store=os.environ[STORE_ENV])
     return parser

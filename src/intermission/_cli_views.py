@@ -9,6 +9,7 @@ import json
 import shlex
 from typing import Any
 
+from ._cli_parser import store_option
 from ._clock import SYSTEM_CLOCK, Clock
 from ._text import visible as _v
 from .errors import IntermissionError, _utc
@@ -61,13 +62,14 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
     for entry in stuck(limit=args.limit) if stuck is not None else []:
         if args.agent is not None and entry.agent != args.agent:
             continue
-        sid, key, at = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key, args.store))
+        sid, key = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key))
+        at = _v(store_option(args.store))  # (its password masked)
         agent = _v(entry.agent or "-")
         print(f"needs a person: {_v(entry.session_id)} ({agent}, {entry.status}): {_v(entry.why)}")
         if getattr(entry, "damage", None) is not None:
             continue  # (nothing to resolve until the entry is fixed by hand)
-        print(f"  python -m intermission resolve {sid} {key} --result JSON --store {at}")
-        print(f"  python -m intermission forget {sid} {key} --store {at}")
+        print(f"  python -m intermission resolve {sid} {key} --result JSON{at}")
+        print(f"  python -m intermission forget {sid} {key}{at}")
 
 
 def _decisions(s: Any) -> list[str]:
@@ -160,6 +162,6 @@ def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
     if answer is not None:
         print(f"answer:   {_v(answer)}")
     if len(waiting) > 1:
-        sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))
-        print(f"decide one call: python -m intermission approve {sid} --call CALL --store {at}"
+        sid, at = _v(shlex.quote(s.session_id)), _v(store_option(args.store))
+        print(f"decide one call: python -m intermission approve {sid} --call CALL{at}"
               " (or reject … --call CALL --reason …); the rest keep waiting")  # fmt: skip

@@ -23,9 +23,10 @@ from typing import Any
 
 from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
-from ._cli_parser import build_parser
+from ._cli_parser import build_parser, store_option
 from ._cli_views import cmd_pending, cmd_show
 from ._json import loads
+from ._secrets import mask_known, mask_process_output, mask_url, passwords_in, read_token
 from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import (
@@ -89,15 +90,12 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     ).principal(cli_actor()).call()
     store.save(session)
     # the lines below are to be pasted into a shell: quoted, whatever the id or path holds
-    sid, target = (_v(shlex.quote(x)) for x in (session.session_id, args.store))
+    sid, target = _v(shlex.quote(session.session_id)), _v(store_option(args.store))
     print(f"session {_v(session.session_id)} is pending: {_v(session.pending_reason)}")
     print(f"request: {_v(session.context.get('approval.request'))}")
     print("continue with one of:")
-    print(f"  python -m intermission approve {sid} --reviewer alice --store {target}")
-    print(
-        f"  python -m intermission reject {sid} --reason 'not now' "
-        f"--reviewer alice --store {target}"
-    )
+    print(f"  python -m intermission approve {sid} --reviewer alice{target}")
+    print(f"  python -m intermission reject {sid} --reason 'not now' --reviewer alice{target}")
 
 
 def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> None:
@@ -187,8 +185,8 @@ def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
         what = "forgotten: its next run runs it again"
     print(f"effect {_v(args.key)} of session {_v(s.session_id)} {what} ({s.status})")
     if s.status in ("pending", "paused", "failed"):
-        sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))
-        print(f"continue with: python -m intermission resume {sid} --store {at} "
+        sid, at = _v(shlex.quote(s.session_id)), _v(store_option(args.store))
+        print(f"continue with: python -m intermission resume {sid}{at} "
               "(or approve / reject it, if it still waits for a decision)")  # fmt: skip
 
 
@@ -240,7 +238,8 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
         from .agui.auth import load_auth
 
         auth = load_auth(args.auth)
-    app = agui_app(factories, store, token=args.token, auth=auth, hosts=[args.host],
+    token = _serve_token(args, auth is not None)
+    app = agui_app(factories, store, token=token, auth=auth, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
     if args.notify:  # the dispatcher runs for the app's lifespan
         from .notify import with_notifier
@@ -250,8 +249,9 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
         app = with_notifier(app, notifier)
 
     def ready(url: str) -> None:  # said once the socket listens and the app started
-        print(f"serving AG-UI on {url} (store {_v(args.store)}); the reviewer console is "
-              f"at {url}", flush=True)  # fmt: skip
+        at = _v(mask_url(args.store, whole=True))  # (a password in the URL is shown as ***)
+        print(f"serving AG-UI on {url} (store {at}); the reviewer console is at {url}",
+              flush=True)  # fmt: skip
         if table.bundled:
             print("serving the bundled examples for the demo's sessions only; pass --agents "
                   "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
@@ -262,6 +262,18 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     finally:
         if sweeper is not None:
             sweeper.stop()
+
+
+def _serve_token(args: argparse.Namespace, has_auth: bool) -> str | None:
+    """The bearer token of ``--token-file``, else ``$INTERMISSION_TOKEN`` (never argv)."""
+    from ._secrets import TOKEN_ENV
+
+    if has_auth and args.token_file is None and os.environ.get(TOKEN_ENV) is not None:
+        raise UsageError(
+            f"--auth and {TOKEN_ENV} both say who may call: unset {TOKEN_ENV}, or leave out "
+            "--auth to serve one token"
+        )
+    return read_token(args.token_file)
 
 
 _CSV_FIELDS = (
@@ -370,6 +382,11 @@ def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
         print(line)
 
 
+def _said(message: str, args: argparse.Namespace) -> str:
+    """A message to print with the store's password masked (a driver may quote its URL)."""
+    return mask_known(message, passwords_in(getattr(args, "store", "")))
+
+
 def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
     """An error as one line for a terminal: what happened and what to type, never a Python
     call to make."""
@@ -440,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a console or file that cannot hold a character (Windows' cp1252, LANG=C) shows
         # it escaped, as stderr does, rather than ending the command with a traceback
         sys.stdout.reconfigure(errors="backslashreplace")
+    if argv is None:  # this process's own command line (not a test's call)
+        mask_process_output()
     args = build_parser().parse_args(argv)
     if os.environ.get("INTERMISSION_OTEL"):  # traces of this process's requests
         from .otel.env import configure_from_env
@@ -470,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
     except IntermissionError as exc:
-        print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
+        print(f"error: {_v(_said(_plain(exc, args), args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # ^C while the store is locked or the database is slow to answer
         return 130
@@ -478,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = commands[args.command](args, store)
         sys.stdout.flush()  # (a reader that went away shows here, not as noise at exit)
     except IntermissionError as exc:
-        print(f"error: {_v(_plain(exc, args))}", file=sys.stderr)
+        print(f"error: {_v(_said(_plain(exc, args), args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # ^C (serve re-raises it once its graceful stop is done)
         return 130

@@ -56,8 +56,11 @@ class Server:
         else:
             cmd = [sys.executable, "-m", "intermission", "serve", "--store", store,
                    "--agents", agents, "--port", str(self.port), *extra]  # fmt: skip
-        if token:
-            cmd += ["--token", token]
+        if token:  # (from a file: a token in argv is refused, every local user could read it)
+            token_file = effects.with_name(f"token-{self.port}")
+            token_file.write_text(token + "\n")
+            token_file.chmod(0o600)
+            cmd += ["--token-file", str(token_file)]
         if auth is not None:
             cmd += ["--auth", str(auth)]
         # src first: a worktree sharing another's venv (editable install) runs its own code

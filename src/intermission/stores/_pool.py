@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from .._secrets import mask_url
 from ..errors import StoreClosedError, StoreError, StoreUnavailableError
 
 __all__ = ["Pool", "Tx", "until_back"]
@@ -131,6 +132,7 @@ class Pool:
         """The StoreError for a driver error. ``conn`` (None: already discarded) is
         discarded when it is lost, else handed back to the pool."""
         lost = self._lost(exc, conn)
+        why = f"{type(exc).__name__}: {mask_url(str(exc))}"  # (a URL it quotes: no password)
         if conn is not None:
             if lost:
                 self._discard(conn)
@@ -138,10 +140,10 @@ class Pool:
                 self._give_back(conn)
         if lost:
             return StoreUnavailableError(
-                f"the database connection was lost ({type(exc).__name__}: {exc})".strip(),
+                f"the database connection was lost ({why})".strip(),
                 outcome_unknown=committing,
             )
-        return StoreError(f"the database refused the operation: {type(exc).__name__}: {exc}")
+        return StoreError(f"the database refused the operation: {why}")
 
 
 class Tx:

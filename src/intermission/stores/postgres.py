@@ -10,6 +10,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._compat import require
+from .._secrets import mask_known, passwords_in
 from ..errors import StoreError, StoreUnavailableError, UsageError
 from .base import DEFAULT_LEASE_MS
 from .sql import SQLStore
@@ -89,8 +90,14 @@ class PostgresStore(SQLStore):
             return self._psycopg.connect(
                 self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             )
-        except self._psycopg.OperationalError as exc:  # (the message never holds a password)
-            why = " ".join(str(exc).split())  # (one line: libpq adds "\n\tIs the server…")
+        except self._psycopg.ProgrammingError as exc:  # libpq could not parse the URL
+            raise UsageError(
+                f"the PostgreSQL URL cannot be read ({self._said(exc)}): percent-encode any "
+                "of @ : / ? # % and spaces in its user and password (or give the password in "
+                "PGPASSWORD or ~/.pgpass); nothing was written"
+            ) from None  # (the driver's error quotes the URL, password and all)
+        except self._psycopg.OperationalError as exc:
+            why = self._said(exc)
             if any(marker in why for marker in _REFUSED) or _BAD_OPTION.search(why):
                 # the server answered and said no: waiting for it changes nothing
                 raise StoreError(
@@ -98,6 +105,11 @@ class PostgresStore(SQLStore):
                     "password, database name and host in the URL; nothing was written"
                 ) from exc
             raise StoreUnavailableError(f"cannot connect to the PostgreSQL store ({why})") from exc
+
+    def _said(self, exc: BaseException) -> str:
+        """A driver's message on one line (libpq adds a tab and "Is the server…"), every
+        password of the DSN masked wherever libpq quoted it."""
+        return mask_known(" ".join(str(exc).split()), passwords_in(self.dsn))
 
     def _lost(self, exc: BaseException, conn: Any) -> bool:
         # a restart, a failover, pg_terminate_backend: OperationalError (AdminShutdown is
