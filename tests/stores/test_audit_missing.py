@@ -160,10 +160,10 @@ def test_a_rewrite_with_recomputed_hashes_is_detected_with_the_key(
     intact = verify(target, tmp_path, key=KEY)
     assert intact.returncode == 0 and intact.stderr == "", intact.stdout + intact.stderr
     forged = [{**r, "actor": "mallory"} if r["actor"] == "ann" else r for r in records]
+    guessed = b"a-guessed-key-0123456789"
     for key, keyed, expected in (
         (None, False, "record 1: written without the audit key"),  # plain SHA-256
-        (b"a-guessed-key-0123456789", True, "record 1: content edited: it no longer matches "
-                                            "its MAC"),  # fmt: skip
+        (guessed, True, "record 1: content edited: it no longer matches its MAC"),
     ):
         rehash(target, forged, key, keyed)
         checked = verify(target, tmp_path, key=KEY)
@@ -283,11 +283,10 @@ def test_a_store_from_before_the_head_migrates_once_with_heads_computed(
 ) -> None:
     build(target)
     _as_schema_7(target)
+    pipe = subprocess.PIPE
+    code = [sys.executable, "-c", textwrap.dedent(OPEN), target]
     opened = [
-        subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(OPEN), target],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path,
-        )  # fmt: skip
+        subprocess.Popen(code, stdout=pipe, stderr=pipe, text=True, env=env(), cwd=tmp_path)
         for _ in range(3)
     ]
     for p in opened:
