@@ -117,3 +117,29 @@ def test_tracing_without_its_extra_says_what_to_install_and_changes_nothing() ->
     out = subprocess.run([sys.executable, "-c", OTEL_SCRIPT], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK"
+
+
+def test_the_audit_records_are_data_below_every_layer() -> None:
+    """``intermission.audit`` (issue 39) imports nothing of the core, the agents, hitl, the
+    stores or the surfaces, at import time or in any function: it is read by all of them."""
+    import ast
+    from pathlib import Path
+
+    import intermission.audit as audit
+
+    above = ("core", "agents", "hitl", "stores", "agui", "notebook", "notify", "otel", "cli")
+    tree = ast.parse(Path(audit.__file__).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.module else [a.name for a in node.names]
+            found += [n for n in names if n.split(".")[0] in above]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[1:2] in [[x] for x in above]]
+    assert found == [], found
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, intermission.audit; "
+         "print(sorted(m for m in sys.modules if m.startswith('intermission.core')))"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
