@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..audit import AuditVerification, Problem
+from ..hitl.graph import DEADLINE_REVIEWER
 from .audit_chain import DELETED, FORKED, StoredRecord
 
 __all__ = ["HEAD_NOT_RECORDED", "StoredHead", "finish"]
@@ -154,19 +155,24 @@ def _facts(session: Any) -> list[_Fact]:
         if e.kind == "approval_voted":
             facts.append(_vote(e.target, e.vote.name, e.vote.verdict))
         elif e.kind == "hitl_decided":
-            facts.append(_decision(e.call_uuid, e.decision.reviewer, e.decision.verdict,
-                                   e.decision.timed_out))  # fmt: skip
+            d = e.decision  # (a deadline without a policy decides as system:deadline)
+            late = d.timed_out or d.reviewer == DEADLINE_REVIEWER
+            facts.append(_decision(e.call_uuid, d.reviewer, d.verdict, late))
         elif e.kind == "approval_decided":
             facts.append(_decision(None, e.reviewer, e.verdict, e.timed_out))
     sid = session.session_id
     for key, entry in sorted(session.ledger.items()):
         if entry.status == "completed" and entry.by in (None, sid):
-            facts.append(_Fact(
-                f"the completed effect {key!r}",
-                lambda r, k=key: r.get("action") in _EFFECTS and r.get("target") == k
-                and _detail(r).get("status") == "completed",
-            ))  # fmt: skip
+            facts.append(_effect(key))
     return facts
+
+
+def _effect(key: str) -> _Fact:
+    return _Fact(
+        f"the completed effect {key!r}",
+        lambda r: r.get("action") in _EFFECTS and r.get("target") == key
+        and _detail(r).get("status") == "completed",
+    )  # fmt: skip
 
 
 def _vote(target: str, name: str, verdict: str) -> _Fact:

@@ -50,6 +50,8 @@ __all__ = ["SCHEMA_VERSION", "SQLStore"]
 _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
 _EVENTS_KEY = len(',"events":')
+_AUDIT_HEAD = ("audit_seq", "audit_head")
+"""The session row's columns that keep its audit head (see audit_sql)."""
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 
@@ -490,10 +492,16 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         return self.save(session)
 
     def raw_row(self, session_id: str) -> tuple[Any, ...] | None:
-        """The stored columns of a session (for tests and debugging)."""
+        """The stored columns of a session (for tests and debugging), but for its audit
+        head (``audit_seq``, ``audit_head``): that is the trail's, which a refused
+        decision moves while it leaves the session byte-identical."""
         with self._tx("read") as run:
-            row = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
-        return tuple(row) if row is not None else None
+            cur = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,))
+            names = [d[0] for d in cur.description]
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return tuple(v for n, v in zip(names, row, strict=True) if n not in _AUDIT_HEAD)
 
     def count(self) -> int:
         """How many sessions are stored."""

@@ -28,6 +28,7 @@ __all__ = [
     "test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail",
     "test_store_audit_a_rewrite_with_recomputed_hashes_is_caught_only_with_the_key",
     "test_store_audit_deleted_records_are_missing_from_the_head_and_the_session",
+    "test_store_audit_an_expiry_without_a_policy_is_on_the_trail",
     "test_store_audit_a_refused_or_failed_save_writes_nothing_and_keeps_the_entries",
     "test_store_audit_forks_start_at_the_parent_head_and_deletes_keep_the_trail",
     "test_store_audit_the_head_moves_with_each_record",
@@ -355,7 +356,7 @@ def rechain(records: list[dict[str, Any]], key: bytes | None) -> list[tuple[int,
 
 def test_store_audit_the_head_moves_with_each_record(make_store: Any) -> None:
     store = make_store()
-    heads = []
+    heads: list[str | None] = []
     s = _paused("hd")
     for actor in ("ann", "bob", "cy"):
         note(s, _decision(actor))
@@ -467,3 +468,29 @@ def test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail(
     with pytest.raises(NothingToResumeError):
         decide_and_resume(store, "fin", lambda s: None, build_change_graph())
     assert store.audit("fin")[-1] == refused
+
+
+def test_store_audit_an_expiry_without_a_policy_is_on_the_trail(make_store: Any) -> None:
+    """A tool's plain deadline (``on_tool(…, deadline_ms=)``, no policy) rejects as
+    ``system:deadline``: that decision has its record, so the trail verifies whole."""
+    from .. import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
+
+    @tool
+    def delete_user(user_id: int) -> str:
+        """Delete a user."""
+        return f"user {user_id} deleted"
+
+    clock = FakeClock(start_ms=1_000_000, step_ms=0)
+    store = make_store(clock=clock)
+    hitl = HITLInterceptor().on_tool("delete_user", deadline_ms=200)
+    model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1})], "done"])
+    agent = ReActAgent.of(model).name("w").tools(delete_user).interceptor(hitl).build()
+    s = InMemoryAgentSession("late", clock=clock)
+    agent.prompt("go").session(s).call()
+    store.save(s)
+    clock.advance(1_000)
+    with store.resume("late") as held:
+        agent.prompt().session(held).call()
+    (expired,) = [r for r in store.audit("late") if r.action == "task.expired"]
+    assert expired.via == "system" and expired.detail["resolution"] == "reject"
+    assert store.verify_audit("late"), str(store.verify_audit("late"))
