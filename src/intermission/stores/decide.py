@@ -204,15 +204,18 @@ def _refused_on_finished(
     tried: list[AuditEntry] = []
     try:
         runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
+    except Exception:  # (no agent of that name here): judged without one, as it may be
+        runner = None
+    try:
         with deciding_for(runner, adopt=adopt), deciding_as(principal), listeners.muted():
             decide(read)
         tried = [e for e in noted(read)[before:] if e.action in _DECIDED]
     except InvalidDecisionError as exc:
         entry = getattr(exc, "audit", None)
         tried = [entry] if isinstance(entry, AuditEntry) else []
-    except Exception:  # (an agent that cannot be built, say): nothing to tell it by
-        log.warning("could not tell what was tried on finished session %r", read.session_id,
-                    exc_info=True)  # fmt: skip
+    except Exception:  # ``decide`` failed otherwise: what it tried is not known
+        log.debug("what was tried on finished session %r is not known", read.session_id,
+                  exc_info=True)  # fmt: skip
         return
     if not tried:
         return
