@@ -193,3 +193,29 @@ def test_the_cycle_finder_finds_a_circle_through_a_function_local_import(tmp_pat
     assert edges == {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert a_cycle(edges) == ["a", "b", "c", "a"]
     assert a_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_audit_records_are_data_below_every_layer() -> None:
+    """``intermission.audit`` (issue 39) imports nothing of the core, the agents, hitl, the
+    stores or the surfaces, at import time or in any function: it is read by all of them."""
+    import ast
+    from pathlib import Path
+
+    import intermission.audit as audit
+
+    above = ("core", "agents", "hitl", "stores", "agui", "notebook", "notify", "otel", "cli")
+    tree = ast.parse(Path(audit.__file__).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.module else [a.name for a in node.names]
+            found += [n for n in names if n.split(".")[0] in above]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[1:2] in [[x] for x in above]]
+    assert found == [], found
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, intermission.audit; "
+         "print(sorted(m for m in sys.modules if m.startswith('intermission.core')))"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -150,8 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("session_id", metavar="SESSION", help="the session's id")
     audit.add_argument(
         "--verify", action="store_true",
-        help="check the hash chain: exit 1 naming the first broken record, else print "
-        "the number of records and the head hash (keep it elsewhere to catch a rewrite)",
+        help="check the trail: the hash chain, that it ends at the head the session row "
+        "keeps, and a record for every vote, decision and completed effect the session shows; "
+        "exit 1 naming the first broken record and what is missing, else print the number of "
+        "records and the head hash. With INTERMISSION_AUDIT_KEY (never a flag) the chain is "
+        "HMAC-keyed and a rewrite with recomputed hashes is detected; without it, it is not "
+        "(the output says so)",
+    )  # fmt: skip
+    audit.add_argument(
+        "--head", action="store_true",
+        help="print the session's head (hash and record count) to keep elsewhere: a later "
+        "head that does not continue from it shows a rewrite",
     )  # fmt: skip
     audit.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     serve = add(

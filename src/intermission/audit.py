@@ -13,16 +13,27 @@ leaves the snapshot exactly as it was) and a copy of a session does not carry th
 The chain: ``hash = sha256(prev + canonical JSON of the record without hash)`` (keys sorted,
 no spaces, UTF-8), where ``prev`` is the hash of the record before it, 64 zeros for the
 first record of a chain, or, for a fork's first record, its parent's head when the fork was
-stored. Editing, deleting or inserting a record breaks the chain at that record, which
-``store.verify_audit(session_id)`` names. What it cannot see: someone with write access to
-the database who rewrites the whole chain from some record on, or drops its last records.
-Keep the head hash (``verify_audit(...).head``) somewhere else to catch that too.
+stored. A store given an audit key (``INTERMISSION_AUDIT_KEY``, ``open_store(url,
+audit_key=…)``) writes keyed records instead: ``hash = HMAC-SHA256(key, prev + text)``, and
+the record says so (``"keyed": true`` in its text, so the MAC covers it too).
+
+The session row keeps the head (the last record's number and hash), written in the same
+transaction as the records. ``store.verify_audit(session_id)`` checks the chain, that it
+ends at that head, and that every vote, decision and completed effect the session shows has
+its record; it names the first broken record and what is missing. What it cannot see
+without a key: someone with write access to the database who rewrites records *and*
+recomputes their hashes and the head. With the key, such a rewrite is detected. Keep the
+head (``python -m intermission audit ID --head``) somewhere else to catch a rewrite by
+someone who also holds the key.
+
+This module is data: it imports nothing of the core, the surfaces or the stores (the core
+registers its listeners in :data:`NOTE_HOOKS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -36,7 +47,9 @@ __all__ = [
     "AuditEntry",
     "AuditRecord",
     "AuditVerification",
+    "NOTE_HOOKS",
     "Problem",
+    "UNKEYED_LIMIT",
     "Via",
     "by_hand",
     "forget_noted",
@@ -70,6 +83,10 @@ class AuditEntry(Model):
     """Anything else worth keeping (JSON): the verdict, edited arguments, the policy state."""
 
 
+def _false(value: Any) -> bool:
+    return value is False
+
+
 class AuditRecord(AuditEntry):
     """An entry as a store keeps it: numbered per session, stamped by the store's clock and
     chained: ``hash`` covers the record and ``prev``, the hash of the record before it (for
@@ -80,6 +97,14 @@ class AuditRecord(AuditEntry):
     at_ms: float
     prev: str
     hash: str
+    keyed: bool = Field(default=False, exclude_if=_false)
+    """True: ``hash`` is an HMAC-SHA256 under the store's audit key (absent when False, so
+    records written without a key keep the text and hash they always had)."""
+
+
+NOTE_HOOKS: list[Callable[[Any, AuditEntry], None]] = []
+"""Called with ``(session, entry)`` for each noted entry (the core's listeners register
+here, so that this module needs nothing above it)."""
 
 
 def note(session: Any, entry: AuditEntry) -> None:
@@ -93,11 +118,8 @@ def note(session: Any, entry: AuditEntry) -> None:
         noted = []
         session.audit_noted = noted
     noted.append(entry)
-    # (imported here: the core imports the decisions, which import this module)
-    from .core import listeners
-
-    if listeners.LISTENERS:
-        listeners.noted(session, entry)
+    for hook in NOTE_HOOKS:
+        hook(session, entry)
 
 
 def noted(session: Any) -> list[AuditEntry]:
@@ -154,16 +176,31 @@ def by_hand(
     )
 
 
-Problem = Literal["edited", "hash", "missing", "chain", "unreadable"]
-"""What broke an audit chain: ``edited`` (a record's content no longer matches its hash),
+Problem = Literal[
+    "edited", "hash", "missing", "chain", "unreadable", "head", "incomplete", "unkeyed", "keyed"
+]
+"""What broke an audit trail: ``edited`` (a record's content no longer matches its hash),
 ``hash`` (a hash was changed, the content is intact), ``missing`` (a record was deleted),
 ``chain`` (a record does not follow the one before it: one was inserted, replaced,
-renumbered or moved), ``unreadable`` (not a record at all)."""
+renumbered or moved), ``unreadable`` (not a record at all), ``head`` (the chain does not end
+at the head the session row keeps: its newest records were deleted, or records were
+added by hand), ``incomplete`` (a vote, decision or completed effect the session shows has
+no record), ``unkeyed`` (the store has an audit key and a record was written without it),
+``keyed`` (a keyed record, checked without the key)."""
+
+UNKEYED_LIMIT = (
+    "not detectable without an audit key: a rewrite of records by someone with write "
+    "access to the database who also recomputes their hashes and the session's head "
+    "(set INTERMISSION_AUDIT_KEY, or keep the head elsewhere: audit ID --head)"
+)
+"""What a check without a key cannot see, in words (``AuditVerification.limits``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class AuditVerification:
-    """What ``store.verify_audit(session_id)`` found. True when the chain is intact.
+    """What ``store.verify_audit(session_id)`` found. True when the trail is intact: the
+    chain, its end at the session's head, and a record for every vote, decision and
+    completed effect the session shows.
 
     Example:
         >>> AuditVerification("s-1", records=3, head="ab" * 32)
@@ -177,14 +214,21 @@ class AuditVerification:
     """The hash of the last record (None: no records). Keep it elsewhere: a chain rewritten
     from some record on, or cut short, no longer ends in it."""
     broken_seq: int | None = None
-    """The first broken record (for ``missing``: the number of the deleted one)."""
+    """The first broken record (for ``missing``: the number of the deleted one; None when
+    no one record is to blame, e.g. ``incomplete``)."""
     problem: Problem | None = None
     why: str = ""
     """What is wrong with it, in words."""
+    keyed: bool = False
+    """True when the records were checked with the store's audit key (HMAC-SHA256)."""
+    missing: tuple[str, ...] = field(default=())
+    """What the session shows without a record (``incomplete``), one phrase each."""
+    limits: str = ""
+    """What this check could not detect ("" when checked with a key)."""
 
     @property
     def ok(self) -> bool:
-        """True when every record is intact and in its place."""
+        """True when every record is intact and in its place, and none is missing."""
         return self.problem is None
 
     def __bool__(self) -> bool:
@@ -194,6 +238,8 @@ class AuditVerification:
         if self.ok:
             head = f"; head {self.head}" if self.head else ""
             return f"{self.records} records, chain intact{head}"
+        if self.broken_seq is None:
+            return self.why
         return f"record {self.broken_seq}: {self.why}"
 
     def __repr__(self) -> str:

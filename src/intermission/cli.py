@@ -118,7 +118,11 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
         if batch is None:  # the calls as first read: a later, new batch is not ours
             batch = [t.call_uuid for t in s.hitl.tasks]
             if only:
-                batch = _chosen_calls(s, only)
+                try:
+                    batch = _chosen_calls(s, only)
+                except UsageError as exc:  # a refused decision: on the trail, as any
+                    _refused(store, s.session_id, exc, me, only, approve)
+                    raise
         if batch:
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
@@ -136,6 +140,20 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
         store, args.session_id, decide, agent_for, wait_s=args.wait, adopt=args.adopt,
         principal=me,
     ))  # fmt: skip
+
+
+def _refused(
+    store: SessionStore, sid: str, exc: Exception, me: Actor, calls: list[str], approve: bool
+) -> None:
+    """Write the refusal of ``me``'s decision on ``calls`` to the session's audit trail."""
+    from .hitl.refusals import refusal_entry
+
+    verdict = "approve" if approve else "reject"
+    entries = [refusal_entry(exc, me, uuid, verdict) for uuid in calls]
+    try:
+        store.append_audit(sid, entries)
+    except IntermissionError:  # the decision was refused either way: that is reported
+        pass
 
 
 def _chosen_calls(s: Any, only: list[str]) -> list[str]:
@@ -285,6 +303,13 @@ _CSV_FIELDS = (
 def cmd_audit(args: argparse.Namespace, store: SessionStore) -> int:
     """Print a session's audit records (JSON lines or CSV), or check their chain."""
     sid = args.session_id
+    if args.head:  # for anchoring elsewhere: the head as it stands, unchecked
+        records = store.audit(sid)
+        if not records:
+            print(f"no audit records for session {_v(sid)}", file=sys.stderr)
+            return 1
+        print(f"{records[-1].hash} {records[-1].seq}")
+        return 0
     if args.verify:
         result = store.verify_audit(sid)
         if result and result.records == 0:
@@ -292,6 +317,8 @@ def cmd_audit(args: argparse.Namespace, store: SessionStore) -> int:
             print(f"no audit records for session {_v(sid)}: nothing was verified", file=sys.stderr)
             return 1
         print(str(result) if result else f"session {_v(sid)}: {_v(result)}")
+        if result.limits:  # said plainly (stderr: stdout stays the one line to parse)
+            print(f"note: {_v(result.limits)}", file=sys.stderr)
         return 0 if result else 1
     records = store.audit(sid)
     if not records:

@@ -188,3 +188,19 @@ def test_a_late_or_conflicting_resume_is_a_refused_decision_in_the_audit_trail()
     (entry,) = [r for r in w.store.audit("VA") if r.action == "decision.refused"]
     assert (entry.actor, entry.target, entry.detail["verdict"]) == ("bob", ids[0], "reject")
     assert entry.detail["error"] == "DecisionConflictError" and "alice" in (entry.reason or "")
+
+
+def test_a_resume_naming_an_unknown_interrupt_is_a_refused_decision_in_the_audit_trail() -> None:
+    """Issue 39: every refused decision is on the trail. A resume naming an interrupt the
+    thread does not hold (a forged or stale id) was refused with UNKNOWN_INTERRUPT and left
+    no record; now it is kept as who tried what, as the CLI keeps an unknown ``--call``."""
+    w = World()
+    w.start("value", "UN")
+    before = w.store.raw_row("UN")
+    refused = w.resume("value", "UN", "ru", ["forged-id"], {"approved": True}, "mallory")
+    assert refused[-1][1]["code"] == "UNKNOWN_INTERRUPT"
+    assert w.store.raw_row("UN")[:2] == before[:2]  # the session as it was
+    (entry,) = [r for r in w.store.audit("UN") if r.action == "decision.refused"]
+    assert (entry.actor, entry.via, entry.target) == ("mallory", "agui", "forged-id")
+    assert entry.detail["error"] == "UnknownTaskError" and entry.detail["verdict"] == "approve"
+    assert w.store.verify_audit("UN")

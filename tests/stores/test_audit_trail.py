@@ -218,19 +218,25 @@ def test_a_chain_changed_by_hand_fails_verify_naming_the_record(
 def test_a_rewrite_from_a_record_on_passes_verify_but_not_the_anchored_head(
     target: str, tmp_path: Path
 ) -> None:
-    # what the chain cannot catch on its own (README): someone with write access rewrites
-    # the last record and its hash; only the head kept elsewhere tells
+    # what the chain cannot catch on its own without an audit key (README): someone with
+    # write access rewrites the last record, its hash and the head in the session row;
+    # only the head kept elsewhere tells (with the record alone rewritten, the row's does)
     records = _build(target)
     anchor = cli("audit", "t", "--verify", "--store", target, cwd=tmp_path).stdout.split()[-1]
     fields = {**records[-1], "actor": "nobody"}
     del fields["hash"]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = _own_hash(fields["prev"], fields)
     _sql(target)(
         "UPDATE im_audit SET record = ?, hash = ? WHERE session_id = 't' AND seq = 5",
-        (text, _own_hash(fields["prev"], fields)),
+        (text, digest),
     )
     checked = cli("audit", "t", "--verify", "--store", target, cwd=tmp_path)
+    assert checked.returncode == 1 and "not the session's head" in checked.stdout
+    _sql(target)("UPDATE im_sessions SET audit_head = ? WHERE id = 't'", (digest,))
+    checked = cli("audit", "t", "--verify", "--store", target, cwd=tmp_path)
     assert checked.returncode == 0 and checked.stdout.split()[-1] != anchor
+    assert "not detectable without an audit key" in checked.stderr
 
 
 # -- the CLI's other faces ------------------------------------------------------------------

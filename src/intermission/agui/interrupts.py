@@ -426,11 +426,14 @@ def plan(
     before = decided(session)
     unknown = [i for i in ids if i not in opened and i not in before]
     if unknown:
-        raise Refusal(
+        refused = Refusal(
             "UNKNOWN_INTERRUPT",
             f"no interrupt {', '.join(map(repr, unknown))} in thread {session.session_id!r}; "
             "nothing was changed",
         )
+        for iid in unknown:  # (on the trail as every refused decision: who tried what)
+            _audited(refused, "UnknownTaskError", iid, verdicts[iid], principal)
+        raise refused
     for iid, v in verdicts.items():
         old = before.get(iid)
         if old is not None and (old.timed_out or not _same(v, old)):  # (a timeout is nobody's)

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
+from .. import audit as _audit
+
 __all__ = [
     "LISTENERS", "Listener", "add", "effect", "ended", "event", "muted", "noted", "remove",
 ]  # fmt: skip
@@ -100,3 +102,12 @@ def effect(session: Any, key: str, outcome: Literal["ran", "replayed"]) -> None:
 def ended(session: Any, error: BaseException | None) -> None:
     """Tell every listener that a top-level request ended."""
     _tell("on_end", session, error)
+
+
+def _on_note(session: Any, entry: Any) -> None:
+    if LISTENERS:
+        noted(session, entry)
+
+
+# the audit module is data below the core: it tells whoever registered of each noted entry
+_audit.NOTE_HOOKS.append(_on_note)

@@ -13,6 +13,7 @@ from .._check import shown
 from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..agents.tools import held_tool
 from ..audit import AuditEntry, note
+from ..core import listeners
 from ..decisions import DecisionRecord, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
@@ -376,6 +377,14 @@ class HITLInterceptor(ReActInterceptor):
                     time_ms=now,
                     fingerprint=task.fingerprint,
                 )
+                # on the trail as any expiry (verify_audit asks a record of each decision);
+                # listeners were told by the HITLExpiredEvent above, not twice
+                with listeners.muted():
+                    note(trace.session, AuditEntry(
+                        action="task.expired", via="system", target=task.call_uuid,
+                        detail={"tool": task.tool_name, "resolution": "reject",
+                                "deadline_ms": task.deadline_ms},
+                    ))  # fmt: skip
 
     def _suspend(
         self, trace: ReActTrace, targets: list[HITLTask], undecided: list[HITLTask]

@@ -15,7 +15,9 @@ chain nor take its numbers.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,19 +25,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._json import canonical_dumps
-from ..audit import AuditEntry, AuditRecord, AuditVerification, Problem
+from ..audit import UNKEYED_LIMIT, AuditEntry, AuditRecord, AuditVerification, Problem
 from ..core.ledger import BY_HAND
 
 __all__ = [
     "DELETED",
     "FORKED",
     "GENESIS",
+    "KEY_ENV",
     "Head",
     "StoredRecord",
     "check_entries",
     "deleted_entry",
     "extend",
     "parse",
+    "resolve_key",
     "verify",
     "with_effects",
 ]
@@ -51,6 +55,30 @@ FORKED = "session.forked"
 
 StoredRecord = tuple[int, str, str]
 """A stored record: ``(seq, text, hash)``."""
+
+KEY_ENV = "INTERMISSION_AUDIT_KEY"
+"""The environment variable a store takes its audit key from (when ``audit_key`` is None)."""
+
+
+def resolve_key(audit_key: str | bytes | None) -> bytes | None:
+    """The store's audit key: ``audit_key`` (text or bytes), else ``$INTERMISSION_AUDIT_KEY``,
+    else None (records are hashed, not keyed). An error never shows the key."""
+    from ..errors import UsageError
+
+    if audit_key is None:
+        audit_key = os.environ.get(KEY_ENV) or None
+        if audit_key is None:
+            return None
+    if isinstance(audit_key, str):
+        audit_key = audit_key.encode("utf-8")
+    if not isinstance(audit_key, bytes):
+        raise UsageError(f"audit_key is text or bytes, not {type(audit_key).__name__}")
+    if len(audit_key) < 16:
+        raise UsageError(
+            f"the audit key ({KEY_ENV} or audit_key=) is too short: use at least 16 bytes "
+            "(say: python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
+    return audit_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +100,19 @@ class Head:
         return cls(int(row[0]), str(row[2]), closed)
 
 
-def _digest(prev: str, text: str) -> str:
-    return hashlib.sha256((prev + text).encode("utf-8")).hexdigest()
+def _digest(prev: str, text: str, key: bytes | None = None) -> str:
+    data = (prev + text).encode("utf-8")
+    if key is not None:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _keyed(text: str) -> bool:
+    """Whether a stored record's text says it is keyed (its top-level ``keyed``)."""
+    try:
+        return json.loads(text).get("keyed") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def extend(
@@ -82,10 +121,12 @@ def extend(
     entries: Iterable[AuditEntry],
     now_ms: float,
     parent_head: Callable[[str], Head | None],
+    key: bytes | None = None,
 ) -> list[StoredRecord]:
-    """The records that append ``entries`` after ``head``, stamped ``now_ms``. A fork's
-    ``session.forked`` entry that starts a chain links it to its parent's head (read with
-    ``parent_head(parent_id)`` in the writer's transaction) and records that head's seq."""
+    """The records that append ``entries`` after ``head``, stamped ``now_ms`` (keyed with
+    ``key``: HMAC-SHA256). A fork's ``session.forked`` entry that starts a chain links it
+    to its parent's head (read with ``parent_head(parent_id)`` in the writer's
+    transaction) and records that head's seq."""
     out: list[StoredRecord] = []
     seq = head.seq if head is not None else 0
     prev = head.hash if head is not None and not head.closed else None
@@ -100,8 +141,10 @@ def extend(
                 prev = found.hash if found is not None else GENESIS
         seq += 1
         fields.update(session_id=session_id, seq=seq, at_ms=now_ms, prev=prev)
+        if key is not None:
+            fields["keyed"] = True
         text = canonical_dumps(fields)
-        prev = _digest(prev, text)
+        prev = _digest(prev, text, key)
         out.append((seq, text, prev))
     return out
 
@@ -124,15 +167,22 @@ def verify(
     session_id: str,
     rows: Sequence[StoredRecord],
     parent_record: Callable[[str, int], StoredRecord | None],
+    key: bytes | None = None,
 ) -> AuditVerification:
     """Check a session id's stored records (oldest first); ``parent_record(id, seq)``
-    reads the record a fork's chain starts from."""
+    reads the record a fork's chain starts from. With ``key``, keyed records are checked by
+    their MAC, and an unkeyed record is accepted only before the first keyed one (which
+    seals it: its MAC covers the hash it follows); the chain must end keyed."""
     head = rows[-1][2] if rows else None
+    limits = "" if key is not None else UNKEYED_LIMIT
 
     def broken(seq: int, problem: Problem, why: str) -> AuditVerification:
-        return AuditVerification(session_id, len(rows), head, seq, problem, why)
+        return AuditVerification(
+            session_id, len(rows), head, seq, problem, why, keyed=key is not None, limits=limits
+        )
 
     expected, prev, closed = 1, GENESIS, True
+    seen_keyed, unkeyed_from = False, None
     for i, (seq, text, stored) in enumerate(rows):
         if seq != expected:
             more = "" if seq == expected + 1 else f", and so are records up to {seq - 1}"
@@ -149,16 +199,41 @@ def verify(
                 f"out of place: its content says it is record {record.seq} of session "
                 f"{record.session_id!r} (records were renumbered, inserted or moved)",
             )
-        if _digest(record.prev, text) != stored:
+        if record.keyed and key is None:
+            return broken(
+                seq, "keyed", f"keyed (HMAC): it cannot be checked without the audit key; "
+                f"set {KEY_ENV} to the store's key"
+            )  # fmt: skip
+        if key is not None and not record.keyed:
+            if seen_keyed:
+                return broken(
+                    seq, "unkeyed", "written without the audit key after keyed records: "
+                    "rewritten by someone who does not hold the key"
+                )  # fmt: skip
+            unkeyed_from = seq if unkeyed_from is None else unkeyed_from
+        seen_keyed = seen_keyed or record.keyed
+        own = _digest(record.prev, text, key if record.keyed else None)
+        if own != stored:
             following = rows[i + 1][1] if i + 1 < len(rows) else None
-            if following is not None and _prev_of(following) == _digest(record.prev, text):
+            if following is not None and _prev_of(following) == own:
                 return broken(seq, "hash", "hash changed: its content is intact, its hash is not")
+            if record.keyed:
+                return broken(
+                    seq, "edited", "content edited: it no longer matches its MAC (or the "
+                    "audit key is not the one it was written with)"
+                )  # fmt: skip
             return broken(seq, "edited", "content edited: it no longer matches its hash")
-        link = _link_problem(record, prev, closed, parent_record)
+        link = _link_problem(record, prev, closed, parent_record, key)
         if link:
             return broken(seq, "chain", link)
         expected, prev, closed = seq + 1, stored, record.action == DELETED
-    return AuditVerification(session_id, len(rows), head)
+    if key is not None and unkeyed_from is not None and not seen_keyed:
+        return broken(
+            unkeyed_from, "unkeyed", "written without the audit key, and no keyed record "
+            f"follows to seal it: written before {KEY_ENV} was set, or rewritten by someone "
+            "who does not hold the key (the next record written with the key seals it)"
+        )  # fmt: skip
+    return AuditVerification(session_id, len(rows), head, keyed=key is not None, limits=limits)
 
 
 def _prev_of(text: str) -> str | None:
@@ -174,6 +249,7 @@ def _link_problem(
     prev: str,
     starts: bool,
     parent_record: Callable[[str, int], StoredRecord | None],
+    key: bytes | None = None,
 ) -> str:
     """Why ``record`` does not follow the record before it ("" when it does)."""
     if not starts:
@@ -189,7 +265,8 @@ def _link_problem(
         point = f"record {at} of session {parent!r}"
         if found is None:
             return f"chain broken: it starts from {point}, which is missing"
-        if found[2] != record.prev or _digest(_prev_of(found[1]) or "", found[1]) != found[2]:
+        own = _digest(_prev_of(found[1]) or "", found[1], key if _keyed(found[1]) else None)
+        if found[2] != record.prev or own != found[2]:
             return f"chain broken: it does not follow {point}, its fork point"
         return ""
     if record.prev == GENESIS:

@@ -24,6 +24,7 @@ reports it as accepted.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -32,6 +33,7 @@ from typing import Any, NamedTuple
 
 from .. import _check
 from ..agents._base import check_owner
+from ..audit import AuditEntry, noted
 from ..core import listeners
 from ..core.session import InMemoryAgentSession
 from ..errors import (
@@ -47,6 +49,8 @@ from ..hitl.refusals import write_refusal
 from ..hitl.timeouts import progress_of
 from ..principals import Actor, Principal, label
 from .base import RESUMABLE, SessionStore, not_resumable
+
+log = logging.getLogger("intermission.audit")
 
 __all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
 
@@ -131,7 +135,9 @@ def decide_and_resume(
     mark = read.events.next_seq
     resumable = read.status in RESUMABLE
     if not resumable:
-        raise _finished(read)
+        refused = _finished(read)
+        _refused_on_finished(store, read, refused, decide, agent, adopt, principal)
+        raise refused
     runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
     check_owner(read, runner, adopt=adopt)  # the session's own agent, or adopted on purpose
     try:
@@ -177,6 +183,63 @@ def decide_and_resume(
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
+
+
+def _refused_on_finished(
+    store: SessionStore,
+    read: InMemoryAgentSession,
+    refused: NothingToResumeError,
+    decide: Decide,
+    agent: Any,
+    adopt: bool,
+    principal: Principal | Actor | None,
+) -> None:
+    """Put a decision tried on a session that no longer waits on the audit trail, as
+    refused (every surface deciding through here: the CLI, widgets, the Python API).
+    What was tried is what ``decide`` does on the read copy (never saved): the decisions it
+    notes, or the refusal it raises; a resume with no decision (``decide`` noting nothing)
+    is not a refused decision and leaves no record. Never raises: ``refused`` is what the
+    caller reports."""
+    before = len(noted(read))
+    tried: list[AuditEntry] = []
+    try:
+        runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
+    except Exception:  # (no agent of that name here): judged without one, as it may be
+        runner = None
+    try:
+        with deciding_for(runner, adopt=adopt), deciding_as(principal), listeners.muted():
+            decide(read)
+        tried = [e for e in noted(read)[before:] if e.action in _DECIDED]
+    except InvalidDecisionError as exc:
+        entry = getattr(exc, "audit", None)
+        tried = [entry] if isinstance(entry, AuditEntry) else []
+    except Exception:  # ``decide`` failed otherwise: what it tried is not known
+        log.debug("what was tried on finished session %r is not known", read.session_id,
+                  exc_info=True)  # fmt: skip
+        return
+    if not tried:
+        return
+    why = str(refused)[:2000]
+    entries = [
+        e.model_copy(update={
+            "action": "decision.refused", "reason": why,
+            "detail": {**{k: v for k, v in e.detail.items() if k in ("verdict", "tool")},
+                       "verdict": e.detail.get("verdict", "?"), "error": type(refused).__name__},
+        })
+        for e in tried
+    ]  # fmt: skip
+    try:
+        store.append_audit(read.session_id, entries)
+    except Exception:
+        log.warning("the audit entry of a refused decision on %r was not written",
+                    read.session_id, exc_info=True)  # fmt: skip
+        return
+    for entry in entries if listeners.LISTENERS else ():  # (the refusal is on record)
+        listeners.noted(read, entry)
+
+
+_DECIDED = ("decision.recorded", "approval.recorded", "decision.refused")
+"""What a decision notes: recorded (a vote too), or refused."""
 
 
 def _only_votes(s: InMemoryAgentSession, decisions: int, since: int) -> str | None:

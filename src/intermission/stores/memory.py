@@ -20,7 +20,7 @@ from ..errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from . import audit_chain
+from . import audit_chain, audit_check
 from .audit_chain import Head, StoredRecord, with_effects
 from .base import (
     DEFAULT_LEASE_MS,
@@ -60,6 +60,8 @@ class _Entry:
     is keyed by its id)."""
     pending_since: float = 0.0
     """When it became pending (kept by saves while it stays pending)."""
+    audit_head: tuple[int, str | None] = (0, None)
+    """The last audit record written while it is stored: ``(seq, hash)`` (see audit_check)."""
 
 
 class _PendingIndex:
@@ -95,7 +97,7 @@ class MemoryStore(StoreMethods):
     """A dict of snapshots with the full store contract (versions, claims, ledger).
 
     ``outbox=True``: saves write the notifications they cause to ``store.outbox`` (see
-    :mod:`intermission.notify`)."""
+    :mod:`intermission.notify`). ``audit_key``: see :class:`SQLStore`."""
 
     def __init__(
         self,
@@ -104,8 +106,10 @@ class MemoryStore(StoreMethods):
         lease_ms: float = DEFAULT_LEASE_MS,
         heartbeat: bool = True,
         outbox: bool | None = False,
+        audit_key: str | bytes | None = None,
     ) -> None:
         check_options(lease_ms, heartbeat=heartbeat, outbox=outbox)
+        self._audit_key = audit_chain.resolve_key(audit_key)
         self.clock = clock or SYSTEM_CLOCK
         self.lease_ms = lease_ms
         self._rows: dict[str, _Entry] = {}
@@ -372,8 +376,11 @@ class MemoryStore(StoreMethods):
             chain = self._audit.get(sid)
             return Head.of(chain[-1]) if chain else None
 
-        rows = audit_chain.extend(session_id, head(session_id), entries, now, head)
+        rows = audit_chain.extend(session_id, head(session_id), entries, now, head, self._audit_key)
         self._audit.setdefault(session_id, []).extend(rows)
+        entry = self._rows.get(session_id)
+        if rows and entry is not None:  # the row's head (see audit_check)
+            entry.audit_head = (rows[-1][0], rows[-1][2])
         return rows
 
     def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
@@ -394,14 +401,22 @@ class MemoryStore(StoreMethods):
         return [audit_chain.parse(sid, row) for row in rows]
 
     def verify_audit(self, session_id: str) -> AuditVerification:
-        """Check the session id's audit chain; the result names the first broken record."""
+        """Check the session id's audit trail (see :meth:`SQLStore.verify_audit`)."""
         sid = check_id(session_id)
 
         def parent_record(parent: str, seq: int) -> StoredRecord | None:
             return next((r for r in self._audit.get(parent, ()) if r[0] == seq), None)
 
+        def rows_of(parent: str) -> list[StoredRecord]:
+            return list(self._audit.get(parent, ()))
+
         with self._lock:
-            return audit_chain.verify(sid, list(self._audit.get(sid, ())), parent_record)
+            rows = list(self._audit.get(sid, ()))
+            result = audit_chain.verify(sid, rows, parent_record, self._audit_key)
+            entry = self._rows.get(sid)
+            head = None if entry is None else entry.audit_head
+            session = None if entry is None else self.load(sid)
+            return audit_check.finish(result, rows, head, session, rows_of)
 
     # -- snapshots and inspection --------------------------------------------------------
     def put_snapshot(self, snapshot: Any, version: int = 0) -> int:

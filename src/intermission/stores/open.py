@@ -19,7 +19,9 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 def open_store(target: str, **options: Any) -> SessionStore:
     """``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
     (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
-    UsageError. ``create=False``: open only a store that exists (see SQLiteStore)."""
+    UsageError. ``create=False``: open only a store that exists (see SQLiteStore).
+    ``audit_key=``: the key of the audit chain (else ``$INTERMISSION_AUDIT_KEY``; see
+    :mod:`intermission.audit`)."""
     if not isinstance(target, str) or not target:
         raise UsageError(f"a store is a file path or a URL, not {shown(target)}")
     if target.startswith(("postgresql://", "postgres://")):

@@ -67,6 +67,7 @@ class PostgresStore(SQLStore):
         outbox: bool | None = None,
         connect_timeout_s: float = 5.0,
         create: bool = True,
+        audit_key: str | bytes | None = None,
     ) -> None:
         if not isinstance(dsn, str) or not dsn:
             raise UsageError("dsn is a PostgreSQL connection string (postgresql://…)")
@@ -77,7 +78,7 @@ class PostgresStore(SQLStore):
         self.driver_errors = (self._psycopg.Error,)
         super().__init__(
             clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s,
-            outbox=outbox, create=create,
+            outbox=outbox, create=create, audit_key=audit_key,
         )  # fmt: skip
 
     schema_table_sql = "SELECT 1 WHERE to_regclass('im_schema') IS NOT NULL"

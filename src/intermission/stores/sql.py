@@ -24,7 +24,7 @@ from ..errors import (
     StoreError,
 )
 from ._pool import Pool, until_back
-from .audit_chain import with_effects
+from .audit_chain import resolve_key, with_effects
 from .audit_sql import AuditSQL
 from .base import (
     DEFAULT_LEASE_MS,
@@ -50,6 +50,8 @@ __all__ = ["SCHEMA_VERSION", "SQLStore"]
 _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
 _EVENTS_KEY = len(',"events":')
+_AUDIT_HEAD = ("audit_seq", "audit_head")
+"""The session row's columns that keep its audit head (see audit_sql)."""
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
 
@@ -67,6 +69,8 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     that went away before it gives up with StoreUnavailableError. ``outbox``: saves write
     the notifications they cause (``store.outbox``, see :mod:`intermission.notify`); True
     also records it in the database, None (the default) follows what the database records.
+    ``audit_key``: the key that makes the audit chain HMAC-SHA256 (None: the environment's
+    ``INTERMISSION_AUDIT_KEY``, else plain SHA-256; see :mod:`intermission.audit`).
     """
 
     returning = True
@@ -95,7 +99,9 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         outage_s: float = 10.0,
         outbox: bool | None = None,
         create: bool = True,
+        audit_key: str | bytes | None = None,
     ) -> None:
+        self._audit_key = resolve_key(audit_key)
         check_options(
             lease_ms, heartbeat=heartbeat, outage_s=outage_s, outbox=outbox, create=create
         )
@@ -224,9 +230,10 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
                         "request, snapshot, snapshot_len, due_ms, progress, events, events_n, "
-                        "id, family, version, snapshot_schema, updated_ms, pending_since) "
+                        "id, family, version, snapshot_schema, updated_ms, pending_since, "
+                        "audit_seq) "  # (0: no record yet; set by the records, see audit_sql)
                         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {SNAPSHOT_SCHEMA}, "
-                        f"{self._now_sql}, {self._now_sql if pending else 'NULL'})",
+                        f"{self._now_sql}, {self._now_sql if pending else 'NULL'}, 0)",
                         (*values, *inline_chunk, sid, session.family, *now,
                          *(now if pending else ())),
                     )  # fmt: skip
@@ -370,6 +377,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
 
         def write() -> LedgerEntry:
             with self._tx() as run:
+                self._lock_row(run, sid)  # (its audit head is written last: lock order)
                 if token is not None and entry.status == "started" and not force:
                     self._fence(run, sid, token)
                 stored = self._merge_ledger(run, family, key, entry, force)
@@ -484,10 +492,16 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         return self.save(session)
 
     def raw_row(self, session_id: str) -> tuple[Any, ...] | None:
-        """The stored columns of a session (for tests and debugging)."""
+        """The stored columns of a session (for tests and debugging), but for its audit
+        head (``audit_seq``, ``audit_head``): that is the trail's, which a refused
+        decision moves while it leaves the session byte-identical."""
         with self._tx("read") as run:
-            row = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
-        return tuple(row) if row is not None else None
+            cur = run("SELECT * FROM im_sessions WHERE id = ?", (session_id,))
+            names = [d[0] for d in cur.description]
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return tuple(v for n, v in zip(names, row, strict=True) if n not in _AUDIT_HEAD)
 
     def count(self) -> int:
         """How many sessions are stored."""

@@ -3,11 +3,11 @@ once per database (``im_schema`` records how far it went)."""
 
 from __future__ import annotations
 
-from .audit_sql import AUDIT_MIGRATION
+from .audit_sql import AUDIT_HEAD_MIGRATION, AUDIT_MIGRATION
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SESSION_COLUMNS"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
@@ -124,6 +124,7 @@ MIGRATIONS: list[list[str]] = [
         # whether saves write notifications: every process opening the database follows
         "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    AUDIT_HEAD_MIGRATION,  # the audit head in the session row (see audit_sql)
 ]
 
 SESSION_COLUMNS = "snapshot, version, events, events_n, family"

@@ -43,6 +43,7 @@ class SQLiteStore(SQLStore):
         outage_s: float = 10.0,
         outbox: bool | None = None,
         create: bool = True,
+        audit_key: str | bytes | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)) or not str(path):
             raise UsageError(f"path is a file path (or ':memory:'), not {shown(path)}")
@@ -62,7 +63,7 @@ class SQLiteStore(SQLStore):
         self._memory_lock = threading.Lock()
         super().__init__(
             clock=clock, lease_ms=lease_ms, heartbeat=heartbeat, outage_s=outage_s,
-            outbox=outbox, create=create,
+            outbox=outbox, create=create, audit_key=audit_key,
         )  # fmt: skip
 
     def _connect(self) -> Any:

@@ -33,17 +33,27 @@ from ..examples import build_change_graph, build_ops_agent
 from ..hitl import HITL
 from .conformance_audit import (
     test_store_append_audit_writes_alone_and_refuses_bad_entries,
+    test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail,
     test_store_audit_a_refused_or_failed_save_writes_nothing_and_keeps_the_entries,
+    test_store_audit_a_rewrite_with_recomputed_hashes_is_caught_only_with_the_key,
+    test_store_audit_an_expiry_without_a_policy_is_on_the_trail,
+    test_store_audit_deleted_records_are_missing_from_the_head_and_the_session,
     test_store_audit_forks_start_at_the_parent_head_and_deletes_keep_the_trail,
     test_store_audit_records_effects_and_changes_by_hand,
+    test_store_audit_the_head_moves_with_each_record,
     test_store_audit_writes_noted_entries_with_the_save,
 )
 
 __all__ = [
     "test_store_append_audit_writes_alone_and_refuses_bad_entries",
+    "test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail",
     "test_store_audit_a_refused_or_failed_save_writes_nothing_and_keeps_the_entries",
+    "test_store_audit_a_rewrite_with_recomputed_hashes_is_caught_only_with_the_key",
+    "test_store_audit_deleted_records_are_missing_from_the_head_and_the_session",
+    "test_store_audit_an_expiry_without_a_policy_is_on_the_trail",
     "test_store_audit_forks_start_at_the_parent_head_and_deletes_keep_the_trail",
     "test_store_audit_records_effects_and_changes_by_hand",
+    "test_store_audit_the_head_moves_with_each_record",
     "test_store_audit_writes_noted_entries_with_the_save",
     "test_store_a_copy_of_a_deleted_session_never_replaces_the_new_one",
     "test_store_a_stale_copy_never_rolls_the_ledger_back",

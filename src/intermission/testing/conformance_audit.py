@@ -14,16 +14,24 @@ from ..audit import AuditEntry, AuditRecord, note, noted
 from ..core.session import InMemoryAgentSession
 from ..errors import (
     ConflictError,
+    NothingToResumeError,
     NotSerializableError,
     SessionBusyError,
     StoreError,
     UsageError,
 )
 from ..examples import build_change_graph
+from ..hitl import decide_graph
+from ..principals import Actor
 
 __all__ = [
+    "test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail",
+    "test_store_audit_a_rewrite_with_recomputed_hashes_is_caught_only_with_the_key",
+    "test_store_audit_deleted_records_are_missing_from_the_head_and_the_session",
+    "test_store_audit_an_expiry_without_a_policy_is_on_the_trail",
     "test_store_audit_a_refused_or_failed_save_writes_nothing_and_keeps_the_entries",
     "test_store_audit_forks_start_at_the_parent_head_and_deletes_keep_the_trail",
+    "test_store_audit_the_head_moves_with_each_record",
     "test_store_audit_records_effects_and_changes_by_hand",
     "test_store_audit_writes_noted_entries_with_the_save",
     "test_store_append_audit_writes_alone_and_refuses_bad_entries",
@@ -267,3 +275,222 @@ def test_store_append_audit_writes_alone_and_refuses_bad_entries(make_store: Any
     with pytest.raises(UsageError):
         store.audit("")
     assert store.audit("ghost") == written
+
+
+# -- what is missing (issue 39): the head, the session's facts, keyed chains ---------------
+KEY = "conformance-audit-key-0123456789"
+ANN = Actor(name="ann", via="api", authenticated=True)
+
+
+def approved_and_done(store: Any, session_id: str) -> InMemoryAgentSession:
+    """A change graph approved by ann and run to the end: records 1 (ann's approval), 2 and
+    3 (the effect started, completed)."""
+    from ..stores.decide import decide_and_resume
+
+    store.save(_paused(session_id))
+    graph = build_change_graph()
+    outcome = decide_and_resume(
+        store, session_id, lambda s: decide_graph(s, "APPROVE", principal=ANN), graph
+    )
+    assert outcome.session.status == "done"
+    assert [r.action for r in store.audit(session_id)] == [
+        "approval.recorded", "effect.started", "effect.finished",
+    ]  # fmt: skip
+    return outcome.session
+
+
+def tamper(
+    store: Any,
+    session_id: str,
+    rows: list[tuple[int, str, str]] | None,
+    head: tuple[int, str] | None = None,
+) -> None:
+    """Replace a session's stored records by ``rows`` ``(seq, text, hash)`` (None: leave
+    them) and its row's head, as someone with write access to the store would."""
+    if hasattr(store, "_audit"):  # MemoryStore
+        with store._lock:
+            if rows is not None:
+                store._audit[session_id] = list(rows)
+            if head is not None:
+                store._rows[session_id].audit_head = head
+        return
+    with store._tx() as run:
+        if rows is not None:
+            run("DELETE FROM im_audit WHERE session_id = ?", (session_id,))
+            for seq, text, digest in rows:
+                run("INSERT INTO im_audit (session_id, seq, record, hash) VALUES (?, ?, ?, ?)",
+                    (session_id, seq, text, digest))  # fmt: skip
+        if head is not None:
+            run("UPDATE im_sessions SET audit_seq = ?, audit_head = ? WHERE id = ?",
+                (*head, session_id))  # fmt: skip
+
+
+def stored_rows(store: Any, session_id: str) -> list[tuple[int, str, str]]:
+    """The stored records as ``(seq, text, hash)``, text as the hash covers it."""
+    out = []
+    for r in store.audit(session_id):
+        fields = r.model_dump(mode="json", exclude={"hash"})
+        text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        out.append((r.seq, text, r.hash))
+    return out
+
+
+def rechain(records: list[dict[str, Any]], key: bytes | None) -> list[tuple[int, str, str]]:
+    """Records re-hashed from the first by the documented formula (keyed with ``key``)."""
+    import hmac
+
+    prev, out = GENESIS, []
+    for fields in records:
+        fields = {**fields, "prev": prev}
+        fields.pop("hash", None)
+        if key is not None:
+            fields["keyed"] = True
+        else:
+            fields.pop("keyed", None)
+        text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        data = (prev + text).encode("utf-8")
+        prev = (hmac.new(key, data, hashlib.sha256) if key else hashlib.sha256(data)).hexdigest()
+        out.append((fields["seq"], text, prev))
+    return out
+
+
+def test_store_audit_the_head_moves_with_each_record(make_store: Any) -> None:
+    store = make_store()
+    heads: list[str | None] = []
+    s = _paused("hd")
+    for actor in ("ann", "bob", "cy"):
+        note(s, _decision(actor))
+        store.save(s)
+        result = store.verify_audit("hd")
+        assert result.ok and result.records == len(heads) + 1
+        heads.append(result.head)
+    store.append_audit("hd", [AuditEntry(action="decision.refused", actor="eve")])
+    last = store.verify_audit("hd")
+    assert last.ok and last.records == 4 and last.head == store.audit("hd")[-1].hash
+    assert len({*heads, last.head}) == 4
+
+
+def test_store_audit_deleted_records_are_missing_from_the_head_and_the_session(
+    make_store: Any,
+) -> None:
+    store = make_store()
+    approved_and_done(store, "del")
+    rows = stored_rows(store, "del")
+    assert store.verify_audit("del").ok
+    tamper(store, "del", rows[:-1])  # the newest record deleted
+    newest = store.verify_audit("del")
+    assert not newest and newest.problem == "head" and newest.broken_seq == 3, str(newest)
+    assert "the chain ends at record 2" in newest.why
+    assert newest.missing == ("the completed effect 'change-001/execute'",)
+    tamper(store, "del", rows[:1])  # every record but the first
+    assert "records 2–3 deleted" in str(store.verify_audit("del"))
+    tamper(store, "del", [])  # every record: what the session shows names what is gone
+    gone = store.verify_audit("del")
+    assert not gone and gone.missing == (
+        "the decision of ann (APPROVE) on the approval",
+        "the completed effect 'change-001/execute'",
+    ), str(gone)
+    tamper(store, "del", rows)
+    assert store.verify_audit("del")  # put back: intact again
+
+
+def test_store_audit_a_rewrite_with_recomputed_hashes_is_caught_only_with_the_key(
+    make_store: Any,
+) -> None:
+    # without a key: ann's approval rewritten as mallory's, every hash and the head
+    # recomputed, is caught only because the session still shows ann's decision; a
+    # rewrite of what the session does not show (the effect's result digest) passes, and
+    # the result says what it could not detect
+    plain = make_store(audit_key=None)
+    approved_and_done(plain, "rw")
+    records = [r.model_dump(mode="json") for r in plain.audit("rw")]
+    forged = rechain([{**records[0], "actor": "mallory"}, *records[1:]], None)
+    tamper(plain, "rw", forged, (forged[-1][0], forged[-1][2]))
+    named = plain.verify_audit("rw")
+    assert not named and named.problem == "incomplete", str(named)
+    assert named.missing == ("the decision of ann (APPROVE) on the approval",)
+    effect = {**records[2], "detail": {**records[2]["detail"], "result_sha256": "0" * 64}}
+    forged = rechain([*records[:2], effect], None)
+    tamper(plain, "rw", forged, (forged[-1][0], forged[-1][2]))
+    unseen = plain.verify_audit("rw")
+    assert unseen.ok and not unseen.keyed, str(unseen)
+    assert plain.audit("rw")[2].detail["result_sha256"] == "0" * 64
+    assert "rewrite" in unseen.limits and "INTERMISSION_AUDIT_KEY" in unseen.limits
+    # with the key: the same rewrite (unkeyed, or keyed under another key) is caught
+    keyed = make_store(audit_key=KEY)
+    approved_and_done(keyed, "rw")
+    records = [r.model_dump(mode="json") for r in keyed.audit("rw")]
+    assert all(r["keyed"] for r in records) and keyed.verify_audit("rw").keyed
+    assert keyed.verify_audit("rw").limits == ""
+    for key, problem in ((None, "unkeyed"), (b"another-key-0123456789", "edited")):
+        for seq, change in ((1, {"actor": "mallory"}), (3, {"reason": "by hand"})):
+            changed = [{**r, **change} if r["seq"] == seq else r for r in records]
+            forged = rechain(changed, key)
+            tamper(keyed, "rw", forged, (forged[-1][0], forged[-1][2]))
+            caught = keyed.verify_audit("rw")
+            assert not caught and caught.problem == problem, str(caught)
+            assert caught.broken_seq == 1, str(caught)  # (the first record rehashed)
+    # and a keyed chain checked without the key says it cannot be checked
+    honest = rechain(records, KEY.encode())
+    tamper(keyed, "rw", honest, (honest[-1][0], honest[-1][2]))
+    assert keyed.verify_audit("rw")
+    keyed._audit_key = None
+    try:
+        blind = keyed.verify_audit("rw")
+        assert not blind and blind.problem == "keyed", str(blind)
+    finally:
+        keyed._audit_key = KEY.encode()
+    with pytest.raises(UsageError) as bad:
+        make_store(audit_key="short")
+    assert "short" not in str(bad.value).replace("too short", "")  # the key is never shown
+
+
+def test_store_audit_a_refused_decision_on_a_finished_session_is_on_the_trail(
+    make_store: Any,
+) -> None:
+    from ..stores.decide import decide_and_resume
+
+    store = make_store()
+    approved_and_done(store, "fin")
+    mallory = Actor(name="mallory", via="cli", authenticated=True)
+    stored = store.load("fin")
+    before = (stored.to_json(), stored.store_version)
+    with pytest.raises(NothingToResumeError):
+        decide_and_resume(store, "fin", lambda s: decide_graph(s, "REJECT", reason="no"),
+                          build_change_graph(), principal=mallory)  # fmt: skip
+    after = store.load("fin")
+    assert (after.to_json(), after.store_version) == before  # the session untouched
+    refused = store.audit("fin")[-1]
+    assert (refused.action, refused.actor, refused.via) == ("decision.refused", "mallory", "cli")
+    assert refused.detail["verdict"] == "reject" and refused.target == "approval.decision"
+    assert refused.detail["error"] == "NothingToResumeError"
+    # a resume with no decision is no refused decision: nothing more on the trail
+    with pytest.raises(NothingToResumeError):
+        decide_and_resume(store, "fin", lambda s: None, build_change_graph())
+    assert store.audit("fin")[-1] == refused
+
+
+def test_store_audit_an_expiry_without_a_policy_is_on_the_trail(make_store: Any) -> None:
+    """A tool's plain deadline (``on_tool(…, deadline_ms=)``, no policy) rejects as
+    ``system:deadline``: that decision has its record, so the trail verifies whole."""
+    from .. import HITLInterceptor, ReActAgent, ScriptedModel, ToolCall, tool
+
+    @tool
+    def delete_user(user_id: int) -> str:
+        """Delete a user."""
+        return f"user {user_id} deleted"
+
+    clock = FakeClock(start_ms=1_000_000, step_ms=0)
+    store = make_store(clock=clock)
+    hitl = HITLInterceptor().on_tool("delete_user", deadline_ms=200)
+    model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1})], "done"])
+    agent = ReActAgent.of(model).name("w").tools(delete_user).interceptor(hitl).build()
+    s = InMemoryAgentSession("late", clock=clock)
+    agent.prompt("go").session(s).call()
+    store.save(s)
+    clock.advance(1_000)
+    with store.resume("late") as held:
+        agent.prompt().session(held).call()
+    (expired,) = [r for r in store.audit("late") if r.action == "task.expired"]
+    assert expired.via == "system" and expired.detail["resolution"] == "reject"
+    assert store.verify_audit("late"), str(store.verify_audit("late"))
