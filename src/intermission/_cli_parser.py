@@ -34,12 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_help = f"a SQLite file or a postgresql:// URL (default {DEFAULT_STORE})"
+    auth_help = (
+        "an identity file (default $INTERMISSION_AUTH): its os_users: maps your OS login to "
+        "a person with the file's roles, who decides authenticated; without it you are "
+        "user@host, asserted, with no roles (OS groups grant none), and a policy with roles, "
+        "approvals > 1 or not_requester refuses you"
+    )
 
     def add(name: str, help_text: str, *, runs_agents: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name, help=help_text, description=help_text[:1].upper() + help_text[1:] + "."
         )
         p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
+        if name != "serve":  # (serve's --auth, below, also signs people in over HTTP)
+            p.add_argument("--auth", metavar="FILE", help=auth_help)
         # (before or after the command: the command's own wins; taken, unused, elsewhere)
         p.add_argument("--agents", default=argparse.SUPPRESS,
                        help=agents_help if runs_agents else argparse.SUPPRESS)  # fmt: skip
@@ -67,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         p.add_argument(
             "--reviewer",
-            help="a display name recorded with the decision (who decides is your OS user)",
+            help="a display name recorded with the decision (who decides is your OS user, "
+            "as --auth maps it)",
         )
         p.add_argument("--comment", help="a note kept with the decision")
         wait(p)

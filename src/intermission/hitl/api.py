@@ -40,7 +40,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalVotedEvent
-from ..principals import Actor, Principal, actor_of, label
+from ..principals import Actor, Principal, actor_of, label, principal_name
 from .deadlines import check_task_deadline
 from .interceptor import ApproverPolicy, HITLInterceptor
 from .policy import Progress, allowed_roles, judge, progress_text, tally, vote_of
@@ -196,7 +196,7 @@ def _actor(decision: Any, principal: Principal | Actor | None) -> Actor | None:
     principal = default_principal(principal)
     if principal is not None:
         return actor_of(principal, display=name)
-    return Actor(name=name, via="api") if name else None
+    return Actor(name=principal_name(name), via="api") if name else None
 
 
 def _noted(session: AgentSession, task: HITLTask, judged: _Judged) -> None:

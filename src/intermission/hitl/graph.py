@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ..events import ApprovalDecidedEvent, ApprovalVotedEvent
 from ..policies import ApprovalPolicy
-from ..principals import Actor, Principal, actor_of, label
+from ..principals import Actor, Principal, actor_of, label, principal_name
 from ..traces import TeamTrace
 from .policy import DEFAULT_POLICY, Ask, allowed_roles, judge, progress_text, tally, vote_of
 
@@ -358,7 +358,7 @@ def _asserted(reviewer: str | None, principal: Principal | Actor | None) -> Acto
     principal = default_principal(principal)
     if principal is not None:
         return actor_of(principal, display=reviewer)
-    return Actor(name=reviewer, via="api") if reviewer else None
+    return Actor(name=principal_name(reviewer), via="api") if reviewer else None
 
 
 def decide_graph(
