@@ -16,7 +16,12 @@ DESCRIPTION = (
 )
 EPILOG = (
     "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
-    "`python -m intermission COMMAND --help` says more about each command."
+    "`python -m intermission COMMAND --help` says more about each command. "
+    "Who decides is your OS user, as the identity file of --auth FILE (or $INTERMISSION_AUTH) "
+    "maps it under os_users: to a person with that file's roles; OS groups grant no role, "
+    "and a policy with roles, approvals > 1 or not_requester refuses an unmapped user "
+    "(ApprovalPolicy(asserted_ok=True) opts out); --reviewer is a display note, never who "
+    "decides."
 )
 
 
