@@ -196,10 +196,10 @@ def identity_from_dict(
                     f"tokens[{i}]: keep the token's hash, not the token: hash: sha256:<hex> "
                     '(printf %s "$TOKEN" | sha256sum)'
                 )
-            unknown = set(entry) - _TOKEN_KEYS
-            if unknown or not isinstance(entry.get("hash"), str):
+            extra = set(entry) - _TOKEN_KEYS
+            if extra or not isinstance(entry.get("hash"), str):
                 raise UsageError(f"tokens[{i}] is {{hash: sha256:<hex>, name, roles}}; "
-                                 f"unknown: {sorted(unknown)}")  # fmt: skip
+                                 f"unknown: {sorted(extra)}")  # fmt: skip
             if not str(entry["hash"]).startswith(_PREFIX):
                 raise UsageError(f"tokens[{i}].hash starts with sha256:")
             where = f"tokens[{i}]"
