@@ -11,8 +11,8 @@ Where each surface takes its principal from:
   ``os_users:`` (``--auth FILE`` / ``$INTERMISSION_AUTH``) to a person with that file's
   roles (authenticated); an unmapped user is ``user@host`` with no roles, asserted — never
   roles from OS group names; ``--reviewer`` adds a display note only;
-- notebooks: ``intermission.notebook.settings`` (its principal or reviewer) or the OS user,
-  not authenticated;
+- notebooks: the person ``intermission.notebook.settings.identity`` maps the kernel's OS
+  user to (authenticated); else its principal or reviewer, or the OS user, asserted;
 - Python: ``HITL.submit(..., principal=Principal(...))`` — the calling code vouches for it;
   a bare ``HITLDecision.approve().reviewer("x")`` is recorded as asserted (not
   authenticated).

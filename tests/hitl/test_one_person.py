@@ -261,3 +261,44 @@ def test_not_requester_without_a_signed_in_requester_is_never_approved(
     assert reject.returncode == 0, reject.stderr
     assert reject.stdout.startswith(f"session {sid} done"), reject.stdout
     assert ran(place / "effects", sid) == 0
+
+
+def test_a_thread_started_without_auth_is_never_approved_on_a_server_with_it(
+    users: dict[str, str], place: Path, store_url: str
+) -> None:
+    need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
+    import httpx
+    from tests.agui._server import Server, parse_sse
+
+    sid = f"open-{uuid.uuid4().hex[:8]}"
+    env = {"IM_EFFECT_FILE": str(place / "effects")}
+    open_server = Server(store_url, place / "agui-effects", agents=AGENTS, env=env)
+    try:  # asked on a server without auth: nobody signed in asked
+        asked = open_server.run("deploy", {"threadId": sid, "runId": "r0", "messages": [
+            {"id": "u0", "role": "user", "content": "deploy to prod"}]})  # fmt: skip
+    finally:
+        open_server.stop()
+    (interrupt,) = asked[-1][1]["outcome"]["interrupts"]
+    signed = Server(store_url, place / "agui-effects", auth=identity(place, users),
+                    agents=AGENTS, env=env)  # fmt: skip
+    try:
+        r = httpx.get(f"{signed.url}/interrupts", timeout=60,
+                      headers={"Authorization": f"Bearer {TOKENS['bob']}"})  # fmt: skip
+        (item,) = r.json()["interrupts"]
+        why = "no signed-in requester was recorded: it can be rejected or expire, not approved"
+        meta = item["interrupt"]["metadata"]["intermission"]
+        assert meta["notApprovable"] == why and why in meta["progress"], meta
+        before = stored(store_url, sid)
+        entry = {"interruptId": interrupt["id"], "status": "resolved",
+                 "payload": {"approved": True}}  # fmt: skip
+        body = {"threadId": sid, "runId": "r1", "resume": [entry], "messages": [], "state": {},
+                "tools": [], "context": [], "forwardedProps": {}}  # fmt: skip
+        r = httpx.post(f"{signed.url}/agents/deploy", json=body, timeout=120,
+                       headers={"Authorization": f"Bearer {TOKENS['bob']}"})  # fmt: skip
+        last = parse_sse(r.text)[-1][1]
+        assert last["type"] == "RUN_ERROR" and last["code"] == "REVIEWER_NOT_ALLOWED", last
+        assert "no signed-in requester" in last["message"], last
+        assert stored(store_url, sid) == before
+        assert ran(place / "effects", sid) == 0
+    finally:
+        signed.stop()
