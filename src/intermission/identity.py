@@ -14,7 +14,10 @@ An identity file (JSON or YAML; what ``serve --auth FILE`` and every CLI command
     jwt: {issuer: ..., audience: ..., key_file: ...}   # see intermission.agui.auth
 
 A mapped login, Slack id or JWT subject gets that person's roles, so one person is one
-principal (one vote) whichever surface they use. Roles never come from OS group names.
+principal (one vote) whichever surface they use. Roles never come from OS group names. A
+file the OS user running the CLI (or a notebook) can change cannot say who that user is —
+they could map themselves to anyone — so ``os_users:`` is honoured only from a file they
+cannot write (an administrator's: ``chown root FILE; chmod 644 FILE``); root is trusted.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class IdentityMap:
     """The JWT settings (``intermission.agui.JWTAuth``'s keyword arguments), if any."""
     source: str | None = None
     """The file it was read from (named in messages)."""
+    editable_by: int | None = None
+    """The uid of the (non-root) user this process runs as when that user can change the
+    file it was read from: then it cannot vouch for that user's own OS login."""
 
     def __post_init__(self) -> None:
         people: dict[str, Principal] = {}
@@ -104,7 +110,17 @@ class IdentityMap:
     def os_principal(self, login: str | None = None) -> Principal | None:
         """The person an OS login (default: this process's, by effective uid) maps to by
         ``os_users:``, with their roles; None for an unmapped login."""
-        login = os_login() if login is None else login
+        if login is None:
+            login = os_login()
+            if self.editable_by is not None:
+                # whoever can edit the map could map themselves to anyone: only a file
+                # they cannot change (an administrator's) says who their login is
+                raise UsageError(
+                    f"the identity file {self.source!r} can be changed by the OS user "
+                    f"{login!r} running this, so it cannot say who {login!r} is: have "
+                    "another account own it and keep it unwritable for others "
+                    f"(sudo chown root {self.source}; sudo chmod 644 {self.source})"
+                )
         name = self.os_users.get(login)
         return self.people[name_key(name)] if name is not None else None
 
@@ -121,11 +137,34 @@ class IdentityMap:
         )
 
 
-def _read(file: Path) -> Any:
+def _editable_by_me(fd: int) -> int | None:
+    """The effective uid when the user this process runs as (not root) can change the open
+    file: they own it, or it is writable by a group of theirs or by everyone."""
+    import os
+    import stat
+
+    euid = os.geteuid() if hasattr(os, "geteuid") else None
+    if euid is None or euid == 0:
+        return None
+    st = os.fstat(fd)
+    mine = st.st_uid == euid
+    group = bool(st.st_mode & stat.S_IWGRP) and st.st_gid in {os.getegid(), *os.getgroups()}
+    return euid if mine or group or bool(st.st_mode & stat.S_IWOTH) else None
+
+
+def _read(file: Path) -> tuple[Any, int | None]:
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, "rb") as f:  # (checked on the file read, not on its name)
+            editable = _editable_by_me(f.fileno())
+            text = f.read().decode("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read the identity file {str(file)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the identity file {str(file)!r} is not UTF-8: {exc}") from None
+    return _parse(file, text), editable
+
+
+def _parse(file: Path, text: str) -> Any:
     try:
         if file.suffix.lower() == ".json":
             return json.loads(text)
@@ -232,5 +271,9 @@ def identity_from_dict(
 def load_identity(path: str | Path) -> IdentityMap:
     """The identity map an identity file declares (JSON, or YAML; see the module
     docstring); refused with a UsageError naming what is wrong."""
+    import dataclasses
+
     file = Path(path)
-    return identity_from_dict(_read(file), file.parent, str(file))
+    data, editable = _read(file)
+    found = identity_from_dict(data, file.parent, str(file))
+    return dataclasses.replace(found, editable_by=editable) if editable is not None else found

@@ -302,3 +302,24 @@ def test_a_thread_started_without_auth_is_never_approved_on_a_server_with_it(
         assert ran(place / "effects", sid) == 0
     finally:
         signed.stop()
+
+
+def test_an_identity_file_the_os_user_can_change_vouches_for_nobody(
+    users: dict[str, str], place: Path, store_url: str
+) -> None:
+    auth = identity(place, users)
+    sid = f"own-{uuid.uuid4().hex[:8]}"
+    ask_as_carol(place, users, store_url, auth, sid)
+    before = stored(store_url, sid)
+    # dan (dev) writes his own file mapping his login to alice (sre): refused, not alice
+    forged = identity(place, users, os_users={users["dan"]: "alice"})
+    shutil.chown(forged, user=users["dan"])
+    out = cli(place, users["dan"], "approve", sid, "--store", store_url, "--auth", str(forged))
+    assert out.returncode == 2, out
+    assert "cannot say who" in out.stderr and "chown root" in out.stderr, out.stderr
+    os.chmod(forged, 0o666)  # (owned by root but writable by everyone: the same)
+    shutil.chown(forged, user="root")
+    out = cli(place, users["dan"], "approve", sid, "--store", store_url, "--auth", str(forged))
+    assert out.returncode == 2 and "cannot say who" in out.stderr, out
+    assert stored(store_url, sid) == before
+    assert ran(place / "effects", sid) == 0
