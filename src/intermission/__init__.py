@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         NotifyConfigError,
         NotifyError,
         NotSerializableError,
+        PrincipalNameError,
         RequestInProgressError,
         ReviewerNotAllowedError,
         RunCancelledError,
@@ -137,6 +138,7 @@ if TYPE_CHECKING:
         decide_graph,
         open_approval,
     )
+    from .identity import IdentityMap, load_identity
     from .messages import ChatMessage, ToolCall
     from .policies import ApprovalPolicy, Escalate
     from .principals import Actor, Principal
@@ -198,6 +200,7 @@ _WHERE: dict[str, str] = {
     "HITLState": ".decisions",
     "HITLTask": ".decisions",
     "IdFactory": "._ids",
+    "IdentityMap": ".identity",
     "InMemoryAgentSession": ".core",
     "IntermissionError": ".errors",
     "InvalidDecisionError": ".errors",
@@ -222,6 +225,7 @@ _WHERE: dict[str, str] = {
     "NotifyError": ".errors",
     "OpenAIChatModel": ".agents",
     "Principal": ".principals",
+    "PrincipalNameError": ".errors",
     "PydanticAIModel": ".agents",
     "RandomIds": "._ids",
     "ReActAgent": ".agents",
@@ -270,6 +274,7 @@ _WHERE: dict[str, str] = {
     "Vote": ".decisions",
     "check_deadline": ".hitl",
     "decide_graph": ".hitl",
+    "load_identity": ".identity",
     "mcp_tools": ".agents",
     "open_approval": ".hitl",
     "tool": ".agents",
@@ -349,6 +354,7 @@ __all__ = [
     "HITLState",
     "HITLTask",
     "IdFactory",
+    "IdentityMap",
     "InMemoryAgentSession",
     "IntermissionError",
     "InvalidDecisionError",
@@ -373,6 +379,7 @@ __all__ = [
     "NotifyError",
     "OpenAIChatModel",
     "Principal",
+    "PrincipalNameError",
     "PydanticAIModel",
     "RandomIds",
     "ReActAgent",
@@ -421,6 +428,7 @@ __all__ = [
     "__version__",
     "check_deadline",
     "decide_graph",
+    "load_identity",
     "mcp_tools",
     "open_approval",
     "tool",

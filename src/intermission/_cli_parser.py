@@ -53,7 +53,12 @@ EPILOG = (
     "Every refusal is one line on stderr and exit code 2; nothing is changed by it. "
     "`python -m intermission COMMAND --help` says more about each command."
     " Secrets stay out of the command line (every local user sees it): a store URL with a "
-    "password in $INTERMISSION_STORE, serve's token in --token-file FILE or $INTERMISSION_TOKEN."
+    "password in $INTERMISSION_STORE, serve's token in --token-file FILE or $INTERMISSION_TOKEN. "
+    "Who decides is your OS user, as the identity file of --auth FILE (or $INTERMISSION_AUTH) "
+    "maps it under os_users: to a person with that file's roles; OS groups grant no role, "
+    "and a policy with roles, approvals > 1 or not_requester refuses an unmapped user "
+    "(ApprovalPolicy(asserted_ok=True) opts out); --reviewer is a display note, never who "
+    "decides."
 )
 
 
@@ -74,12 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
         f"a SQLite file or a postgresql:// URL (default ${STORE_ENV}, else {DEFAULT_STORE}; "
         f"a password is shown as ***: keep it out of argv with {STORE_ENV} or ~/.pgpass)"
     )
+    auth_help = (
+        "an identity file (default $INTERMISSION_AUTH): its os_users: maps your OS login to "
+        "a person with the file's roles, who decides authenticated; without it you are "
+        "user@host, asserted, with no roles (OS groups grant none), and a policy with roles, "
+        "approvals > 1 or not_requester refuses you"
+    )
 
     def add(name: str, help_text: str, *, runs_agents: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name, help=help_text, description=help_text[:1].upper() + help_text[1:] + "."
         )
         p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
+        if name != "serve":  # (serve's --auth, below, also signs people in over HTTP)
+            p.add_argument("--auth", metavar="FILE", help=auth_help)
         # (before or after the command: the command's own wins; taken, unused, elsewhere)
         p.add_argument("--agents", default=argparse.SUPPRESS,
                        help=agents_help if runs_agents else argparse.SUPPRESS)  # fmt: skip
@@ -107,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         p.add_argument(
             "--reviewer",
-            help="a display name recorded with the decision (who decides is your OS user)",
+            help="a display name recorded with the decision (who decides is your OS user, "
+            "as --auth maps it)",
         )
         p.add_argument("--comment", help="a note kept with the decision")
         wait(p)

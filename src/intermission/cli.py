@@ -6,8 +6,12 @@ from model output cannot rewrite the approver's terminal. A command that only re
 creates a store.
 
 Who decides (or resolves an effect) is the operating system's user running the command (by
-its effective uid, at this host; its groups are its roles): ``--reviewer`` adds a display
-name, never another identity."""
+its effective uid), mapped by the identity file of ``--auth FILE`` (or
+``$INTERMISSION_AUTH``) through its ``os_users:`` to a person with that file's roles,
+authenticated. An unmapped user (or no identity file) is ``user@host``, asserted, with no
+roles — roles never come from OS group names — and a policy that counts people (roles,
+approvals > 1, not_requester) refuses it. ``--reviewer`` adds a display name, never another
+identity."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from .errors import (
     _utc,
 )
 from .hitl import HITL, decide_graph
+from .identity import IdentityMap, load_identity
 from .principals import Actor, os_principal
 from .stores.base import SessionStore
 from .stores.decide import DecisionOutcome, decide_and_resume
@@ -68,14 +73,29 @@ def _agent_for(args: argparse.Namespace, name: str | None) -> Any:
     return _table(args).get(name)
 
 
-def cli_actor(display: str | None = None) -> Actor:
-    """Who runs this command, as a decision records it: the OS user (``user@host``, its
-    groups as roles), via the CLI, authenticated by the operating system; ``display``: a
-    name the person typed (``--reviewer``), kept as a note only."""
-    me = os_principal()
+def identity_of(args: argparse.Namespace | None) -> IdentityMap | None:
+    """The identity file of ``--auth FILE``, else of ``$INTERMISSION_AUTH`` (None without
+    either), read once per command."""
+    if args is not None and hasattr(args, "_identity"):
+        return args._identity  # type: ignore[no-any-return]
+    path = getattr(args, "auth", None) or os.environ.get("INTERMISSION_AUTH") or None
+    found = load_identity(path) if path else None
+    if args is not None:
+        args._identity = found
+    return found
+
+
+def cli_actor(display: str | None = None, args: argparse.Namespace | None = None) -> Actor:
+    """Who runs this command, as a decision records it, via the CLI: the person the
+    identity file (``--auth FILE`` / ``$INTERMISSION_AUTH``) maps the OS user to, with that
+    file's roles, authenticated; else the OS user (``user@host``, no roles), asserted.
+    ``display``: a name the person typed (``--reviewer``), kept as a note only."""
+    identity = identity_of(args)
+    mapped = identity.os_principal() if identity is not None else None
+    me = mapped or os_principal()
     shown = display.strip() if display else None
     return Actor(
-        name=me.name, roles=sorted(me.roles), via="cli", authenticated=True,
+        name=me.name, roles=sorted(me.roles), via="cli", authenticated=mapped is not None,
         display=shown if shown and shown != me.name else None,
     )  # fmt: skip
 
@@ -87,7 +107,7 @@ def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     session = InMemoryAgentSession.of(args.session)
     build_change_graph().prompt("Upgrade the order service and migrate the database").session(
         session
-    ).principal(cli_actor()).call()
+    ).principal(cli_actor(args=args)).call()
     store.save(session)
     # the lines below are to be pasted into a shell: quoted, whatever the id or path holds
     sid, target = _v(shlex.quote(session.session_id)), _v(store_option(args.store))
@@ -111,7 +131,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     def agent_for(name: str | None) -> Any:  # one instance decides and resumes (R49)
         return _agent_for(args, name)
 
-    me = cli_actor(args.reviewer)  # the OS user decides; --reviewer is a display name
+    me = cli_actor(args.reviewer, args)  # the OS user decides; --reviewer is a display name
 
     def decide(s: Any) -> None:
         nonlocal batch
@@ -188,7 +208,7 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
 def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
     """Record what a person found about an effect of unknown outcome (under the claim), as
     the OS user (``--reviewer``: a display name)."""
-    me = cli_actor(args.reviewer)
+    me = cli_actor(args.reviewer, args)
     if args.command == "resolve":
         try:
             result = loads(args.result, "--result")
@@ -252,10 +272,11 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     table = _table(args)
     factories = table.factories()  # (each built now: a broken one is a one-line error)
     auth = None
-    if args.auth:
-        from .agui.auth import load_auth
+    identity = identity_of(args)
+    if identity is not None:
+        from .agui.auth import auth_of
 
-        auth = load_auth(args.auth)
+        auth = auth_of(identity)
     token = _serve_token(args, auth is not None)
     app = agui_app(factories, store, token=token, auth=auth, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
@@ -512,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         _check_seconds(args)
+        identity_of(args)  # a bad identity file fails first, in one line, before any store
         if args.command in ("approve", "reject", "resume", "serve"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)

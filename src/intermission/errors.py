@@ -22,6 +22,7 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   └── ScriptExhaustedError                 a ScriptedModel has no reply for this turn
     ├── ToolDefinitionError (TypeError)          a function cannot become a tool
     ├── UsageError (TypeError, ValueError)       an API got the wrong kind of object or order
+    │   └── PrincipalNameError                   a name hides characters or mixes scripts
     ├── InvalidDecisionError (ValueError)        an HITL or graph decision was refused
     │   ├── UnknownTaskError (KeyError)          no pending task with that call UUID
     │   ├── AmbiguousTaskError                   several pending calls share a tool name
@@ -89,6 +90,7 @@ __all__ = [
     "NothingToResumeError",
     "NotifyConfigError",
     "NotifyError",
+    "PrincipalNameError",
     "RequestInProgressError",
     "ReviewerNotAllowedError",
     "RunCancelledError",
@@ -336,6 +338,12 @@ class UsageError(IntermissionError, TypeError, ValueError):
     """An API was given the wrong kind of object, or its calls came in the wrong order
     (say ``approvers()`` before any ``on_tool()``). Both builtins are bases so that
     ``except TypeError`` and ``except ValueError`` code keeps working."""
+
+
+class PrincipalNameError(UsageError):
+    """A principal's name was refused: it holds control, format (zero-width), bidi or
+    invisible characters, or mixes scripts (a Cyrillic ``а`` in a Latin name), so two
+    people could look like one, or one like two."""
 
 
 class InvalidDecisionError(IntermissionError, ValueError):

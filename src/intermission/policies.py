@@ -92,6 +92,12 @@ class ApprovalPolicy(Model):
     responder), or :class:`Escalate`."""
     warn_before_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     """Emit a warning event this long before each deadline (for notifications)."""
+    asserted_ok: bool = Field(default=False, exclude_if=lambda v: not v)
+    """True: trust typed (asserted) names under ``roles``, ``approvals > 1`` and
+    ``not_requester`` (teaching notebooks, a single-user demo). False (the default): those
+    rules count only principals a surface authenticated — a token or JWT (``serve
+    --auth``), an OS user an identity file maps (``--auth FILE``), a ``Principal`` code
+    vouches for; a typed name is refused."""
 
     _roles = field_validator("roles", mode="before")(staticmethod(_role_set))
 

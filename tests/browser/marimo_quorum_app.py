@@ -41,7 +41,7 @@ def _():
             return f"deployed {env}"
 
         model = ScriptedModel([[ToolCall("deploy", {"env": "prod"})], "done"])
-        policy = ApprovalPolicy(roles={"sre"}, approvals=2)
+        policy = ApprovalPolicy(roles={"sre"}, approvals=2, asserted_ok=True)  # (one kernel)
         hitl = HITLInterceptor().on_tool("deploy", policy=policy)
         return ReActAgent.of(model).name("deploy").tools(deploy).interceptor(hitl).build()
 

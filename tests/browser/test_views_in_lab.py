@@ -407,7 +407,7 @@ POLICY_PANEL = [
     "    '''Deploy.'''\n"
     "    return f'deployed {env}'\n"
     "\n"
-    "policy = ApprovalPolicy(roles={'sre'}, reason_to_reject=False)\n"
+    "policy = ApprovalPolicy(roles={'sre'}, reason_to_reject=False, asserted_ok=True)\n"
     "script = ScriptedModel([[ToolCall('deploy', {'env': 'prod'})], 'done'])\n"
     "hitl = HITLInterceptor().on_tool('deploy', policy=policy)\n"
     "agent = ReActAgent.of(script).name('deploy').tools(deploy).interceptor(hitl).build()\n"

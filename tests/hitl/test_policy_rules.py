@@ -78,7 +78,7 @@ def test_principals_are_checked_when_made() -> None:
 
     entry = pwd.getpwuid(os.geteuid())
     assert me.name == f"{entry.pw_name}@{os.uname().nodename}"
-    assert grp.getgrgid(entry.pw_gid).gr_name in me.roles
+    assert grp.getgrgid(entry.pw_gid).gr_name and not me.roles  # groups grant no role (R60)
 
 
 def test_who_decided_is_recorded_vouched_for_or_asserted() -> None:

@@ -164,7 +164,9 @@ class API(Surface):
 
 
 class Widgets(Surface):
-    """The notebook: an HITLPanel per person on one store (the code twins)."""
+    """The notebook: an HITLPanel per person on one store (the code twins), each person's
+    kernel signed in by an identity map that maps its OS user to them (R60: a typed name
+    alone counts for no policy that counts people)."""
 
     name = "widgets"
 
@@ -179,12 +181,15 @@ class Widgets(Surface):
         self.store.save(s)
 
     def decide(self, sid: str, step: Step) -> str:
-        from intermission.notebook import HITLPanel
+        from intermission import IdentityMap
+        from intermission.notebook import HITLPanel, settings
+        from intermission.principals import os_login
 
         panel = HITLPanel(deploy_agent(), self.store.load(sid), store=self.store,
                           principal=PRINCIPALS[step.who])  # fmt: skip
         assert panel.reviewer == step.who
         (uuid_,) = panel.rows
+        settings.identity = IdentityMap(PRINCIPALS, os_users={os_login(): step.who})
         try:
             if step.verdict == "approve":
                 response = panel.approve(uuid_)
@@ -193,6 +198,7 @@ class Widgets(Surface):
         except IntermissionError as exc:
             return f"refused:{getattr(exc, 'rule', None) or rule_of(str(exc))}"
         finally:
+            settings.identity = None
             panel.close()
         if response is None:
             assert panel.runner.note.startswith("recorded; 1 of 2 approvals"), panel.runner.note
@@ -362,8 +368,23 @@ def os_users() -> Iterator[dict[str, str]]:
             subprocess.run(["groupdel", group], check=False)
 
 
+def identity_file(where: Path, users: dict[str, str]) -> Path:
+    """An identity file declaring the people of ROLES and mapping each one's OS user to
+    them (R60: the CLI's roles come from it, never from OS groups)."""
+    import json
+
+    path = where / "identity.json"
+    path.write_text(json.dumps({
+        "principals": {n: {"roles": sorted(r)} for n, r in ROLES.items()},
+        "os_users": {users[n]: n for n in ROLES},
+    }))  # fmt: skip
+    os.chmod(path, 0o644)
+    return path
+
+
 class CLI(Surface):
-    """``python -m intermission approve|reject`` run by each person's own OS user."""
+    """``python -m intermission approve|reject`` run by each person's own OS user, mapped
+    to them by an identity file (``$INTERMISSION_AUTH`` to ask, ``--auth`` to decide)."""
 
     name = "cli"
 
@@ -378,10 +399,14 @@ class CLI(Surface):
         SQLiteStore(self.db).close()
         os.chmod(self.db, 0o666)
         self.host = os.uname().nodename
+        self.identity = identity_file(self.dir, users)
 
     def run(self, who: str, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "IM_EFFECT_FILE": str(self.effects),
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
+               "IM_EFFECT_FILE": str(self.effects),
                "HOME": str(self.dir)}  # fmt: skip
+        if args[:2] == ("-m", "tests.hitl._policy_agents"):
+            env["INTERMISSION_AUTH"] = str(self.identity)
         return subprocess.run(
             ["runuser", "-u", self.users[who], "--", sys.executable, *args],
             capture_output=True, text=True, cwd=self.dir, env=env, timeout=180, umask=0,
@@ -391,7 +416,7 @@ class CLI(Surface):
         out = self.run("carol", "-m", "tests.hitl._policy_agents", sid, str(self.db))
         assert out.returncode == 0, out.stderr
         s = self.load(sid)
-        assert s.requester is not None and s.requester.name.startswith("im-carol@")
+        assert s.requester is not None and s.requester.name == "carol"
         assert s.requester.via == "cli" and s.requester.authenticated
 
     def load(self, sid: str) -> Any:
@@ -405,13 +430,14 @@ class CLI(Surface):
         verb = ["approve"] if step.verdict == "approve" else ["reject", "--reason",
                                                                step.reason or ""]  # fmt: skip
         out = self.run(step.who, "-m", "intermission", "--agents", AGENTS, *verb, sid,
-                       "--reviewer", f"{step.who} typed this", "--store", str(self.db))  # fmt: skip
+                       "--reviewer", f"{step.who} typed this", "--store", str(self.db),
+                       "--auth", str(self.identity))  # fmt: skip
         if out.returncode == 2:
             assert out.stderr.startswith("error: ") and out.stdout == "", out
             return f"refused:{rule_of(out.stderr)}"
         assert out.returncode == 0, out.stderr
         if "recorded; 1 of 2 approvals" in out.stdout:
-            assert f"(im-{step.who}@" in out.stdout, out.stdout
+            assert f"({step.who}, sre)" in out.stdout, out.stdout
             return "waiting"
         assert out.stdout.startswith(f"session {sid} done"), out.stdout
         return "done"
@@ -511,9 +537,9 @@ def test_the_cli_records_the_os_user_not_the_typed_name(cli_users: dict[str, str
         assert surface.decide(sid, Step("bob", "approve", None, "done")) == "done"
         (done,) = [e for e in surface.load(sid).events if e.kind == "hitl_decided"]
         record = done.decision
-        assert record.reviewer.startswith("im-bob@") and record.via == "cli"
+        assert record.reviewer == "bob" and record.via == "cli"
         assert record.authenticated and "sre" in record.roles
         assert record.display == "bob typed this"
-        assert [v.name.split("@")[0] for v in record.votes] == ["im-alice", "im-bob"]
+        assert [v.name for v in record.votes] == ["alice", "bob"]
     finally:
         surface.close()

@@ -246,6 +246,6 @@ def test_each_move_draws_once(monkeypatch: Any) -> None:
 def test_compare_text_fits_100_columns_whatever_the_names(names: list[str]) -> None:
     team, s, _ = paused()
     forks = [s.fork(f"f{i}", effects="dry-run") for i in range(len(names))]
-    ApprovalWidget(team, forks[0]).approve(reviewer="x" * 300)
+    ApprovalWidget(team, forks[0]).approve(reviewer="x" * 200)  # (a name is at most 200 characters)
     text = Compare(team, *forks, names=names).text()
     assert max(len(line) for line in text.splitlines()) <= 100

@@ -22,7 +22,10 @@ from intermission.examples import build_change_graph  # noqa: E402
 from intermission.notebook import ApprovalWidget, Inbox, settings  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
-POLICY = ApprovalPolicy(roles={"sre"}, approvals=2, not_requester=True)
+# (several people in one kernel: their principals are trusted as code gives them, as a
+# teaching notebook does; without asserted_ok a notebook decides as the person its identity
+# map maps the OS user to — tests/hitl/test_policy_surfaces.py)
+POLICY = ApprovalPolicy(roles={"sre"}, approvals=2, not_requester=True, asserted_ok=True)
 ONE = "1 of 2 approvals (alice, sre) — waiting for one more from sre (not carol, who asked)"
 
 
@@ -160,7 +163,8 @@ def _two_deploys(ran: list[str]) -> Any:
             return "; ".join(seen)
         return [ToolCall("deploy", {"env": "prod"}), ToolCall("deploy", {"env": "staging"})]
 
-    hitl = HITLInterceptor().on_tool("deploy", policy=ApprovalPolicy(roles={"sre"}, approvals=2))
+    policy = ApprovalPolicy(roles={"sre"}, approvals=2, asserted_ok=True)  # (one kernel)
+    hitl = HITLInterceptor().on_tool("deploy", policy=policy)
     return (
         ReActAgent.of(ScriptedModel(script)).name("deploy").tools(deploy).interceptor(hitl).build()
     )

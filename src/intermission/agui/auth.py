@@ -16,6 +16,9 @@ either from a JSON or YAML file (:func:`load_auth`)::
       algorithms: [RS256]        # optional: the key's kind says which by default
       name_claim: sub            # optional
       roles_claim: roles         # optional; a dotted path such as realm_access.roles
+    principals: {alice: {roles: [sre]}}   # optional: people declared once (their roles
+    os_users: {alice: alice}              # merge into a token's or a JWT subject's); the
+    slack_users: {U123: alice}            # CLI and Slack map to them (intermission.identity)
 
 A token is hashed (SHA-256) when the auth is made and every token presented is compared,
 hash to hash, in constant time against every known one. A JWT must be signed by the key
@@ -30,13 +33,18 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._check import shown
 from ..errors import MissingDependencyError, UsageError
 from ..principals import Principal
 
-__all__ = ["AnyAuth", "Auth", "JWTAuth", "TokenAuth", "hash_token", "load_auth"]
+if TYPE_CHECKING:
+    from ..identity import IdentityMap
+
+__all__ = [
+    "AnyAuth", "Auth", "JWTAuth", "TokenAuth", "auth_of", "hash_token", "load_auth",
+]  # fmt: skip
 
 _PREFIX = "sha256:"
 
@@ -268,72 +276,62 @@ class AnyAuth:
         return None
 
 
-_TOKEN_KEYS = {"hash", "name", "roles"}
 _JWT_KEYS = {"issuer", "audience", "key_file", "jwks_file", "algorithms", "name_claim",
              "roles_claim", "leeway_s"}  # fmt: skip
 
 
-def load_auth(path: str | Path) -> Auth:
-    """The auth an auth file describes (JSON, or YAML; see the module docstring). Refused
-    with a UsageError naming what is wrong: a plain token (keep its hash), an unknown key,
-    an unreadable key file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read the auth file {str(file)!r}: {exc.strerror}") from None
-    try:
-        if file.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+class _DeclaredRoles:
+    """A JWT's principal, with the roles the identity file declares for that person."""
 
-            data = yaml.safe_load(text)
-    except Exception as exc:
-        raise UsageError(f"the auth file {str(file)!r} is not JSON or YAML: {exc}") from None
-    if not isinstance(data, dict) or not data or set(data) - {"tokens", "jwt"}:
-        raise UsageError("an auth file holds 'tokens' (a list) and/or 'jwt' (settings)")
+    def __init__(self, auth: Auth, identity: IdentityMap) -> None:
+        self.auth = auth
+        self.identity = identity
+
+    def authenticate(self, authorization: str | None) -> Principal | None:
+        found = self.auth.authenticate(authorization)
+        if found is None:
+            return None
+        return self.identity.jwt_principal(found.name, found.roles)
+
+
+def auth_of(identity: IdentityMap) -> Auth:
+    """The auth of an identity map: its tokens, and its JWT settings (a JWT's subject gets
+    the roles the map declares for that person). Refused when it has neither."""
     auths: list[Auth] = []
-    entries = data.get("tokens")
-    if entries is not None:
-        if not isinstance(entries, list) or not entries:
-            raise UsageError("'tokens' is a list of {hash, name, roles}")
-        tokens: dict[str, Principal] = {}
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or "token" in entry:
-                raise UsageError(
-                    f"tokens[{i}]: keep the token's hash, not the token: hash: sha256:<hex> "
-                    '(printf %s "$TOKEN" | sha256sum)'
-                )
-            unknown = set(entry) - _TOKEN_KEYS
-            if unknown or not isinstance(entry.get("hash"), str):
-                raise UsageError(f"tokens[{i}] is {{hash: sha256:<hex>, name, roles}}; "
-                                 f"unknown: {sorted(unknown)}")  # fmt: skip
-            if not str(entry["hash"]).startswith(_PREFIX):
-                raise UsageError(f"tokens[{i}].hash starts with sha256:")
-            tokens[entry["hash"]] = Principal(
-                str(entry.get("name") or ""), entry.get("roles") or ()
-            )
-        auths.append(TokenAuth(tokens))
-    settings = data.get("jwt")
-    if settings is not None:
-        if not isinstance(settings, dict) or set(settings) - _JWT_KEYS:
+    if identity.tokens:
+        auths.append(TokenAuth(identity.token_principals()))
+    if identity.jwt is not None:
+        options = dict(identity.jwt)
+        if set(options) - _JWT_KEYS - {"key", "jwks"}:
             raise UsageError(f"'jwt' takes {', '.join(sorted(_JWT_KEYS))}")
-        options = {k: v for k, v in settings.items() if k not in ("key_file", "jwks_file")}
-        for name in ("key_file", "jwks_file"):
-            if name in settings:
-                where = file.parent / str(settings[name])
-                try:
-                    content = where.read_text(encoding="utf-8")
-                except OSError as exc:
-                    raise UsageError(
-                        f"cannot read jwt.{name} {str(where)!r}: {exc.strerror}"
-                    ) from None
-                options["key" if name == "key_file" else "jwks"] = content
         try:
-            auths.append(JWTAuth(**options))
+            auths.append(_DeclaredRoles(JWTAuth(**options), identity))
         except TypeError as exc:  # (a required setting missing)
             raise UsageError(
                 f"'jwt' needs issuer, audience and key_file or jwks_file: {exc}"
             ) from None
+    if not auths:
+        raise UsageError(
+            "an auth file holds 'tokens' (a list) and/or 'jwt' (settings) for serve to sign "
+            "people in (principals, os_users and slack_users map the other surfaces)"
+        )
     return auths[0] if len(auths) == 1 else AnyAuth(auths)
+
+
+def load_auth(path: str | Path) -> Auth:
+    """The auth an identity file describes (JSON, or YAML; see the module docstring and
+    :mod:`intermission.identity`). Refused with a UsageError naming what is wrong: a plain
+    token (keep its hash), an unknown key, an unreadable key file."""
+    from ..identity import load_identity
+
+    file = Path(path)
+    try:
+        identity = load_identity(file)
+    except UsageError as exc:
+        if "an identity file holds" in str(exc):
+            raise UsageError(
+                "an auth file holds 'tokens' (a list) and/or 'jwt' (settings)"
+                + str(exc).partition("slack_users")[2]
+            ) from None
+        raise
+    return auth_of(identity)

@@ -40,7 +40,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalVotedEvent
-from ..principals import Actor, Principal, actor_of, label
+from ..principals import Actor, Principal, actor_of, label, principal_name
 from .deadlines import check_task_deadline
 from .deciding import deciding_as, default_principal
 from .interceptor import ApproverPolicy, HITLInterceptor
@@ -180,7 +180,7 @@ def _actor(decision: Any, principal: Principal | Actor | None) -> Actor | None:
     principal = default_principal(principal)
     if principal is not None:
         return actor_of(principal, display=name)
-    return Actor(name=name, via="api") if name else None
+    return Actor(name=principal_name(name), via="api") if name else None
 
 
 def _noted(session: AgentSession, task: HITLTask, judged: _Judged) -> None:

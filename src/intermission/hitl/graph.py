@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..events import ApprovalVotedEvent
 from ..policies import ApprovalPolicy
-from ..principals import Actor, Principal, actor_of, label
+from ..principals import Actor, Principal, actor_of, label, principal_name
 from ..traces import TeamTrace
 from .approval_keys import (
     DEADLINE_REVIEWER,
@@ -195,7 +195,7 @@ def _asserted(reviewer: str | None, principal: Principal | Actor | None) -> Acto
     principal = default_principal(principal)
     if principal is not None:
         return actor_of(principal, display=reviewer)
-    return Actor(name=reviewer, via="api") if reviewer else None
+    return Actor(name=principal_name(reviewer), via="api") if reviewer else None
 
 
 def decide_graph(

@@ -10,10 +10,14 @@ its deadline and whether it was escalated. A decision is judged against it at a 
 
 - past the last deadline, nothing can be decided (``DeadlinePassedError``): the expiry is
   the outcome (see :mod:`intermission.hitl.timeouts`);
+- under ``roles``, ``approvals > 1`` or ``not_requester`` the decider must be a principal
+  a surface authenticated (a typed name is refused unless the policy says
+  ``asserted_ok=True``); names compare NFKC-normalised and case-folded;
 - the decider must hold one of the policy's roles (or of its escalation's, once escalated),
-  must not be the requester when ``not_requester``, must not have voted already, must give
-  a reason to reject when ``reason_to_reject``, and must approve the same arguments as
-  the approvals so far;
+  must not be the requester when ``not_requester`` (and with no signed-in requester
+  recorded, nobody may approve: it can be rejected or expire), must not have voted
+  already, must give a reason to reject when ``reason_to_reject``, and must approve the
+  same arguments as the approvals so far;
 - the vote then counts: ``approvals`` distinct approvals approve, ``rejections``
   rejections (or skips) reject; until then the approval stays open.
 """
@@ -25,9 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..decisions import Verdict, Vote
-from ..errors import DeadlinePassedError, DecisionRefusedError, ReviewerNotAllowedError
+from ..errors import (
+    DeadlinePassedError,
+    DecisionRefusedError,
+    ReviewerNotAllowedError,
+    UsageError,
+)
 from ..policies import ApprovalPolicy, Escalate
-from ..principals import Actor, Principal
+from ..principals import Actor, Principal, principal_name, same_principal
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -36,8 +45,10 @@ __all__ = [
     "Escalate",
     "Progress",
     "allowed_roles",
+    "counts_people",
     "judge",
     "progress_text",
+    "requester_known",
     "satisfied",
     "tally",
     "vote_of",
@@ -110,6 +121,43 @@ def vote_of(
     )  # fmt: skip
 
 
+def counts_people(policy: ApprovalPolicy) -> bool:
+    """True when the policy's rules count who decides (``roles``, ``approvals > 1``,
+    ``not_requester``): only authenticated principals may decide under it, unless it says
+    ``asserted_ok=True``."""
+    return policy.roles is not None or policy.not_requester or policy.approvals > 1
+
+
+def requester_known(policy: ApprovalPolicy, requester: Actor | None) -> bool:
+    """True when ``not_requester`` can tell who asked: a signed-in requester was recorded
+    (or, under ``asserted_ok=True``, any requester)."""
+    return requester is not None and (requester.authenticated or policy.asserted_ok)
+
+
+NO_REQUESTER = "no signed-in requester was recorded: it can be rejected or expire, not approved"
+"""Why an approval under ``not_requester`` without a known requester cannot be approved."""
+
+
+def _sign_in(actor: Actor) -> str:
+    """What to configure so that ``actor`` decides as a known person."""
+    if actor.via == "cli":
+        return (
+            f"the OS user {actor.name!r} is not mapped to a person: map its login under "
+            "os_users: in an identity file and pass --auth FILE (or set INTERMISSION_AUTH)"
+        )
+    if actor.via == "notebook":
+        return (
+            f"{actor.name!r} is a name typed in a notebook: give the notebook an identity "
+            "file (intermission.notebook.settings.identity = load_identity(FILE)) that maps "
+            "your OS user under os_users:"
+        )
+    return (
+        f"{actor.name!r} is a typed name, not a signed-in person: sign in over AG-UI "
+        "(serve --auth FILE: a token or JWT), or pass principal=Principal(...) that your "
+        "code vouches for"
+    )
+
+
 def judge(
     ask: Ask,
     actor: Actor | None,
@@ -148,6 +196,19 @@ def judge(
             "(its policy counts who decides)",
             ReviewerNotAllowedError,
         )
+    if actor is not None:
+        try:  # (one that looks like another person's, or hides characters, never counts)
+            principal_name(actor.name)
+        except UsageError as exc:
+            refused("name", f"{exc}", ReviewerNotAllowedError)
+        if counts_people(policy) and not actor.authenticated and not policy.asserted_ok:
+            refused(
+                "asserted",
+                f"{ask.what} of session {session_id!r} counts only known people (its policy "
+                f"has roles, approvals > 1 or not_requester), and {_sign_in(actor)}; a "
+                "policy that trusts typed names says ApprovalPolicy(asserted_ok=True)",
+                ReviewerNotAllowedError,
+            )
     roles = allowed_roles(policy, ask.escalated_at(now_ms))
     if roles is not None and not (actor is not None and roles & set(actor.roles)):
         held = ", ".join(sorted(actor.roles)) if actor is not None and actor.roles else "none"
@@ -158,11 +219,19 @@ def judge(
             ReviewerNotAllowedError,
         )
     requester = ask.requester
-    if policy.not_requester and requester is not None and name == requester.name:
+    if policy.not_requester and requester is not None and same_principal(name, requester.name):
         refused(
             "not_requester",
             f"{name!r} asked for {ask.what} of session {session_id!r} and may not decide "
             "it: someone else must",
+            ReviewerNotAllowedError,
+        )
+    if policy.not_requester and verdict == "approve" and not requester_known(policy, requester):
+        refused(
+            "no_requester",
+            f"{ask.what} of session {session_id!r} may not be approved by anyone "
+            f"(not_requester): {NO_REQUESTER}; ask again as a signed-in requester "
+            "(.principal(...), serve --auth)",
             ReviewerNotAllowedError,
         )
     if verdict == "reject" and policy.reason_to_reject and not (reason or "").strip():
@@ -171,7 +240,7 @@ def judge(
             f"rejecting {ask.what} of session {session_id!r} needs a reason",
             DecisionRefusedError,
         )
-    mine = [v for v in ask.votes if v.name == name]
+    mine = [v for v in ask.votes if same_principal(v.name, name)]
     if mine:
         refused(
             "twice",
@@ -215,22 +284,39 @@ def satisfied(policy: ApprovalPolicy, votes: Sequence[Vote], requester: Actor | 
     if outcome is None:
         return False
     roles = allowed_roles(policy, escalated=True)
+    if outcome == "approve" and policy.not_requester and not requester_known(policy, requester):
+        return False
     for v in votes:
         if roles is not None and not roles & set(v.roles):
             return False
-        if policy.not_requester and requester is not None and v.name == requester.name:
+        if counts_people(policy) and not v.authenticated and not policy.asserted_ok:
+            return False
+        if (
+            policy.not_requester
+            and requester is not None
+            and same_principal(v.name, requester.name)
+        ):
             return False
     return True
 
 
 def _distinct(votes: Sequence[Vote]) -> list[Vote]:
+    from ..principals import name_key
+
     seen: set[str] = set()
     out = []
     for v in votes:
-        if v.name not in seen:
-            seen.add(v.name)
+        if name_key(v.name) not in seen:
+            seen.add(name_key(v.name))
             out.append(v)
     return out
+
+
+def _known(policy: ApprovalPolicy, requester: Principal | Actor | None) -> bool:
+    """:func:`requester_known` for what views pass (a Principal is vouched for)."""
+    if isinstance(requester, Principal):
+        return True
+    return requester_known(policy, requester)
 
 
 def _who(p: Principal | Actor | Vote) -> str:
@@ -289,6 +375,8 @@ def progress_text(
     tail = f"waiting for {more} from {source}"
     if policy.not_requester and requester is not None:
         tail += f" (not {requester.name}, who asked)"
+    if policy.not_requester and not _known(policy, requester):
+        tail += f" — {NO_REQUESTER}"
     parts.append(head + tail)
     if no and policy.rejections > 1:
         parts.append(
@@ -343,6 +431,8 @@ class Progress:
             out["roles"] = sorted(self.roles)
         if self.requester is not None:
             out["requester"] = self.requester.name
+        if self.policy.not_requester and not requester_known(self.policy, self.requester):
+            out["notApprovable"] = NO_REQUESTER
         if self.escalated:
             out["escalated"] = True
         return out

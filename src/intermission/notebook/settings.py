@@ -4,6 +4,11 @@ Decisions made in a notebook are recorded ``via: notebook`` and not authenticate
 name is the one the widget's Reviewer field holds (filled from ``settings.principal``,
 ``settings.reviewer``, ``$INTERMISSION_REVIEWER`` or the OS user), with the roles of the
 principal of that name (the widget's ``principal=``, or ``settings.principal``).
+
+With an identity map (``settings.identity = load_identity(FILE)``, or
+``$INTERMISSION_AUTH``), a decision is the person the map's ``os_users:`` maps the kernel's
+OS user to, with that file's roles, authenticated (the typed name a display note) — what a
+policy with roles, approvals > 1 or not_requester needs.
 """
 
 from __future__ import annotations
@@ -11,8 +16,12 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..principals import Actor, Principal
+
+if TYPE_CHECKING:
+    from ..identity import IdentityMap
 
 __all__ = ["Settings", "default_reviewer", "known_roles", "notebook_actor", "settings"]
 
@@ -26,6 +35,9 @@ class Settings:
     widget's own ``principal=`` comes first."""
     reviewer: str | None = None
     """The reviewer name widgets fill in; None: ``$INTERMISSION_REVIEWER``, else the OS user."""
+    identity: IdentityMap | None = None
+    """Who the kernel's OS user is (its ``os_users:``); None: ``$INTERMISSION_AUTH``'s
+    identity file, else none (decisions are typed names, asserted)."""
     inbox_poll_s: float | None = 5.0
     """How often an Inbox re-reads ``store.pending()`` (None: never; off on autopilot)."""
     view_poll_s: float | None = 2.0
@@ -76,8 +88,27 @@ def notebook_actor(name: str, principal: Principal | None = None) -> Actor:
     """Who a notebook decision records: ``name`` (the Reviewer field), with the roles of
     ``principal`` (the widget's) or ``settings.principal`` when it is of that name; via
     the notebook, not authenticated (anyone at the keyboard can type a name)."""
+    mapped = _mapped()
+    if mapped is not None:  # the kernel's OS user, as the identity map knows them
+        shown = name.strip() if name and name.strip() != mapped.name else None
+        return Actor(name=mapped.name, roles=sorted(mapped.roles), via="notebook",
+                     authenticated=True, display=shown)  # fmt: skip
+    from ..principals import principal_name
+
+    name = principal_name(name)
     roles = known_roles(principal).get(name, [])
     return Actor(name=name, roles=roles, via="notebook", authenticated=False)
+
+
+def _mapped() -> Principal | None:
+    """The person the identity map (``settings.identity``, else ``$INTERMISSION_AUTH``'s
+    file) maps the kernel's OS user to, or None."""
+    identity = settings.identity
+    if identity is None and os.environ.get("INTERMISSION_AUTH"):
+        from ..identity import load_identity
+
+        identity = load_identity(os.environ["INTERMISSION_AUTH"])
+    return identity.os_principal() if identity is not None else None
 
 
 def known_roles(principal: Principal | None = None) -> dict[str, list[str]]:
