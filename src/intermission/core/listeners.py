@@ -2,8 +2,9 @@
 (tracing: :mod:`intermission.otel`) registers itself.
 
 The core emits; it never knows who listens. Every event a run records, every action noted
-on a session, every effect the ledger returns or runs and every request's end pass through
-the functions here, and only when :data:`LISTENERS` is not empty: with nobody listening,
+on a session, every effect the ledger returns or runs, every request's end and every
+store save's outcome pass through the functions here, and only when :data:`LISTENERS` is
+not empty: with nobody listening,
 the cost is one falsy check at each of those points (and node events stay unbuilt, as
 they are without a stream). A listener that raises is logged and never stops a run.
 """
@@ -18,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 __all__ = [
     "LISTENERS", "Listener", "add", "effect", "ended", "event", "muted", "noted", "remove",
+    "saved",
 ]  # fmt: skip
 
 log = logging.getLogger("intermission.listeners")
@@ -40,6 +42,11 @@ class Listener(Protocol):
     def on_end(self, session: Any, error: BaseException | None) -> None:
         """A top-level request on ``session`` ended (``error``: it raised or was
         cancelled); called before the caller gets the result, so before any save."""
+
+    def on_saved(self, session: Any, committed: bool) -> None:
+        """A store's save of ``session`` committed (``committed``), or lost compare-and-set
+        (False: the store keeps another copy; what this one recorded since it was loaded
+        is not on record). Optional: a listener without it is not told."""
 
 
 LISTENERS: list[Listener] = []
@@ -76,8 +83,11 @@ def _tell(method: str, *args: Any) -> None:
     if _MUTED.get():
         return
     for listener in tuple(LISTENERS):
+        told = getattr(listener, method, None)
+        if told is None:  # (an optional method this listener does not have)
+            continue
         try:
-            getattr(listener, method)(*args)
+            told(*args)
         except Exception:  # a listener never breaks what it watches
             log.exception("listener %r failed in %s", listener, method)
 
@@ -100,3 +110,9 @@ def effect(session: Any, key: str, outcome: Literal["ran", "replayed"]) -> None:
 def ended(session: Any, error: BaseException | None) -> None:
     """Tell every listener that a top-level request ended."""
     _tell("on_end", session, error)
+
+
+def saved(session: Any, committed: bool) -> None:
+    """Tell every listener that a store's save of ``session`` committed, or lost
+    compare-and-set (called by the stores, after the commit or the conflict)."""
+    _tell("on_saved", session, committed)
