@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -125,7 +125,7 @@ class OpenAIChatModel:
 
     async def _stream(
         self, httpx: Any, messages: list[ChatMessage], tools: list[ToolSchema]
-    ) -> AsyncIterator[ModelChunk]:
+    ) -> AsyncGenerator[ModelChunk, None]:
         url = f"{self.base_url}/chat/completions"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         payload = self._payload(messages, tools)
