@@ -14,6 +14,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._text import visible as _v
 from .errors import IntermissionError, _utc
 from .hitl import HITL
+from .hitl.expiry import decider
 from .hitl.graph import binding_deadline
 from .principals import label
 from .stores.base import SessionStore
@@ -77,8 +78,11 @@ def _decisions(s: Any) -> list[str]:
     next resume) and graph approvals."""
     lines: list[str] = []
 
-    def by(reviewer: str | None, time_ms: float | None, display: str | None = None) -> str:
-        who = label(reviewer, display) or "an unnamed reviewer"
+    def by(
+        reviewer: str | None, time_ms: float | None, display: str | None = None,
+        timed_out: bool = False,
+    ) -> str:  # fmt: skip
+        who = decider(reviewer, display, timed_out)  # (an expiry: "by the deadline")
         return f"by {who}" + (f" at {_utc(time_ms)}" if time_ms is not None else "")
 
     for e in s.events:
@@ -87,18 +91,19 @@ def _decisions(s: Any) -> list[str]:
             edited = " with edited arguments" if r.modified_args else ""
             note = f" — {r.comment}" if r.comment else ""
             lines.append(
-                f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms, r.display)}: "
-                f"{e.tool_name} ({e.call_uuid}){note}"
+                f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms, r.display, r.timed_out)}"
+                f": {e.tool_name} ({e.call_uuid}){note}"
             )
         elif e.kind == "approval_decided":
             why = "; ".join(x for x in (e.reason, e.comment) if x)
-            lines.append(f"{e.verdict} {by(e.reviewer, e.ts, e.display)}: the approval" + (
-                f" — {why}" if why else ""))  # fmt: skip
+            lines.append(f"{e.verdict} {by(e.reviewer, e.ts, e.display, e.timed_out)}: the "
+                         "approval" + (f" — {why}" if why else ""))  # fmt: skip
     for r in s.hitl.decisions.values():  # recorded, not applied yet
         edited = " with edited arguments" if r.modified_args else ""
         note = f" — {r.comment}" if r.comment else ""
+        who = by(r.reviewer, r.time_ms, r.display, r.timed_out)
         lines.append(
-            f"{r.verdict.upper()}{edited} {by(r.reviewer, r.time_ms, r.display)}: {r.tool_name} "
+            f"{r.verdict.upper()}{edited} {who}: {r.tool_name} "
             f"({r.call_uuid}){note} [recorded: the next resume applies it]"
         )
     return lines

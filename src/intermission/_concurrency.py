@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import concurrent.futures
 
 __all__ = ["BACKEND", "IN_BROWSER", "Backend", "EventLoop", "Job", "Threads", "Ticker",
-           "background", "every", "run_sync"]  # fmt: skip
+           "background", "every", "run_sync", "wind_down"]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -153,7 +153,10 @@ class Threads:
             loops, self._loops = self._loops, []
         for loop in loops:
             if not loop.is_running() and not loop.is_closed():
-                loop.close()
+                try:
+                    loop.run_until_complete(wind_down())
+                finally:
+                    loop.close()
 
     @staticmethod
     def _keeps_loop() -> bool:
@@ -201,6 +204,34 @@ class Threads:
 
     def every(self, seconds: float, fn: Callable[[], object], name: str) -> Ticker:
         return _ThreadTicker(seconds, fn, name)
+
+
+async def wind_down() -> None:
+    """What ``asyncio.run`` does before it closes its loop, for a loop kept open here (a
+    thread's cached loop, a stream's): run the close tasks the garbage collector scheduled
+    for async generators left unfinished (an HTTP client's body iterators, when a stream is
+    abandoned), cancel whatever else is left, close the generators still open. A loop
+    closed without it prints "Task was destroyed but it is pending!" at exit."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    here = asyncio.current_task()
+    for _ in range(_SETTLE_TURNS):  # (a close task needs a few turns, never a wait)
+        left = [task for task in asyncio.all_tasks(loop) if task is not here]
+        if not left:
+            break
+        await asyncio.sleep(0)
+    else:
+        for task in left:
+            task.cancel()
+        await asyncio.wait(left, timeout=1.0)
+        for task in left:
+            if task.done() and not task.cancelled():
+                task.exception()  # (retrieved: never "exception was never retrieved")
+    await loop.shutdown_asyncgens()
+
+
+_SETTLE_TURNS = 20
 
 
 # -- Pyodide: the event loop ---------------------------------------------------------------

@@ -512,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .otel.env import configure_from_env
 
         try:
-            configure_from_env()
+            configure_from_env(one_shot=args.command != "serve")  # (its exit: ≤ 2 s)
         except IntermissionError as exc:
             print(f"error: {_v(exc)}", file=sys.stderr)
             return 2

@@ -108,3 +108,24 @@ def test_http_error_becomes_an_abnormal_answer(server: str) -> None:
     model = OpenAIChatModel("m", base_url=server + "/missing", api_key="k")
     resp = ReActAgent.of(model).build().prompt("hi").session(InMemoryAgentSession.of("e")).call()
     assert resp.is_abnormal and "HTTP 404" in resp.content
+
+
+@pytest.mark.parametrize("mode", ["streamed", "whole", "abandoned"])
+def test_a_process_that_used_the_model_exits_without_asyncio_noise(mode: str) -> None:
+    # the streamed reply used to leave httpx's body iterators to the garbage collector,
+    # whose close task the event loop never ran: "Task was destroyed but it is pending!"
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("_openai_exit.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYTHONWARNINGS": "default"}
+    done = subprocess.run(
+        [sys.executable, str(script), mode], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    said = "abandoned" if mode == "abandoned" else "done: user 1001 deleted"
+    assert done.stdout.strip() == said
+    assert "Task was destroyed" not in done.stderr
+    assert done.stderr == ""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from .._compat import require
@@ -112,8 +113,11 @@ class OpenAIChatModel:
         """Stream the reply (or fetch it whole when ``stream=False``)."""
         httpx = require("httpx", "openai")
         try:
-            async for chunk in self._stream(httpx, messages, tools):
-                yield chunk
+            # closed here, on this loop: a generator left to the garbage collector is
+            # closed by a task the loop may never run ("Task was destroyed" at exit)
+            async with aclosing(self._stream(httpx, messages, tools)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         except httpx.TransportError as exc:  # refused, reset, timed out: worth retrying
             raise ModelCallError(
                 f"{type(exc).__name__} from {self.base_url}: {exc}", retryable=True
@@ -121,7 +125,7 @@ class OpenAIChatModel:
 
     async def _stream(
         self, httpx: Any, messages: list[ChatMessage], tools: list[ToolSchema]
-    ) -> AsyncIterator[ModelChunk]:
+    ) -> AsyncGenerator[ModelChunk, None]:
         url = f"{self.base_url}/chat/completions"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         payload = self._payload(messages, tools)
@@ -150,28 +154,34 @@ class OpenAIChatModel:
                 if resp.status_code >= 400:
                     body = (await resp.aread()).decode(errors="replace")
                     raise _status_error(resp.status_code, url, body)
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    usage = _usage(chunk) or usage  # (sent when stream_options ask for it)
-                    choices = chunk.get("choices") or []
-                    if not choices:
-                        continue
-                    delta = choices[0].get("delta") or {}
-                    if delta.get("content"):
-                        yield ModelChunk(text=delta["content"])
-                    for tc in delta.get("tool_calls") or []:
-                        slot = partial.setdefault(
-                            tc.get("index", 0), {"id": "", "name": "", "args": ""}
-                        )
-                        slot["id"] = tc.get("id") or slot["id"]
-                        fn = tc.get("function") or {}
-                        slot["name"] += fn.get("name") or ""
-                        slot["args"] += fn.get("arguments") or ""
+                done = False
+                # read to the body's end, [DONE] included: an iterator of httpx's left
+                # early leaves its inner ones to the garbage collector, whose close task
+                # the loop never runs ("Task was destroyed but it is pending!" at exit)
+                async with aclosing(resp.aiter_lines()) as lines:
+                    async for line in lines:
+                        if done or not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            done = True
+                            continue
+                        chunk = json.loads(data)
+                        usage = _usage(chunk) or usage  # (sent when stream_options ask for it)
+                        choices = chunk.get("choices") or []
+                        if not choices:
+                            continue
+                        delta = choices[0].get("delta") or {}
+                        if delta.get("content"):
+                            yield ModelChunk(text=delta["content"])
+                        for tc in delta.get("tool_calls") or []:
+                            slot = partial.setdefault(
+                                tc.get("index", 0), {"id": "", "name": "", "args": ""}
+                            )
+                            slot["id"] = tc.get("id") or slot["id"]
+                            fn = tc.get("function") or {}
+                            slot["name"] += fn.get("name") or ""
+                            slot["args"] += fn.get("arguments") or ""
             if partial or usage:
                 yield ModelChunk(
                     tool_calls=[

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .._concurrency import IN_BROWSER, run_sync
+from .._concurrency import IN_BROWSER, run_sync, wind_down
 from ..core.session import AgentSession
 from ..events import Event
 
@@ -264,6 +264,7 @@ class EventStream:
             self._closed = True
         if self._agen is not None:
             asyncio.run_coroutine_threadsafe(self._agen.aclose(), loop).result()
+        asyncio.run_coroutine_threadsafe(wind_down(), loop).result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()

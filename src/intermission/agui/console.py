@@ -253,7 +253,7 @@ async function refresh() {
     try {
       const t = await getJSON("/threads/" + encodeURIComponent(entry.item.threadId));
       const d = (t.decisions || []).find(x => x.interruptId === entry.item.interrupt.id);
-      const who = d && d.timedOut ? "nobody (timed out)" : d && d.display && d.display !== d.reviewer ? d.display + " (" + d.reviewer + ")" : (d && d.reviewer) || "an unnamed reviewer";
+      const who = d && d.timedOut ? "the deadline" : d && d.display && d.display !== d.reviewer ? d.display + " (" + d.reviewer + ")" : (d && d.reviewer) || "an unnamed reviewer";
       taken(entry, d ? "taken: " + (d.approved ? "approved" : "rejected") + " by " + who + " at " + when(d.timeMs)
                      : "no longer open", "meta");
     } catch (e) { taken(entry, "no longer open", "meta"); }

@@ -2,8 +2,9 @@
 (tracing: :mod:`intermission.otel`) registers itself.
 
 The core emits; it never knows who listens. Every event a run records, every action noted
-on a session, every effect the ledger returns or runs and every request's end pass through
-the functions here, and only when :data:`LISTENERS` is not empty: with nobody listening,
+on a session, every effect the ledger returns or runs, every request's end and every
+store save's outcome pass through the functions here, and only when :data:`LISTENERS` is
+not empty: with nobody listening,
 the cost is one falsy check at each of those points (and node events stay unbuilt, as
 they are without a stream). A listener that raises is logged and never stops a run.
 """
@@ -20,6 +21,7 @@ from .. import audit as _audit
 
 __all__ = [
     "LISTENERS", "Listener", "add", "effect", "ended", "event", "muted", "noted", "remove",
+    "saved",
 ]  # fmt: skip
 
 log = logging.getLogger("intermission.listeners")
@@ -42,6 +44,11 @@ class Listener(Protocol):
     def on_end(self, session: Any, error: BaseException | None) -> None:
         """A top-level request on ``session`` ended (``error``: it raised or was
         cancelled); called before the caller gets the result, so before any save."""
+
+    def on_saved(self, session: Any, committed: bool) -> None:
+        """A store's save of ``session`` committed (``committed``), or lost compare-and-set
+        (False: the store keeps another copy; what this one recorded since it was loaded
+        is not on record). Optional: a listener without it is not told."""
 
 
 LISTENERS: list[Listener] = []
@@ -78,8 +85,11 @@ def _tell(method: str, *args: Any) -> None:
     if _MUTED.get():
         return
     for listener in tuple(LISTENERS):
+        told = getattr(listener, method, None)
+        if told is None:  # (an optional method this listener does not have)
+            continue
         try:
-            getattr(listener, method)(*args)
+            told(*args)
         except Exception:  # a listener never breaks what it watches
             log.exception("listener %r failed in %s", listener, method)
 
@@ -111,3 +121,9 @@ def _on_note(session: Any, entry: Any) -> None:
 
 # the audit module is data below the core: it tells whoever registered of each noted entry
 _audit.NOTE_HOOKS.append(_on_note)
+
+
+def saved(session: Any, committed: bool) -> None:
+    """Tell every listener that a store's save of ``session`` committed, or lost
+    compare-and-set (called by the stores, after the commit or the conflict)."""
+    _tell("on_saved", session, committed)

@@ -8,6 +8,7 @@ import datetime as _dt
 from typing import Any
 
 from ..agents.request import AgentResponse
+from ..hitl.expiry import THE_DEADLINE, by_deadline
 from ..principals import label
 from ._html import esc, short_id
 
@@ -22,8 +23,8 @@ def who_html(
 ) -> str:
     """Who decided, as HTML: the decider (escaped), the deadline for a timeout, and the
     principals of a quorum."""
-    if timed_out:
-        return "<i>nobody: timed out</i>"
+    if by_deadline(name, timed_out):  # an expiry: the deadline decided, as every view says
+        return f"<i>{THE_DEADLINE}</i>"
     who = f"<b>{esc(label(name, display))}</b>" if name else "<i>no reviewer named</i>"
     names = [v.name for v in votes or ()]
     if len(names) > 1:

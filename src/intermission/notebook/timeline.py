@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..hitl.expiry import THE_DEADLINE, by_deadline
 from ._html import CELL, CSS, TABLE, badge, esc, id_html, pre_json
 from ._live import LiveDisplay
 
@@ -44,7 +45,10 @@ def _clock(ms: float) -> str:
 
 
 def _decision(d: Any) -> str:
-    who = f" by {esc(d.reviewer)}" if d.reviewer else " (no reviewer named)"
+    if by_deadline(d.reviewer, getattr(d, "timed_out", False)):
+        who = f" by {THE_DEADLINE}"  # an expiry (as every view names it)
+    else:
+        who = f" by {esc(d.reviewer)}" if d.reviewer else " (no reviewer named)"
     note = f" — {esc(d.comment)}" if d.comment else ""
     return f"<b>{esc(d.verdict)}</b>{who}{note}"
 

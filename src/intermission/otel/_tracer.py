@@ -7,13 +7,26 @@ events. Parallel branches run one node at a time, so their spans are siblings. A
 request's end whatever is still open ends (a node the pause stopped in says it did not
 complete), the pause is recorded, and the root's context is kept in the session for the
 next request to link to.
+
+A pause is traced only once it is on record. A session that belongs to a store (loaded
+from one, or saved once) is on record only when its next save commits: a stale copy that
+pauses, then loses compare-and-set, paused in nobody's record. So the root of such a
+request is held, ended at its own time but only once the store tells how the save ended
+(:func:`~intermission.core.listeners.saved`): with its pause events when it committed,
+without them (``intermission.session.saved`` false) when it lost or never happened.
+Decisions noted on such a copy outside a request wait for its save the same way. A
+session of no store (in memory, a notebook's) is traced at once, as before.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import time_ns
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -52,6 +65,43 @@ class _Request:
         return self.stack[-1].span if self.stack else self.root
 
 
+@dataclass(slots=True)
+class _Held:
+    """What waits for a store's copy of a session to be saved."""
+
+    root: Span | None = None
+    """A paused request's root, not ended yet."""
+    end_ns: int = 0
+    pause: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """The root's pause events, added only once the save committed."""
+    instants: list[Callable[[], None]] = field(default_factory=list)
+    """Spans of decisions noted on the copy outside a request, made once it committed."""
+    ref: Any = None
+    """The session (a weak reference)."""
+    gone: Any = None
+    """The finalizer that ends the held spans if the copy is dropped unsaved."""
+
+
+def _on_record_later(session: Any) -> bool:
+    """True for a store's copy (loaded, or saved once): what it records is on record only
+    once its next save commits (a session of no store is on record as it happens)."""
+    version = getattr(session, "store_version", 0)
+    return isinstance(version, int) and version > 0
+
+
+_LIVE: weakref.WeakSet[Tracing] = weakref.WeakSet()
+
+
+def _release_everywhere() -> None:
+    # registered when tracing is first imported, after the provider it exports to was
+    # made: at exit, this runs before that provider's last flush (atexit runs newest first)
+    for tracing in list(_LIVE):
+        tracing._release_all()
+
+
+atexit.register(_release_everywhere)
+
+
 class Tracing:
     """Spans for every request of this process (see :func:`intermission.otel.instrument`)."""
 
@@ -63,9 +113,12 @@ class Tracing:
         self._requests: dict[int, _Request] = {}
         """Requests in flight by their session object (two copies of one session, loaded
         twice and run at once, are two requests)."""
-        self._lock = threading.Lock()
+        self._held: dict[int, _Held] = {}
+        """Store copies' pauses and decisions waiting for their save, by session object."""
+        self._lock = threading.RLock()  # (a finalizer may run in a collection under it)
         self._retired = False
         """Switched off: only the requests in flight are followed, to their end."""
+        _LIVE.add(self)
 
     # -- the listener -------------------------------------------------------------------
     def on_event(self, session: Any, ev: Any) -> None:
@@ -103,7 +156,9 @@ class Tracing:
         if req is not None:
             req.top.add_event(name, attrs)
         else:
-            self._instant(session, name, attrs)
+            # a refusal changes nothing and is written to the trail at once; anything else
+            # noted outside a request is on record with the session's next save
+            self._instant(session, name, attrs, on_record=action == "decision.refused")
 
     def on_effect(self, session: Any, key: str, outcome: str) -> None:
         """The ledger ran an effect or returned its recorded result (the key stays here)."""
@@ -122,10 +177,8 @@ class Tracing:
         """The request ended: close its spans, record a pause, keep the root's context."""
         with self._lock:
             req = self._requests.pop(id(session), None)
-            done = self._retired and not self._requests
-        if done:
-            listeners.remove(self)  # switched off, and its last request in flight ended
         if req is None:
+            self._stop_if_idle()
             return
         failed = isinstance(error, Exception)
         while req.stack:
@@ -143,45 +196,120 @@ class Tracing:
             _fail(root, error)
         elif error is not None:
             root.set_attribute(A.CANCELLED, True)
+        pause: list[tuple[str, dict[str, Any]]] = []
         if not failed and getattr(session, "is_pending", False):
             pause_id = _pause.new_pause_id()
             attrs, interrupts = _pause.pause_record(session)
-            root.add_event(A.PAUSE_EVENT, {A.PAUSE_ID: pause_id, **attrs})
+            pause.append((A.PAUSE_EVENT, {A.PAUSE_ID: pause_id, **attrs}))
             if self.experimental:
                 reason = "human_input" if interrupts else "_OTHER"
                 common = {A.EXECUTION_ID: session.session_id, A.GEN_PAUSE_ID: pause_id}
-                root.add_event(A.PAUSED, {**common, A.GEN_PAUSE_REASON: reason})
+                pause.append((A.PAUSED, {**common, A.GEN_PAUSE_REASON: reason}))
                 checkpoint = _pause.checkpoint_id(session)
                 if checkpoint is not None:
-                    root.add_event(A.CHECKPOINTED, {**common, A.CHECKPOINT_ID: checkpoint})
-        _pause.write_record(session, root, status, pause_id)
+                    pause.append((A.CHECKPOINTED, {**common, A.CHECKPOINT_ID: checkpoint}))
+        _pause.write_record(session, root, status, pause_id)  # (saved with the session)
         self._unfocus(req)
-        root.end()
+        if pause and _on_record_later(session):
+            held = self._hold(session)
+            held.root, held.end_ns, held.pause = root, time_ns(), pause
+        else:
+            for name, attrs in pause:
+                root.add_event(name, attrs)
+            root.end()
+        self._stop_if_idle()
+
+    def on_saved(self, session: Any, committed: bool) -> None:
+        """A store's save of ``session`` committed, or lost: report what waited for it."""
+        with self._lock:
+            held = self._held.pop(id(session), None)
+        if held is not None:
+            held.gone.detach()
+            self._release(held, committed)
+        self._stop_if_idle()
 
     def retire(self) -> None:
-        """Switched off: start nothing new, follow the requests in flight to their end and
-        stop listening then (ending their spans now would leave the innermost one current
-        in the context each request runs in: a later span, of any session, would nest
-        under it)."""
+        """Switched off: start nothing new, follow the requests in flight to their end
+        (and the pauses held for a save to that save) and stop listening then (ending
+        their spans now would leave the innermost one current in the context each
+        request runs in: a later span, of any session, would nest under it)."""
         with self._lock:
             self._retired = True
-            idle = not self._requests
+        self._stop_if_idle()
+
+    def _stop_if_idle(self) -> None:
+        with self._lock:
+            idle = self._retired and not self._requests and not self._held
         if idle:
-            listeners.remove(self)
+            listeners.remove(self)  # switched off, and nothing of its is in flight
 
     def take_over(self, old: Tracing) -> None:
         """Follow ``old``'s requests in flight from now on (instrument() called again)."""
         listeners.remove(old)
         with old._lock:
             moved, old._requests = old._requests, {}
+            kept, old._held = old._held, {}
             old._retired = True
         with self._lock:
             for key, req in moved.items():
                 self._requests.setdefault(key, req)
+            for key, held in kept.items():
+                session = held.ref()
+                if session is not None and key not in self._held:
+                    held.gone.detach()  # (the old one's finalizer: now this one's)
+                    held.gone = weakref.finalize(session, self._dropped, key)
+                    self._held[key] = held
+
+    # -- what waits for a save ------------------------------------------------------------
+    def _hold(self, session: Any) -> _Held:
+        """What waits for ``session``'s next save (made on first use)."""
+        key = id(session)
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = _Held(ref=weakref.ref(session))
+                held.gone = weakref.finalize(session, self._dropped, key)
+        return held
+
+    def _release(self, held: _Held, on_record: bool) -> None:
+        """Report what waited: as on record (the save committed), or not (lost, never)."""
+        if on_record:
+            for make in held.instants:
+                make()
+        root = held.root
+        if root is None:
+            return
+        if on_record:
+            for name, attrs in held.pause:
+                root.add_event(name, attrs, timestamp=held.end_ns)
+        else:
+            root.set_attribute(A.SAVED, False)
+        root.end(end_time=held.end_ns)
+
+    def _dropped(self, key: int) -> None:
+        """A held copy was dropped without being saved: nothing of it is on record."""
+        with self._lock:
+            held = self._held.pop(key, None)
+        if held is not None:
+            self._release(held, False)
+        self._stop_if_idle()
+
+    def _release_all(self) -> None:
+        """At exit (before the provider's last flush): copies never saved are on no record."""
+        with self._lock:
+            everything, self._held = list(self._held.values()), {}
+        for held in everything:
+            held.gone.detach()
+            self._release(held, False)
 
     # -- requests -------------------------------------------------------------------------
     def _begin(self, session: Any, ev: Any, kind: str) -> _Request:
         """A top-level request: its root span, linked to where the session stood."""
+        with self._lock:
+            held = self._held.pop(id(session), None)
+        if held is not None:  # resumed from a pause this process holds, unsaved in between:
+            held.gone.detach()  # the pause it continues from is reported with it
+            self._release(held, True)
         sid = session.session_id
         if kind == "run_start":
             name = ev.agent
@@ -273,17 +401,29 @@ class Tracing:
                     attrs[key] = value
             self._instant(session, A.DECISION_RECORDED, attrs)
 
-    def _instant(self, session: Any, name: str, attrs: dict[str, Any]) -> None:
-        """A span that only carries an event, linked to where the session stood."""
+    def _instant(
+        self, session: Any, name: str, attrs: dict[str, Any], *, on_record: bool = False
+    ) -> None:
+        """A span that only carries an event, linked to where the session stood; on a
+        store's copy, made once its save committed (``on_record``: it is already)."""
         sid = getattr(session, "session_id", "")
         record = _pause.read_record(session)
         links = [_pause.link_to(record, "resume")] if record is not None else []
-        span = self.tracer.start_span(
-            name, kind=SpanKind.INTERNAL, links=links,
-            attributes={A.CONVERSATION: sid, **{k: v for k, v in attrs.items() if k != A.ACTION}},
-        )  # fmt: skip
-        span.add_event(name, attrs)
-        span.end()
+        at = time_ns()
+
+        def make() -> None:
+            span = self.tracer.start_span(
+                name, kind=SpanKind.INTERNAL, links=links, start_time=at,
+                attributes={A.CONVERSATION: sid,
+                            **{k: v for k, v in attrs.items() if k != A.ACTION}},
+            )  # fmt: skip
+            span.add_event(name, attrs, timestamp=at)
+            span.end(end_time=at)
+
+        if on_record or not _on_record_later(session):
+            make()
+        else:
+            self._hold(session).instants.append(make)
 
     # -- the stack ------------------------------------------------------------------------
     def _push(

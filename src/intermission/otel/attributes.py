@@ -48,6 +48,10 @@ evaluated again on its context)."""
 CANCELLED = "intermission.request.cancelled"
 ABNORMAL = "intermission.request.abnormal"
 STATUS = "intermission.session.status"
+SAVED = "intermission.session.saved"
+"""False on a paused request's root when the store never kept what it ran to: its save
+lost compare-and-set (a stale copy; the store keeps another) or never happened. Such a
+pause is not on record, so the root carries no pause event."""
 EFFECT_ID = "intermission.effect.id"
 EXECUTED = "intermission.tool.executed"
 """False when the call did not run here: a person rejected or skipped it, a preview

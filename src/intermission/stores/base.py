@@ -31,6 +31,7 @@ from ..errors import (
 from .lease import Leases
 from .listings import PendingPage, PendingSession, StuckSession, UnreadableSession
 from .rows import StoredRow, row_of
+from .told import telling
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -204,7 +205,8 @@ def claimed(
         yield session
         saving = True
         try:
-            store._final_save(session)
+            with telling(session, lost=(ConflictError, SessionBusyError)):
+                store._final_save(session)
         except (ConflictError, SessionBusyError) as exc:
             ran = what_ran(session, first_seq, ledger_before)
             raise LeaseLostError(session_id, store._holder(session_id), ran) from exc

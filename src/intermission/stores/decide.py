@@ -45,6 +45,7 @@ from ..errors import (
     _utc,
 )
 from ..hitl.api import deciding_as, deciding_for
+from ..hitl.expiry import THE_DEADLINE, by_deadline
 from ..hitl.refusals import write_refusal
 from ..hitl.timeouts import progress_of
 from ..principals import Actor, Principal, label
@@ -314,10 +315,14 @@ def _seen_since(
     for e in session.events:
         if e.kind == "hitl_decided" and e.seq >= seq:
             r = e.decision
-            who = "the deadline" if r.timed_out else label(r.reviewer, r.display)
+            who = THE_DEADLINE if by_deadline(r.reviewer, r.timed_out) else label(
+                r.reviewer, r.display
+            )  # fmt: skip
             seen.append(_Seen(e.call_uuid, r.verdict, r.modified_args, who, r.time_ms, e.ts))
         elif e.kind == "approval_decided":
-            who = "the deadline" if e.timed_out else label(e.reviewer, e.display)
+            who = THE_DEADLINE if by_deadline(e.reviewer, e.timed_out) else label(
+                e.reviewer, e.display
+            )  # fmt: skip
             graph.append((e.seq, None, _Seen("", e.verdict, None, who, e.ts, None)))
         elif e.kind in _RUNS:
             graph = [

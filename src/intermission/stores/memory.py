@@ -42,6 +42,7 @@ from .listings import pending_of
 from .outbox_memory import MemoryOutbox
 from .outbox_rules import derive
 from .rows import column_text, session_from
+from .told import telling
 
 __all__ = ["MemoryStore"]
 
@@ -129,7 +130,8 @@ class MemoryStore(StoreMethods):
     # -- saves -------------------------------------------------------------------------
     def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
-        return self._save(check_saved(session), release=False)
+        with telling(check_saved(session)):  # (tracing: a pause is on record from now)
+            return self._save(session, release=False)
 
     def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         row = row_of(session)

@@ -44,6 +44,7 @@ from .sql_claims import SQLClaims
 from .sql_listings import PENDING_SELECT, SQLListings
 from .sql_schema import MIGRATIONS, SCHEMA_VERSION
 from .sql_schema import SESSION_COLUMNS as _ROW
+from .told import telling
 
 __all__ = ["SCHEMA_VERSION", "SQLStore"]
 
@@ -186,7 +187,8 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     # -- saves -------------------------------------------------------------------------
     def save(self, session: InMemoryAgentSession) -> int:
         """Insert or compare-and-set update; returns the new version."""
-        return self._save(check_saved(session), release=False)
+        with telling(check_saved(session)):  # (tracing: a pause is on record from now)
+            return self._save(session, release=False)
 
     def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
         try:
