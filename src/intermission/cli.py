@@ -171,7 +171,8 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
 
 def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
     """Record what a person found about an effect of unknown outcome (under the claim), as
-    the OS user (``--reviewer``: a display name)."""
+    the OS user (``--reviewer``: a display name); an approved call's effect is judged by
+    its approval's policy, and forgetting it reopens that approval (R60)."""
     me = cli_actor(args.reviewer)
     if args.command == "resolve":
         try:

@@ -13,7 +13,7 @@ from .._check import shown
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
 from ..audit import AuditEntry, Via, by_hand, note
-from ..decisions import HITLState
+from ..decisions import EffectApproval, HITLState
 from ..errors import (
     EffectOutcomeUnknownError,
     NotSerializableError,
@@ -312,8 +312,9 @@ class InMemoryAgentSession:
         self.ledger[key] = entry
         return entry
 
-    def _ledger_start(self, key: str) -> LedgerEntry | None:
-        """The completed entry for ``key``, or None after recording ``started``."""
+    def _ledger_start(self, key: str, approval: EffectApproval | None = None) -> LedgerEntry | None:
+        """The completed entry for ``key``, or None after recording ``started`` (with the
+        ``approval`` that authorised this attempt, R60)."""
         check_effect_key(key)
         entry = self.ledger.get(key)
         if entry is not None and entry.status == "completed":
@@ -331,7 +332,7 @@ class InMemoryAgentSession:
             raise EffectOutcomeUnknownError(key, session_id=self.session_id)  # (our own crash)
         mine = LedgerEntry(
             status="started", started_ms=self.clock.now_ms(), attempt=new_attempt(),
-            by=self.session_id,
+            by=self.session_id, approval=approval,
         )  # fmt: skip
         stored = self._ledger_put(key, mine)
         # another session of the family (a fork) is running this very effect: wait for it
@@ -370,7 +371,7 @@ class InMemoryAgentSession:
             raise
         self._ledger_put(key, entry.completed(result, now))
 
-    def once(self, key: str, fn: Callable[[], T]) -> T:
+    def once(self, key: str, fn: Callable[[], T], *, approval: EffectApproval | None = None) -> T:
         """Run ``fn`` once per ``key`` for this session and record its result.
 
         Later calls return the recorded result without running ``fn``. The ledger marks the
@@ -379,9 +380,11 @@ class InMemoryAgentSession:
         result that is not is refused with NotSerializableError once the effect is
         recorded as completed). A stored session shares its ledger with every copy and
         fork: an effect one of them completed is returned here, not run again.
+        ``approval``: the approval that authorised the effect (agents pass the tool call's;
+        recorded with the start, it decides who may resolve an unknown outcome, R60).
         """
         _check.function("fn", fn)
-        done = self._ledger_start(key)
+        done = self._ledger_start(key, _approval(approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -396,10 +399,16 @@ class InMemoryAgentSession:
             listeners.effect(self, key, "ran")
         return result
 
-    async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+    async def once_async(
+        self,
+        key: str,
+        fn: Callable[[], Awaitable[T] | T],
+        *,
+        approval: EffectApproval | None = None,
+    ) -> T:
         """Async twin of :meth:`once` (``fn`` may be sync or async)."""
         _check.function("fn", fn)
-        done = self._ledger_start(key)
+        done = self._ledger_start(key, _approval(approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -487,3 +496,10 @@ class InMemoryAgentSession:
     def __repr__(self) -> str:
         state = f" pending={self._reason!r}" if self.is_pending else f" {self.status}"
         return f"<InMemoryAgentSession {self.session_id!r}{state}>"
+
+
+def _approval(approval: Any) -> EffectApproval | None:
+    """``approval`` checked: an EffectApproval, or None."""
+    if approval is not None and not isinstance(approval, EffectApproval):
+        raise UsageError(f"approval is an EffectApproval, not {type(approval).__name__}")
+    return approval

@@ -7,6 +7,12 @@ sessions; a person checks the external system and records what happened, under t
 session's claim, from Python (:func:`resolve_unknown_effect`), the CLI (``python -m
 intermission resolve|forget``) or the reviewer console. The session is then resumable: a
 resolved effect returns the recorded result, a forgotten one runs again.
+
+An effect a person approved (a gated tool call) is judged by that approval's policy
+(R60, see :mod:`intermission.hitl.unknown_outcome`): only a principal who could have
+approved it resolves or forgets it, and forgetting reopens the approval, so the effect
+runs again only after a fresh decision. A refusal changes nothing and is on the audit
+trail.
 """
 
 from __future__ import annotations
@@ -19,7 +25,16 @@ from .. import _check
 from .._json import check_json
 from ..audit import Via
 from ..core.session import InMemoryAgentSession
-from ..errors import NothingToResolveError, SessionNotFoundError, UsageError
+from ..errors import (
+    DecisionRefusedError,
+    EffectNotReopenableError,
+    NothingToResolveError,
+    SessionNotFoundError,
+    UsageError,
+)
+from ..hitl.refusals import write_refusal
+from ..hitl.unknown_outcome import judge_resolution, reopen_approval
+from ..principals import Actor, actor_of
 from .base import SessionStore, claim_token
 
 __all__ = ["RESOLVED_KEY", "resolve_unknown_effect"]
@@ -49,7 +64,10 @@ def resolve_unknown_effect(
 
     Who: ``principal`` (an authenticated :class:`~intermission.Principal`), else
     ``reviewer`` as asserted; audited as ``effect.resolved`` / ``effect.forgotten``
-    through ``via``."""
+    through ``via``. An approved effect is judged by the policy of the approval that
+    authorised it (ReviewerNotAllowedError, nothing changed, the refusal audited), and
+    ``forget`` reopens that approval (EffectNotReopenableError when the session no longer
+    holds it open)."""
     if not hasattr(store, "claim"):
         raise UsageError(f"resolve_unknown_effect takes a store, not {type(store).__name__}")
     _check.text("key", key)
@@ -61,17 +79,34 @@ def resolve_unknown_effect(
         raise UsageError("give either result= (the effect happened) or forget=True (it did not)")
     if not forget:
         check_json(f"result of effect {key!r}", result)
+    try:
+        return _resolve(store, session_id, key, result, forget, reviewer, via, principal)
+    except (DecisionRefusedError, EffectNotReopenableError) as exc:
+        write_refusal(store, session_id, exc)  # (the claim is released: nothing was saved)
+        raise
+
+
+def _resolve(
+    store: SessionStore, session_id: str, key: str, result: Any, forget: bool,
+    reviewer: str | None, via: Via, principal: Any,
+) -> InMemoryAgentSession:  # fmt: skip
     with store.claim(session_id) as s, ExitStack() as also:
         entry = s.ledger.get(key)
         if entry is None or entry.status != "started":
             raise NothingToResolveError(session_id, key, None if entry is None else entry.status)
+        if entry.approval is not None:  # judged by the approval that authorised it (R60)
+            actor = _actor(principal, reviewer, via)
+            judge_resolution(s, key, entry.approval, actor, "forget" if forget else "resolve")
+            if forget:
+                reopen_approval(s, key, entry.approval, actor)
         if entry.by is not None and entry.by != session_id:
             # a fork sharing the ledger started it: its claim's holder may be running it
             # right now (SessionBusyError), so its claim is held too while this is recorded
             also.enter_context(_held(store, entry.by))
         # audited with the ledger write itself (effect.resolved / effect.forgotten: who,
         # through which surface)
-        who = reviewer if principal is None else principal
+        # (a Principal passed in Python is vouched for by its caller, as in HITL.submit)
+        who = reviewer if principal is None else actor_of(principal, via=via, display=reviewer)
         if forget:
             s.forget_effect(key, principal=who, via=via)
         else:
@@ -87,6 +122,13 @@ def resolve_unknown_effect(
             record["display"] = display
         s.context.put(RESOLVED_KEY, [*(s.context.get(RESOLVED_KEY) or []), record])
     return s
+
+
+def _actor(principal: Any, reviewer: str | None, via: Via) -> Actor | None:
+    """Who resolves: the principal the surface vouches for, else the name as asserted."""
+    if principal is not None:
+        return actor_of(principal, via=via, display=reviewer)
+    return Actor(name=reviewer, via=via) if reviewer else None
 
 
 @contextmanager

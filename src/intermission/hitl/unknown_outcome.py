@@ -1,0 +1,151 @@
+"""Who may say what became of an approved effect of unknown outcome, and what forgetting
+it does to its approval (R60).
+
+An approved tool call records, with its effect's start in the ledger, the approval that
+authorised it (:class:`~intermission.decisions.EffectApproval`: the task's call UUID and
+its rules as they stood). When the process dies inside the effect, a person checks the
+external system and records what happened; that person is judged by the same rules:
+
+- ``resolve`` (it happened, with this result): one principal who could have approved the
+  call (its roles, named approvers, not the requester). One suffices even under a quorum:
+  the quorum guarded the decision to act, which was taken; what the act did is a fact one
+  accountable person checks, and the record names who said it.
+- ``forget`` (it did not happen): the same principal, and the approval is reopened: its
+  votes and decision on that call are voided (kept on the audit trail as voided), so the
+  effect runs again only after a fresh decision under its policy, quorum included.
+
+An effect nobody had to approve (a plain ``session.once``) is resolved by whoever the
+surface admits (the caller in Python, the OS user on the CLI, a signed-in principal on the
+console), and recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ..audit import AuditEntry, note
+from ..decisions import EffectApproval
+from ..errors import DecisionRefusedError, EffectNotReopenableError, ReviewerNotAllowedError
+from ..principals import Actor
+from .policy import Ask, judge
+from .refusals import refusal_entry
+
+__all__ = ["judge_resolution", "reopen_approval"]
+
+Action = Literal["resolve", "forget"]
+
+
+def judge_resolution(
+    session: Any, key: str, approval: EffectApproval, actor: Actor | None, action: Action
+) -> None:
+    """Refuse (ReviewerNotAllowedError, nothing changed; its audit entry on ``error.audit``)
+    ``actor``'s ``action`` on effect ``key`` unless the approval that authorised it
+    allows ``actor`` to decide."""
+    try:
+        _judge(session, approval, actor)
+    except DecisionRefusedError as exc:
+        exc.verdict = action
+        entry = refusal_entry(exc, actor, key, action)
+        exc.audit = entry.model_copy(  # type: ignore[attr-defined]
+            update={"detail": {**entry.detail, **_facts(approval)}}
+        )
+        raise
+
+
+def _judge(session: Any, approval: EffectApproval, actor: Actor | None) -> None:
+    sid = session.session_id
+    what = f"the outcome of tool call {approval.tool_name} ({approval.call_uuid})"
+    name = actor.name if actor is not None else None
+
+    def refused(message: str) -> None:
+        raise ReviewerNotAllowedError(
+            f"{message}; nothing was changed", rule="approvers", reviewer=name,
+            session_id=sid, call_uuid=approval.call_uuid,
+        )  # fmt: skip
+
+    if approval.approvers is not None and name not in approval.approvers:
+        refused(f"{name!r} may not decide {what} of session {sid!r}: its approvers are "
+                + ", ".join(approval.approvers))  # fmt: skip
+    if approval.approver_policy:
+        allowed = _approver_policy(session, approval)
+        if allowed is None:  # fail closed: who may decide is code of the agent, not here
+            refused(f"who may decide {what} of session {sid!r} is a policy of agent "
+                    f"{approval.agent!r}, which is not at hand: decide in Python with the "
+                    "agent (hitl.deciding_for(agent))")  # fmt: skip
+        else:
+            task = _task(session, approval)
+            if task is None or not allowed(name, task):
+                refused(f"{name!r} may not decide {what} of session {sid!r}")
+    if approval.policy is not None:
+        # the approval's rules as they stood: its deadline is over (the call was approved),
+        # not its roles; escalated, its escalation's roles may decide too
+        ask = Ask(
+            policy=approval.policy, requester=approval.requester,
+            escalated_ms=0.0 if approval.escalated else None, what=what,
+        )  # fmt: skip
+        judge(ask, actor, "approve", reason=None, now_ms=session.clock.now_ms(),
+              session_id=sid, call_uuid=approval.call_uuid)  # fmt: skip
+
+
+def _task(session: Any, approval: EffectApproval) -> Any:
+    return next((t for t in session.hitl.tasks if t.call_uuid == approval.call_uuid), None)
+
+
+def _approver_policy(session: Any, approval: EffectApproval) -> Any:
+    """The agent's callable approver policy for the approved call, when that agent is at
+    hand in this process (never a table of names, R49)."""
+    from .api import _approver_policy as policy_of
+    from .api import _holder
+
+    task = _task(session, approval)
+    if task is None:
+        return None
+    return policy_of(_holder(session, task, None), task)
+
+
+def reopen_approval(session: Any, key: str, approval: EffectApproval, actor: Actor | None) -> None:
+    """Reopen the approval that authorised effect ``key`` (being forgotten): its votes
+    and decision on that call are voided, so the session waits on it again (the voided
+    ones stay on the audit trail). EffectNotReopenableError (nothing changed) when the
+    session no longer holds that approval open."""
+    state = session.hitl
+    index = next((i for i, t in enumerate(state.tasks) if t.call_uuid == approval.call_uuid), None)
+    ran_by = getattr(session.ledger.get(key), "by", None)
+    ran_by = ran_by if ran_by not in (None, session.session_id) else None
+    if index is None or not session.is_pending or ran_by is not None:
+        # (a fork that ran it holds its own decision: reopening here would leave it armed)
+        error = EffectNotReopenableError(session.session_id, key, approval.call_uuid,
+                                         ran_by=ran_by)  # fmt: skip
+        entry = refusal_entry(error, actor, key, "forget")
+        error.audit = entry.model_copy(  # type: ignore[attr-defined]
+            update={"detail": {**entry.detail, **_facts(approval)}}
+        )
+        raise error
+    task = state.tasks[index]
+    decision = state.decisions.pop(approval.call_uuid, None)
+    state.tasks[index] = task.model_copy(update={"votes": []})
+    detail: dict[str, Any] = {"effect": key, **_facts(approval)}
+    if task.votes:
+        detail["voided_votes"] = [v.model_dump(mode="json") for v in task.votes]
+    if decision is not None:
+        detail["voided_decision"] = decision.model_dump(mode="json")
+    note(session, AuditEntry(
+        action="approval.reopened", actor=actor.name if actor is not None else None,
+        roles=list(actor.roles) if actor is not None else [],
+        via=actor.via if actor is not None else None,
+        authenticated=bool(actor is not None and actor.authenticated),
+        target=approval.call_uuid,
+        reason="its effect was forgotten (outcome unknown, found not done): the call runs "
+               "again only after a fresh decision under its policy",
+        detail=detail,
+    ))  # fmt: skip
+
+
+def _facts(approval: EffectApproval) -> dict[str, Any]:
+    """What an audit record says about the approval behind an effect."""
+    facts: dict[str, Any] = {"approval": approval.call_uuid, "tool": approval.tool_name}
+    if approval.policy is not None:
+        facts["policy"] = approval.policy.model_dump(mode="json")
+    if approval.approved_by:
+        facts["approved_by"] = list(approval.approved_by)
+    return facts
