@@ -36,6 +36,7 @@ from intermission import (
     ReviewerNotAllowedError,
     ScriptedModel,
     ToolCall,
+    UsageError,
     tool,
 )
 from intermission.agui.auth import hash_token
@@ -178,7 +179,7 @@ def test_outside_the_roles_the_cli_may_neither_forget_nor_resolve(
     store = open_store(where)
     try:
         s = store.load("s")
-        (task,) = HITL.pending_tasks(s)
+        (task,) = s.hitl.tasks  # (approved, its decision not applied: the run died)
         entry = s.ledger[key]
         # the link, recorded by intermission with the effect's start: the approved call
         assert entry.approval is not None and entry.approval.call_uuid == task.call_uuid
@@ -342,3 +343,30 @@ def test_an_effect_nobody_approved_is_resolved_by_whoever_the_surface_admits_and
             assert s.once("charge-1", lambda: "charged again") == "charged again"
     finally:
         store.close()
+
+
+def test_the_session_methods_are_no_side_door(where: str, tmp_path: Path) -> None:
+    """``session.forget_effect`` / ``resolve_effect`` (what the CLI and console call under
+    the claim) judge the same way; a loaded copy, whose ledger writes go to the store at
+    once but whose reopened approval nobody saves, may not forget an approved effect."""
+    world = tmp_path / "world"
+    key = crashed_inside_approved_tool(where, world)
+    store = open_store(where)
+    try:
+        before = store.load("s").to_json()
+        for action in (lambda s: s.forget_effect(key, principal=MALLORY),
+                       lambda s: s.resolve_effect(key, "made up", principal="ann")):  # fmt: skip
+            with pytest.raises(ReviewerNotAllowedError), store.claim("s") as s:
+                action(s)
+        with pytest.raises(UsageError, match="under the claim"):
+            store.load("s").forget_effect(key, principal=ANN)
+        assert store.load("s").to_json() == before
+        assert store.load("s").ledger[key].status == "started"
+        with store.claim("s") as s:
+            s.forget_effect(key, principal=ANN, via="api")
+        (task,) = HITL.pending_tasks(store.load("s"))  # open again, undecided
+        assert task.votes == [] and HITL.get_decision(store.load("s"), task.call_uuid) is None
+    finally:
+        store.close()
+    assert _run(where, world, 1, "again").returncode == 0
+    assert paid(world) == 1

@@ -508,7 +508,14 @@ class ReActAgent(AgentBase):
                 if approval is None:
                     return str(await once(key, run)), None
                 return str(await once(key, run, approval=approval)), None
-            outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
+            approval = ex.meta.get("approval")
+            if approval is not None and getattr(t, "ledgered", False):  # (an MCP tool, R60)
+                invoke: Any = t.invoke  # (a tool that ledgers its own calls takes approval=)
+                outcome = await invoke(
+                    ex.args, session, ex.call_uuid, effect_id=effect_id, approval=approval
+                )
+            else:
+                outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
             return observation_text(outcome), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"

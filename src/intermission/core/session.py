@@ -442,6 +442,7 @@ class InMemoryAgentSession:
         check_effect_key(key)
         check_json(f"result of effect {shown(key)}", result)
         who = by_hand("effect.resolved", key, principal, via=via, roles=roles, reason=reason)
+        _under_approval(self, key, principal, via, "resolve")
         entry = self.ledger.get(key) or LedgerEntry(
             status="started", started_ms=0.0, attempt=new_attempt()
         )
@@ -466,6 +467,7 @@ class InMemoryAgentSession:
         entry = self.ledger.get(key)
         if entry is None:
             return
+        _under_approval(self, key, principal, via, "forget")
         forgotten = entry.model_copy(
             update={"status": "failed", "error": FORGOTTEN, "ended_ms": self.clock.now_ms()}
         )
@@ -503,3 +505,11 @@ def _approval(approval: Any) -> EffectApproval | None:
     if approval is not None and not isinstance(approval, EffectApproval):
         raise UsageError(f"approval is an EffectApproval, not {type(approval).__name__}")
     return approval
+
+
+def _under_approval(session: Any, key: str, principal: Any, via: Any, action: Any) -> None:
+    """An approved effect is resolved or forgotten under its approval's policy, and
+    forgetting it reopens that approval (R60; see intermission.hitl.unknown_outcome)."""
+    from ..hitl.unknown_outcome import by_hand_under_approval
+
+    by_hand_under_approval(session, key, principal, via, action)

@@ -25,14 +25,53 @@ from typing import Any, Literal
 
 from ..audit import AuditEntry, note
 from ..decisions import EffectApproval
-from ..errors import DecisionRefusedError, EffectNotReopenableError, ReviewerNotAllowedError
-from ..principals import Actor
+from ..errors import (
+    DecisionRefusedError,
+    EffectNotReopenableError,
+    ReviewerNotAllowedError,
+    UsageError,
+)
+from ..principals import Actor, actor_of
 from .policy import Ask, judge
 from .refusals import refusal_entry
 
-__all__ = ["judge_resolution", "reopen_approval"]
+__all__ = ["by_hand_under_approval", "judge_resolution", "reopen_approval"]
 
 Action = Literal["resolve", "forget"]
+
+
+def by_hand_under_approval(
+    session: Any, key: str, principal: Any, via: Any, action: Action
+) -> None:
+    """What ``session.resolve_effect`` / ``forget_effect`` check first: when effect ``key``
+    was authorised by an approval, ``principal`` (an Actor, a Principal the caller vouches
+    for, or a name as asserted) must be one that approval's policy allows; forgetting it
+    reopens the approval, which only a claimed session (or one with no store) can keep —
+    a loaded copy would write the ledger at once and leave the decision armed."""
+    entry = session.ledger.get(key)
+    approval = getattr(entry, "approval", None)
+    if approval is None:
+        return  # nobody had to approve it: whoever the surface admits, recorded
+    actor = _as_actor(principal, via)
+    judge_resolution(session, key, approval, actor, action)
+    if action == "forget":
+        if session.ledger_hook is not None and session.claim_token is None:
+            raise UsageError(
+                f"effect {key!r} was approved: forgetting it reopens its approval, which is "
+                "saved with the session: forget it under the claim (with store.claim(id) as "
+                "s: ..., or resolve_unknown_effect(store, id, key, forget=True, principal=...))"
+            )
+        reopen_approval(session, key, approval, actor)
+
+
+def _as_actor(principal: Any, via: Any) -> Actor | None:
+    """Who acts by hand: an Actor as it is, a Principal as vouched for by the caller, a
+    name as asserted."""
+    if principal is None or isinstance(principal, Actor):
+        return principal
+    if isinstance(principal, str):
+        return Actor(name=principal, via=via or "api")
+    return actor_of(principal, via=via or "api")
 
 
 def judge_resolution(

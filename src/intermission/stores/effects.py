@@ -33,8 +33,7 @@ from ..errors import (
     UsageError,
 )
 from ..hitl.refusals import write_refusal
-from ..hitl.unknown_outcome import judge_resolution, reopen_approval
-from ..principals import Actor, actor_of
+from ..principals import actor_of
 from .base import SessionStore, claim_token
 
 __all__ = ["RESOLVED_KEY", "resolve_unknown_effect"]
@@ -94,17 +93,13 @@ def _resolve(
         entry = s.ledger.get(key)
         if entry is None or entry.status != "started":
             raise NothingToResolveError(session_id, key, None if entry is None else entry.status)
-        if entry.approval is not None:  # judged by the approval that authorised it (R60)
-            actor = _actor(principal, reviewer, via)
-            judge_resolution(s, key, entry.approval, actor, "forget" if forget else "resolve")
-            if forget:
-                reopen_approval(s, key, entry.approval, actor)
         if entry.by is not None and entry.by != session_id:
             # a fork sharing the ledger started it: its claim's holder may be running it
             # right now (SessionBusyError), so its claim is held too while this is recorded
             also.enter_context(_held(store, entry.by))
         # audited with the ledger write itself (effect.resolved / effect.forgotten: who,
-        # through which surface)
+        # through which surface); an approved effect is judged by its approval's policy
+        # there, and forgetting it reopens that approval (R60)
         # (a Principal passed in Python is vouched for by its caller, as in HITL.submit)
         who = reviewer if principal is None else actor_of(principal, via=via, display=reviewer)
         if forget:
@@ -122,13 +117,6 @@ def _resolve(
             record["display"] = display
         s.context.put(RESOLVED_KEY, [*(s.context.get(RESOLVED_KEY) or []), record])
     return s
-
-
-def _actor(principal: Any, reviewer: str | None, via: Via) -> Actor | None:
-    """Who resolves: the principal the surface vouches for, else the name as asserted."""
-    if principal is not None:
-        return actor_of(principal, via=via, display=reviewer)
-    return Actor(name=reviewer, via=via) if reviewer else None
 
 
 @contextmanager
