@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     adopt(resume)
     # (R60) an approved effect is judged by the approval that authorised it
     judged = (
-        "; an approved tool call's effect takes a principal its approval's policy "
-        "allows (roles, approvers, not the requester)"
+        "; an approved effect (a tool call's, or a graph node's after its approval) takes "
+        "a principal its approval's policy allows (roles, approvers, not the requester)"
     )
     resolve = add("resolve", "record that an effect of unknown outcome did happen" + judged)
     resolve.add_argument("session_id", metavar="SESSION", help="the session's id")

@@ -186,6 +186,8 @@ def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
         s = resolve_unknown_effect(store, args.session_id, args.key, forget=True,
                                    reviewer=args.reviewer, via="cli", principal=me)  # fmt: skip
         what = "forgotten: its next run runs it again"
+        if s.ledger[args.key].approval is not None:  # its approval was reopened (R60)
+            what = "forgotten: its approval is open again, it runs only after a fresh decision"
     print(f"effect {_v(args.key)} of session {_v(s.session_id)} {what} ({s.status})")
     if s.status in ("pending", "paused", "failed"):
         sid, at = _v(shlex.quote(s.session_id)), _v(shlex.quote(args.store))

@@ -172,12 +172,27 @@ class EffectApproval(Model):
     ledger entry when the approved call starts (R60): the tool call it approved
     (``call_uuid``, the task's id in the session) and that approval's rules as they stood
     then. Whoever says what became of the effect when its outcome is unknown (resolve,
-    forget) is judged by these rules, never by a name a model or a client hands over."""
+    forget) is judged by these rules, never by a name a model or a client hands over.
+
+    A graph approval (``open_approval`` / ``decide_graph``) that let a flow-graph run go on
+    to the node starting the effect is linked the same way: ``call_uuid`` is then its
+    decision key (``approval.decision``), ``graph_keys`` its context keys and
+    ``decided_ms`` the time of the decision, so that forgetting the effect voids that very
+    decision and no later one."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
     call_uuid: str
-    tool_name: str
+    tool_name: str | None = Field(default=None, exclude_if=_none)
+    """The approved tool (None for a graph approval)."""
+    graph_keys: dict[str, str] | None = Field(default=None, exclude_if=_none)
+    """A graph approval's context keys (its ApprovalKeys); None for a tool call's."""
+    decided_ms: float | None = Field(default=None, exclude_if=_none)
+    """When the graph approval was decided (its ``time`` key; None if none was written)."""
+    node: str | None = Field(default=None, exclude_if=_none)
+    """The graph node that asked for the approval (``open_approval`` ran there in the run
+    that started the effect); forgetting the effect reopens the approval only while the
+    stored run stands on that node, so the node asks again before the effect reruns."""
     agent: str | None = Field(default=None, exclude_if=_none)
     policy: ApprovalPolicy | None = Field(default=None, exclude_if=_none)
     approvers: list[str] | None = Field(default=None, exclude_if=_none)

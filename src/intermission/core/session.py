@@ -6,7 +6,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .. import _check
 from .._check import shown
@@ -25,7 +25,7 @@ from ..messages import ChatMessage
 from ..principals import Actor
 from . import listeners
 from .agent_state import claim
-from .context import FlowContext
+from .context import GRAPH_RUNNING, FlowContext
 from .events_log import EventLog
 from .history import Checkpoint, History
 from .ledger import (
@@ -39,6 +39,9 @@ from .ledger import (
 )
 from .listeners import LISTENERS
 from .session_status import SessionStatus
+
+if TYPE_CHECKING:
+    from ..hitl.graph import ApprovalKeys
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
 
@@ -330,6 +333,8 @@ class InMemoryAgentSession:
             return skipped
         if entry is not None and entry.status == "started" and entry.by in (None, self.session_id):
             raise EffectOutcomeUnknownError(key, session_id=self.session_id)  # (our own crash)
+        if approval is None and self.context.attrs.get(GRAPH_RUNNING):
+            approval = _graph_link(self)  # a graph approval let the run get here (R60)
         mine = LedgerEntry(
             status="started", started_ms=self.clock.now_ms(), attempt=new_attempt(),
             by=self.session_id, approval=approval,
@@ -371,7 +376,13 @@ class InMemoryAgentSession:
             raise
         self._ledger_put(key, entry.completed(result, now))
 
-    def once(self, key: str, fn: Callable[[], T], *, approval: EffectApproval | None = None) -> T:
+    def once(
+        self,
+        key: str,
+        fn: Callable[[], T],
+        *,
+        approval: EffectApproval | ApprovalKeys | None = None,
+    ) -> T:
         """Run ``fn`` once per ``key`` for this session and record its result.
 
         Later calls return the recorded result without running ``fn``. The ledger marks the
@@ -382,9 +393,12 @@ class InMemoryAgentSession:
         fork: an effect one of them completed is returned here, not run again.
         ``approval``: the approval that authorised the effect (agents pass the tool call's;
         recorded with the start, it decides who may resolve an unknown outcome, R60).
+        Inside a flow graph the session's graph approval, decided ``APPROVE`` for this
+        request, is linked without it; ``approval=ApprovalKeys(...)`` names another graph
+        approval's keys, and then the effect runs only if that one holds ``APPROVE``.
         """
         _check.function("fn", fn)
-        done = self._ledger_start(key, _approval(approval))
+        done = self._ledger_start(key, _approval(self, key, approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -404,11 +418,11 @@ class InMemoryAgentSession:
         key: str,
         fn: Callable[[], Awaitable[T] | T],
         *,
-        approval: EffectApproval | None = None,
+        approval: EffectApproval | ApprovalKeys | None = None,
     ) -> T:
         """Async twin of :meth:`once` (``fn`` may be sync or async)."""
         _check.function("fn", fn)
-        done = self._ledger_start(key, _approval(approval))
+        done = self._ledger_start(key, _approval(self, key, approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -500,11 +514,36 @@ class InMemoryAgentSession:
         return f"<InMemoryAgentSession {self.session_id!r}{state}>"
 
 
-def _approval(approval: Any) -> EffectApproval | None:
-    """``approval`` checked: an EffectApproval, or None."""
-    if approval is not None and not isinstance(approval, EffectApproval):
-        raise UsageError(f"approval is an EffectApproval, not {type(approval).__name__}")
-    return approval
+def _approval(session: Any, key: str, approval: Any) -> EffectApproval | None:
+    """``approval`` checked: an EffectApproval, or None; the ApprovalKeys of a graph
+    approval: the link minted from what the session holds under them, which must be an
+    ``APPROVE`` (else UsageError, and the effect does not run)."""
+    if approval is None or isinstance(approval, EffectApproval):
+        return approval
+    from ..hitl.graph import ApprovalKeys
+
+    if not isinstance(approval, ApprovalKeys):
+        raise UsageError(
+            f"approval is an EffectApproval or a graph approval's ApprovalKeys, not "
+            f"{type(approval).__name__}"
+        )
+    done = session.ledger.get(key)
+    if done is not None and done.status == "completed":
+        return None  # (replayed: nothing starts)
+    link = _graph_link(session, approval)
+    if link is None:
+        raise UsageError(
+            f"effect {key!r} is declared as authorised by the graph approval at "
+            f"{approval.decision!r}, which holds no approval of this request: decide it "
+            "(approve) before the node runs the effect"
+        )
+    return link
+
+
+def _graph_link(session: Any, keys: Any = None) -> EffectApproval | None:
+    from ..hitl.unknown_outcome import graph_link
+
+    return graph_link(session, keys)
 
 
 def _under_approval(session: Any, key: str, principal: Any, via: Any, action: Any) -> None:

@@ -14,16 +14,26 @@ external system and records what happened; that person is judged by the same rul
   votes and decision on that call are voided (kept on the audit trail as voided), so the
   effect runs again only after a fresh decision under its policy, quorum included.
 
-An effect nobody had to approve (a plain ``session.once``) is resolved by whoever the
-surface admits (the caller in Python, the OS user on the CLI, a signed-in principal on the
-console), and recorded.
+A graph approval authorises the effects of the nodes after it in the same way: when an
+effect starts while a flow graph runs, its entry records :func:`graph_link` — the
+session's graph approval (the keys ``open_approval`` recorded, else the defaults) when it
+holds ``APPROVE`` for the request under way, with its policy, requester, who approved and
+the node that asked. Forgetting such an effect voids that decision (and its votes) while
+the stored run still stands on that node, so the node asks again and the effect reruns
+only after a fresh decision under the same policy.
+
+An effect nobody had to approve (a plain ``session.once`` outside a graph, or before any
+approval) is resolved by whoever the surface admits (the caller in Python, the OS user on
+the CLI, a signed-in principal on the console), and recorded.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Literal
 
 from ..audit import AuditEntry, note
+from ..core.context import GRAPH_RUNNING
 from ..decisions import EffectApproval
 from ..errors import (
     DecisionRefusedError,
@@ -32,10 +42,11 @@ from ..errors import (
     UsageError,
 )
 from ..principals import Actor, actor_of
+from .graph import APPROVAL_NODES, ApprovalKeys, checked_keys, graph_ask, keys_of
 from .policy import Ask, judge
 from .refusals import refusal_entry
 
-__all__ = ["by_hand_under_approval", "judge_resolution", "reopen_approval"]
+__all__ = ["by_hand_under_approval", "graph_link", "judge_resolution", "reopen_approval"]
 
 Action = Literal["resolve", "forget"]
 
@@ -91,9 +102,51 @@ def judge_resolution(
         raise
 
 
+def graph_link(session: Any, keys: ApprovalKeys | None = None) -> EffectApproval | None:
+    """The graph approval that authorises an effect starting now (R60), minted from what
+    the session holds, or None: ``keys`` (default: the keys the session's approval node
+    recorded, else :class:`ApprovalKeys`'s) must hold ``APPROVE`` decided for the request
+    under way (``asked_in``, when recorded, is this request's run). Without ``keys``, only
+    while a flow graph runs on the session's context."""
+    ctx = getattr(session, "context", None)
+    attrs = getattr(ctx, "attrs", None)
+    if ctx is None or attrs is None or (keys is None and not attrs.get(GRAPH_RUNNING)):
+        return None
+    keys = checked_keys(keys) if keys is not None else keys_of(session.hitl.approval_keys)
+    keys = keys or ApprovalKeys()
+    if ctx.get(keys.decision) != "APPROVE":
+        return None
+    trace = attrs.get("team_trace")
+    run_id = getattr(trace, "run_id", None)
+    asked = ctx.get(keys.asked_in)
+    if run_id and asked is not None and asked != run_id:
+        return None  # an earlier request's decision: not what let this one go on
+    ask = graph_ask(session, keys)
+    names = [v.name for v in ask.votes if v.verdict == "approve"] if ask is not None else []
+    operator = ctx.get(keys.operator)
+    if not names and isinstance(operator, str):
+        names = [operator]
+    time = ctx.get(keys.time)
+    decided = float(time) if isinstance(time, (int, float)) and not isinstance(time, bool) else None
+    return EffectApproval(
+        call_uuid=keys.decision, graph_keys=asdict(keys), agent=session.agent,
+        policy=ask.policy if ask is not None else None,
+        requester=ask.requester if ask is not None else None,
+        escalated=ask is not None and ask.escalated_ms is not None,
+        approved_by=names, decided_ms=decided,
+        node=(attrs.get(APPROVAL_NODES) or {}).get(keys.decision),
+    )  # fmt: skip
+
+
+def _what(approval: EffectApproval) -> str:
+    if approval.graph_keys is not None:
+        return f"the outcome of the effect approved at {approval.call_uuid}"
+    return f"the outcome of tool call {approval.tool_name} ({approval.call_uuid})"
+
+
 def _judge(session: Any, approval: EffectApproval, actor: Actor | None) -> None:
     sid = session.session_id
-    what = f"the outcome of tool call {approval.tool_name} ({approval.call_uuid})"
+    what = _what(approval)
     name = actor.name if actor is not None else None
 
     def refused(message: str) -> None:
@@ -148,18 +201,15 @@ def reopen_approval(session: Any, key: str, approval: EffectApproval, actor: Act
     ones stay on the audit trail). EffectNotReopenableError (nothing changed) when the
     session no longer holds that approval open."""
     state = session.hitl
-    index = next((i for i, t in enumerate(state.tasks) if t.call_uuid == approval.call_uuid), None)
     ran_by = getattr(session.ledger.get(key), "by", None)
     ran_by = ran_by if ran_by not in (None, session.session_id) else None
+    if approval.graph_keys is not None:
+        _reopen_graph(session, key, approval, actor, ran_by)
+        return
+    index = next((i for i, t in enumerate(state.tasks) if t.call_uuid == approval.call_uuid), None)
     if index is None or not session.is_pending or ran_by is not None:
         # (a fork that ran it holds its own decision: reopening here would leave it armed)
-        error = EffectNotReopenableError(session.session_id, key, approval.call_uuid,
-                                         ran_by=ran_by)  # fmt: skip
-        entry = refusal_entry(error, actor, key, "forget")
-        error.audit = entry.model_copy(  # type: ignore[attr-defined]
-            update={"detail": {**entry.detail, **_facts(approval)}}
-        )
-        raise error
+        _not_reopenable(session, key, approval, actor, ran_by)
     task = state.tasks[index]
     decision = state.decisions.pop(approval.call_uuid, None)
     state.tasks[index] = task.model_copy(update={"votes": []})
@@ -180,9 +230,68 @@ def reopen_approval(session: Any, key: str, approval: EffectApproval, actor: Act
     ))  # fmt: skip
 
 
+def _not_reopenable(
+    session: Any, key: str, approval: EffectApproval, actor: Actor | None, ran_by: str | None
+) -> None:
+    error = EffectNotReopenableError(session.session_id, key, approval.call_uuid,
+                                     ran_by=ran_by)  # fmt: skip
+    entry = refusal_entry(error, actor, key, "forget")
+    error.audit = entry.model_copy(  # type: ignore[attr-defined]
+        update={"detail": {**entry.detail, **_facts(approval)}}
+    )
+    raise error
+
+
+def _reopen_graph(
+    session: Any, key: str, approval: EffectApproval, actor: Actor | None, ran_by: str | None
+) -> None:
+    """Void the graph approval's decision that authorised effect ``key`` — only while the
+    stored run stands on the node that asked for it, that decision still recorded: the
+    node then asks again before anything after it (the effect) runs."""
+    keys = keys_of(approval.graph_keys) or ApprovalKeys()
+    ctx = session.context
+    time = ctx.get(keys.time)
+    decided = float(time) if isinstance(time, (int, float)) and not isinstance(time, bool) else None
+    same = ctx.get(keys.decision) == "APPROVE" and decided == approval.decided_ms
+    there = approval.node is not None and approval.node in _positions(ctx.trace.graphs.values())
+    if not (session.is_pending and not session.hitl.tasks and same and there) or ran_by:
+        _not_reopenable(session, key, approval, actor, ran_by)
+    voided: dict[str, Any] = {}
+    for name in (keys.decision, keys.operator, keys.time, keys.reason, keys.comment, keys.by,
+                 keys.votes):  # fmt: skip
+        value = ctx.remove(name)
+        if value is not None:
+            voided[name] = value
+    detail: dict[str, Any] = {"effect": key, **_facts(approval), "voided_decision": voided}
+    note(session, AuditEntry(
+        action="approval.reopened", actor=actor.name if actor is not None else None,
+        roles=list(actor.roles) if actor is not None else [],
+        via=actor.via if actor is not None else None,
+        authenticated=bool(actor is not None and actor.authenticated),
+        target=approval.call_uuid,
+        reason="its effect was forgotten (outcome unknown, found not done): the approval "
+               f"node {approval.node!r} asks again, and the effect runs only after a fresh "
+               "decision under its policy",
+        detail=detail,
+    ))  # fmt: skip
+
+
+def _positions(runs: Any) -> set[str]:
+    """Every node a recorded graph run (its subgraphs too) stands on."""
+    found: set[str] = set()
+    for run in runs:
+        found.update(run.tokens)
+        found |= _positions(run.children.values())
+    return found
+
+
 def _facts(approval: EffectApproval) -> dict[str, Any]:
     """What an audit record says about the approval behind an effect."""
-    facts: dict[str, Any] = {"approval": approval.call_uuid, "tool": approval.tool_name}
+    facts: dict[str, Any] = {"approval": approval.call_uuid}
+    if approval.tool_name is not None:
+        facts["tool"] = approval.tool_name
+    if approval.node is not None:
+        facts["node"] = approval.node
     if approval.policy is not None:
         facts["policy"] = approval.policy.model_dump(mode="json")
     if approval.approved_by:

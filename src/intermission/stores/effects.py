@@ -8,7 +8,8 @@ session's claim, from Python (:func:`resolve_unknown_effect`), the CLI (``python
 intermission resolve|forget``) or the reviewer console. The session is then resumable: a
 resolved effect returns the recorded result, a forgotten one runs again.
 
-An effect a person approved (a gated tool call) is judged by that approval's policy
+An effect a person approved (a gated tool call, or a graph node's effect after the
+graph's approval) is judged by that approval's policy
 (R60, see :mod:`intermission.hitl.unknown_outcome`): only a principal who could have
 approved it resolves or forgets it, and forgetting reopens the approval, so the effect
 runs again only after a fresh decision. A refusal changes nothing and is on the audit
