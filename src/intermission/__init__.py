@@ -60,7 +60,14 @@ if TYPE_CHECKING:
         SessionSnapshot,
         SessionStatus,
     )
-    from .decisions import DecisionRecord, HITLDecision, HITLState, HITLTask, Vote
+    from .decisions import (
+        DecisionRecord,
+        EffectApproval,
+        HITLDecision,
+        HITLState,
+        HITLTask,
+        Vote,
+    )
     from .errors import (
         AgentMismatchError,
         AmbiguousTaskError,
@@ -71,6 +78,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DeliveryRefusedError,
         DeliveryUnreachableError,
+        EffectNotReopenableError,
         EffectOutcomeUnknownError,
         FlowRuntimeError,
         GraphDefinitionError,
@@ -176,6 +184,8 @@ _WHERE: dict[str, str] = {
     "DecisionRecord": ".decisions",
     "DecisionRefusedError": ".errors",
     "END": ".core",
+    "EffectApproval": ".decisions",
+    "EffectNotReopenableError": ".errors",
     "EffectOutcomeUnknownError": ".errors",
     "Escalate": ".policies",
     "Event": ".events",
@@ -330,6 +340,8 @@ __all__ = [
     "DeliveryError",
     "DeliveryRefusedError",
     "DeliveryUnreachableError",
+    "EffectApproval",
+    "EffectNotReopenableError",
     "EffectOutcomeUnknownError",
     "Escalate",
     "Event",

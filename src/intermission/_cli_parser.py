@@ -150,13 +150,23 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("session_id", metavar="SESSION", help="the session's id")
     wait(resume)
     adopt(resume)
-    resolve = add("resolve", "record that an effect of unknown outcome did happen")
+    # (R60) an approved effect is judged by the approval that authorised it
+    judged = (
+        "; an approved effect (a tool call's, or a graph node's after its approval) takes "
+        "a principal its approval's policy allows (roles, approvers, not the requester)"
+    )
+    resolve = add("resolve", "record that an effect of unknown outcome did happen" + judged)
     resolve.add_argument("session_id", metavar="SESSION", help="the session's id")
     resolve.add_argument("key", help="the effect's key (see pending or show)")
     resolve.add_argument("--result", required=True, help="its result, as JSON")
     checked = "a display name of who checked the external system (who records it is your OS user)"
     resolve.add_argument("--reviewer", help=checked)
-    forget = add("forget", "record that an effect of unknown outcome did not happen")
+    forget = add(
+        "forget",
+        "record that an effect of unknown outcome did not happen"
+        + judged
+        + ", and reopens that approval: it runs again only after a fresh decision",
+    )
     forget.add_argument("session_id", metavar="SESSION", help="the session's id")
     forget.add_argument("key", help="the effect's key (see pending or show)")
     forget.add_argument("--reviewer", help=checked)

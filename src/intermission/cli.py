@@ -207,7 +207,9 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
 
 def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
     """Record what a person found about an effect of unknown outcome (under the claim), as
-    the OS user (``--reviewer``: a display name)."""
+    the OS user as ``--auth`` maps it (``--reviewer``: a display name); an approved
+    effect is judged by its approval's policy, and forgetting it reopens that approval
+    (R60)."""
     me = cli_actor(args.reviewer, args)
     if args.command == "resolve":
         try:
@@ -221,6 +223,8 @@ def cmd_resolve(args: argparse.Namespace, store: SessionStore) -> None:
         s = resolve_unknown_effect(store, args.session_id, args.key, forget=True,
                                    reviewer=args.reviewer, via="cli", principal=me)  # fmt: skip
         what = "forgotten: its next run runs it again"
+        if s.ledger[args.key].approval is not None:  # its approval was reopened (R60)
+            what = "forgotten: its approval is open again, it runs only after a fresh decision"
     print(f"effect {_v(args.key)} of session {_v(s.session_id)} {what} ({s.status})")
     if s.status in ("pending", "paused", "failed"):
         sid, at = _v(shlex.quote(s.session_id)), _v(store_option(args.store))

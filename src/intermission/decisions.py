@@ -16,6 +16,7 @@ from .principals import Actor, Via
 
 __all__ = [
     "DecisionRecord",
+    "EffectApproval",
     "HITLDecision",
     "HITLState",
     "HITLTask",
@@ -166,6 +167,57 @@ class DecisionRecord(Model):
         return Actor(
             name=self.reviewer, roles=list(self.roles), via=self.via,
             authenticated=self.authenticated, display=self.display,
+        )  # fmt: skip
+
+
+class EffectApproval(Model):
+    """The approval that authorised an effect, recorded by intermission in the effect's
+    ledger entry when the approved call starts (R60): the tool call it approved
+    (``call_uuid``, the task's id in the session) and that approval's rules as they stood
+    then. Whoever says what became of the effect when its outcome is unknown (resolve,
+    forget) is judged by these rules, never by a name a model or a client hands over.
+
+    A graph approval (``open_approval`` / ``decide_graph``) that let a flow-graph run go on
+    to the node starting the effect is linked the same way: ``call_uuid`` is then its
+    decision key (``approval.decision``), ``graph_keys`` its context keys and
+    ``decided_ms`` the time of the decision, so that forgetting the effect voids that very
+    decision and no later one."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
+
+    call_uuid: str
+    tool_name: str | None = Field(default=None, exclude_if=_none)
+    """The approved tool (None for a graph approval)."""
+    graph_keys: dict[str, str] | None = Field(default=None, exclude_if=_none)
+    """A graph approval's context keys (its ApprovalKeys); None for a tool call's."""
+    decided_ms: float | None = Field(default=None, exclude_if=_none)
+    """When the graph approval was decided (its ``time`` key; None if none was written)."""
+    node: str | None = Field(default=None, exclude_if=_none)
+    """The graph node that asked for the approval (``open_approval`` ran there in the run
+    that started the effect); forgetting the effect reopens the approval only while the
+    stored run stands on that node, so the node asks again before the effect reruns."""
+    agent: str | None = Field(default=None, exclude_if=_none)
+    policy: ApprovalPolicy | None = Field(default=None, exclude_if=_none)
+    approvers: list[str] | None = Field(default=None, exclude_if=_none)
+    approver_policy: bool = Field(default=False, exclude_if=_empty)
+    """A callable of the agent decided who may approve (not kept: it is code)."""
+    requester: Actor | None = Field(default=None, exclude_if=_none)
+    escalated: bool = Field(default=False, exclude_if=_empty)
+    """The approval had escalated: its escalation's roles were allowed too."""
+    approved_by: list[str] = Field(default_factory=list, exclude_if=_empty)
+    """Who approved it (for the audit trail and views)."""
+
+    @classmethod
+    def of(cls, task: HITLTask, record: DecisionRecord) -> EffectApproval:
+        """The link of the effect of ``task``, approved by ``record``."""
+        names = [v.name for v in record.votes if v.verdict == "approve"]
+        if not names and record.reviewer is not None:
+            names = [record.reviewer]
+        return cls(
+            call_uuid=task.call_uuid, tool_name=task.tool_name, agent=task.agent,
+            policy=task.policy, approvers=task.approvers, approver_policy=task.approver_policy,
+            requester=task.requester, escalated=task.escalated_ms is not None,
+            approved_by=names,
         )  # fmt: skip
 
 

@@ -12,7 +12,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── RequestInProgressError               a request is already running on this session
     │   ├── EffectOutcomeUnknownError            a ledgered effect started but never finished
     │   ├── AgentMismatchError                   the session was made by another agent
-    │   └── NothingToResolveError                the effect is not of unknown outcome
+    │   ├── NothingToResolveError                the effect is not of unknown outcome
+    │   └── EffectNotReopenableError             forget: its approval is no longer held open
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
     │   ├── NotSerializableError                 a context value is not JSON (names the key)
     │   ├── SnapshotSchemaError                  wrong schema version, unknown field, wrong type
@@ -75,6 +76,7 @@ __all__ = [
     "DeliveryError",
     "DeliveryRefusedError",
     "DeliveryUnreachableError",
+    "EffectNotReopenableError",
     "EffectOutcomeUnknownError",
     "FlowRuntimeError",
     "GraphDefinitionError",
@@ -215,6 +217,32 @@ class NothingToResolveError(SessionStateError):
             f"effect {key!r} of session {session_id!r} {held}, not of unknown outcome: there "
             "is nothing to resolve and nothing was changed (`python -m intermission show "
             "SESSION` lists its effects)",
+            session_id=session_id,
+        )
+
+
+class EffectNotReopenableError(SessionStateError):
+    """Forgetting an approved effect of unknown outcome whose approval the stored session
+    no longer holds open (the run had gone past it): forgetting would run the effect
+    again without a fresh decision, so it is refused and nothing was changed (R60); also
+    when a fork sharing the ledger ran it (``ran_by``): it is forgotten there. ``key``:
+    the effect; ``call_uuid``: the approval that authorised it."""
+
+    def __init__(
+        self, session_id: str, key: str, call_uuid: str, *, ran_by: str | None = None
+    ) -> None:
+        self.key = key
+        self.call_uuid = call_uuid
+        where = (
+            f"session {ran_by!r} ran it under its own approval: forget it there"
+            if ran_by is not None
+            else "the session no longer holds that approval open: forgetting it would run it "
+            "again without a fresh decision; check the external system and record its "
+            "result with `python -m intermission resolve`"
+        )
+        super().__init__(
+            f"effect {key!r} of session {session_id!r} was authorised by the approval of "
+            f"call {call_uuid!r}; {where}. Nothing was changed",
             session_id=session_id,
         )
 

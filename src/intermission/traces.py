@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ._model import Model
 from .core.agent_state import register_state
+from .decisions import EffectApproval
 from .messages import ChatMessage
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class BatchCall(Model):
     """The call ended and its ToolCallEnd event was recorded."""
     approved: bool = False
     """A person approved this call: it runs once, through the ledger (R32, R48)."""
+    approval: EffectApproval | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The approval that authorised it, recorded with its effect when it starts (R60)."""
 
     @property
     def observation(self) -> str:

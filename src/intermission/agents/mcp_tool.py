@@ -125,13 +125,19 @@ class MCPTool(Tool):
         call_uuid: str | None = None,
         *,
         effect_id: str | None = None,
+        approval: Any = None,
     ) -> Any:
-        """Validate, then call the server once per effect (through the ledger)."""
+        """Validate, then call the server once per effect (through the ledger; an approved
+        call's entry records ``approval``, the approval that authorised it, R60)."""
         values = self.validate(args)
         once = getattr(session, "once_async", None)
         effect = effect_id or call_uuid
         if once is not None and effect and self.ledgered:
-            outcome = await once(self.effect_key(values, effect), lambda: self._run(values))
+            key = self.effect_key(values, effect)
+            if approval is not None:
+                outcome = await once(key, lambda: self._run(values), approval=approval)
+            else:
+                outcome = await once(key, lambda: self._run(values))
         else:
             outcome = await self._run(values)
         if outcome.get("is_error"):

@@ -380,7 +380,7 @@ class ReActAgent(AgentBase):
         assert trace.batch is not None
         exchanges = [
             ToolExchange(c.call_uuid, c.tool_name, dict(c.args), c.result, c.note, c.error,
-                         meta={"approved": True} if c.approved else {})
+                         meta={"approved": True, "approval": c.approval} if c.approved else {})
             for c in trace.batch
         ]  # fmt: skip
         for call, ex in zip(trace.batch, exchanges, strict=True):
@@ -427,7 +427,8 @@ class ReActAgent(AgentBase):
         trace.batch = [
             BatchCall(call_uuid=ex.call_uuid, tool_name=ex.tool_name, args=dict(ex.args),
                       result=ex.result, note=ex.note, error=ex.error,
-                      approved=bool(ex.meta.get("approved")))
+                      approved=bool(ex.meta.get("approved")),
+                      approval=ex.meta.get("approval"))
             for ex in exchanges
         ]  # fmt: skip
         trace.route = "action"
@@ -503,8 +504,18 @@ class ReActAgent(AgentBase):
                         await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
                     )
 
-                return str(await once(key, run)), None
-            outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
+                approval = ex.meta.get("approval")  # (R60: who may resolve it, if need be)
+                if approval is None:
+                    return str(await once(key, run)), None
+                return str(await once(key, run, approval=approval)), None
+            approval = ex.meta.get("approval")
+            if approval is not None and getattr(t, "ledgered", False):  # (an MCP tool, R60)
+                invoke: Any = t.invoke  # (a tool that ledgers its own calls takes approval=)
+                outcome = await invoke(
+                    ex.args, session, ex.call_uuid, effect_id=effect_id, approval=approval
+                )
+            else:
+                outcome = await t.invoke(ex.args, session, ex.call_uuid, effect_id=effect_id)
             return observation_text(outcome), None
         except ToolArgumentError as exc:
             return str(exc), "invalid_arguments"

@@ -27,6 +27,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import otel
 from .._json import loads
 from ..errors import (
+    DecisionRefusedError,
+    EffectNotReopenableError,
     IntermissionError,
     NothingToResolveError,
     SessionBusyError,
@@ -452,13 +454,18 @@ def agui_app(
             s = await run_in_threadpool(apply)
         except SessionNotFoundError:
             return _error(404, "no such thread")
-        except (NothingToResolveError, SessionBusyError) as exc:
+        except (NothingToResolveError, SessionBusyError, EffectNotReopenableError) as exc:
             return _error(409, str(exc).splitlines()[0][:500])
+        except DecisionRefusedError as exc:  # the authorising approval's policy (R60)
+            return _error(403, str(exc).splitlines()[0][:500])
         except UsageError as exc:
             return _error(422, str(exc).splitlines()[0][:500])
         entry = s.ledger[data["key"]]
-        return JSONResponse({"threadId": tid, "key": data["key"], "status": entry.status,
-                             "threadStatus": s.status})  # fmt: skip
+        answer = {"threadId": tid, "key": data["key"], "status": entry.status,
+                  "threadStatus": s.status}  # fmt: skip
+        if forget and entry.approval is not None:  # its approval is open again (R60)
+            answer["reopened"] = entry.approval.call_uuid
+        return JSONResponse(answer)
 
     async def thread(request: Request) -> Response:
         tid = request.path_params["thread_id"]

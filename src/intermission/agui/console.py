@@ -197,7 +197,9 @@ async function resolveEffect(item, payload, entry) {
   if (!r.ok) { entry.out.className = "err"; entry.out.textContent = shown("not recorded: " + (data.error || ("HTTP " + r.status))); return; }
   entry.card.classList.add("taken"); entry.card.setAttribute("data-state", "resolved"); entry.controls.remove();
   entry.out.className = "ok";
-  entry.out.textContent = shown((payload.action === "resolve" ? "recorded as done" : "recorded as not done: it runs again")
+  const notDone = data.reopened ? "recorded as not done: its approval is open again, it runs after a fresh decision"
+    : "recorded as not done: it runs again";
+  entry.out.textContent = shown((payload.action === "resolve" ? "recorded as done" : notDone)
     + " by you (" + S.reviewer + "); thread " + item.threadId + " is " + data.threadStatus + " and can be resumed");
 }
 function showUnreadable(list) {

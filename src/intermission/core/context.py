@@ -11,7 +11,12 @@ from .state import FlowTrace
 if TYPE_CHECKING:
     from .session import AgentSession
 
-__all__ = ["FlowContext"]
+__all__ = ["CURRENT_NODE", "GRAPH_RUNNING", "FlowContext"]
+
+GRAPH_RUNNING = "graph_running"
+"""``attrs`` key: how many graph runs are under way on the context (set by the engine)."""
+CURRENT_NODE = "graph_node"
+"""``attrs`` key: the id of the node the engine entered last (open_approval notes it)."""
 
 _MISSING: Any = object()
 

@@ -22,7 +22,7 @@ from .._sync import run_sync
 from ..errors import FlowRuntimeError, NothingToResumeError, SnapshotSchemaError, UsageError
 from ..events import NodeEndEvent, NodeStartEvent
 from . import listeners
-from .context import FlowContext
+from .context import CURRENT_NODE, GRAPH_RUNNING, FlowContext
 from .events_log import RunScope
 from .graph import Graph, Node
 from .history import take_checkpoint as _record
@@ -184,6 +184,9 @@ class FlowEngine:
             ctx._set_stopped(False)
         run = ctx.trace.run_for(g.id)
         budget = _Budget(steps)
+        # while a graph runs on ``ctx``, an effect a node starts is linked to the graph
+        # approval that let the run past it (R60, see hitl.unknown_outcome.graph_link)
+        ctx.attrs[GRAPH_RUNNING] = ctx.attrs.get(GRAPH_RUNNING, 0) + 1
         try:
             status = yield from self._run(g, run, ctx, budget, scope)
         except BaseException as exc:
@@ -196,6 +199,8 @@ class FlowEngine:
                     if LISTENERS:
                         listeners.ended(session, exc)
             raise
+        finally:
+            ctx.attrs[GRAPH_RUNNING] -= 1
         if session is not None:
             session.status = (
                 "pending" if ctx.is_stopped else "done" if status == "done" else "paused"
@@ -235,6 +240,7 @@ class FlowEngine:
             nid = stack[-1]
             node = nodes[nid]
             run.last = nid
+            ctx.attrs[CURRENT_NODE] = nid  # (open_approval notes where it was asked, R60)
             visited[nid] = visited.get(nid, 0) + 1
             if node.is_join and not self._arrive(node, run):
                 stack.pop()  # this branch waits at the join

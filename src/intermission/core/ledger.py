@@ -7,11 +7,12 @@ import hashlib
 import os
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from .._json import canonical_dumps
 from .._model import Model
 from ..audit import AuditEntry
+from ..decisions import EffectApproval
 
 __all__ = [
     "BY_HAND",
@@ -77,6 +78,10 @@ class LedgerEntry(Model):
     """None only in entries written before attempts were recorded."""
     by: str | None = None
     """The session that ran the effect (a fork reusing it shows where it ran)."""
+    approval: EffectApproval | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The approval that authorised this attempt (R60), recorded with its start: its
+    policy judges who may resolve or forget the effect when its outcome is unknown. None
+    for an effect nobody had to approve (a plain ``session.once``)."""
 
     def completed(self, result: Any, now_ms: float) -> LedgerEntry:
         """This entry, completed with ``result``."""
@@ -119,6 +124,8 @@ def effect_audit(key: str, entry: LedgerEntry, who: AuditEntry | None = None) ->
         detail["attempt"] = entry.attempt
     if entry.by is not None:
         detail["by"] = entry.by
+    if entry.approval is not None:  # which approval authorised it (R60)
+        detail["approval"] = entry.approval.call_uuid
     if entry.error is not None:
         detail["error"] = entry.error[:_ERROR_CHARS]
     if entry.status == "completed":

@@ -6,14 +6,14 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .. import _check
 from .._check import shown
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import check_json, check_text
 from ..audit import AuditEntry, Via, by_hand, note
-from ..decisions import HITLState
+from ..decisions import EffectApproval, HITLState
 from ..errors import (
     EffectOutcomeUnknownError,
     NotSerializableError,
@@ -25,7 +25,7 @@ from ..messages import ChatMessage
 from ..principals import Actor
 from . import listeners
 from .agent_state import claim
-from .context import FlowContext
+from .context import GRAPH_RUNNING, FlowContext
 from .events_log import EventLog
 from .history import Checkpoint, History
 from .ledger import (
@@ -39,6 +39,9 @@ from .ledger import (
 )
 from .listeners import LISTENERS
 from .session_status import SessionStatus
+
+if TYPE_CHECKING:
+    from ..hitl.graph import ApprovalKeys
 
 __all__ = ["AgentSession", "InMemoryAgentSession", "LedgerHook", "SessionStatus"]
 
@@ -312,8 +315,9 @@ class InMemoryAgentSession:
         self.ledger[key] = entry
         return entry
 
-    def _ledger_start(self, key: str) -> LedgerEntry | None:
-        """The completed entry for ``key``, or None after recording ``started``."""
+    def _ledger_start(self, key: str, approval: EffectApproval | None = None) -> LedgerEntry | None:
+        """The completed entry for ``key``, or None after recording ``started`` (with the
+        ``approval`` that authorised this attempt, R60)."""
         check_effect_key(key)
         entry = self.ledger.get(key)
         if entry is not None and entry.status == "completed":
@@ -329,9 +333,11 @@ class InMemoryAgentSession:
             return skipped
         if entry is not None and entry.status == "started" and entry.by in (None, self.session_id):
             raise EffectOutcomeUnknownError(key, session_id=self.session_id)  # (our own crash)
+        if approval is None and self.context.attrs.get(GRAPH_RUNNING):
+            approval = _graph_link(self)  # a graph approval let the run get here (R60)
         mine = LedgerEntry(
             status="started", started_ms=self.clock.now_ms(), attempt=new_attempt(),
-            by=self.session_id,
+            by=self.session_id, approval=approval,
         )  # fmt: skip
         stored = self._ledger_put(key, mine)
         # another session of the family (a fork) is running this very effect: wait for it
@@ -370,7 +376,13 @@ class InMemoryAgentSession:
             raise
         self._ledger_put(key, entry.completed(result, now))
 
-    def once(self, key: str, fn: Callable[[], T]) -> T:
+    def once(
+        self,
+        key: str,
+        fn: Callable[[], T],
+        *,
+        approval: EffectApproval | ApprovalKeys | None = None,
+    ) -> T:
         """Run ``fn`` once per ``key`` for this session and record its result.
 
         Later calls return the recorded result without running ``fn``. The ledger marks the
@@ -379,9 +391,14 @@ class InMemoryAgentSession:
         result that is not is refused with NotSerializableError once the effect is
         recorded as completed). A stored session shares its ledger with every copy and
         fork: an effect one of them completed is returned here, not run again.
+        ``approval``: the approval that authorised the effect (agents pass the tool call's;
+        recorded with the start, it decides who may resolve an unknown outcome, R60).
+        Inside a flow graph the session's graph approval, decided ``APPROVE`` for this
+        request, is linked without it; ``approval=ApprovalKeys(...)`` names another graph
+        approval's keys, and then the effect runs only if that one holds ``APPROVE``.
         """
         _check.function("fn", fn)
-        done = self._ledger_start(key)
+        done = self._ledger_start(key, _approval(self, key, approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -396,10 +413,16 @@ class InMemoryAgentSession:
             listeners.effect(self, key, "ran")
         return result
 
-    async def once_async(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+    async def once_async(
+        self,
+        key: str,
+        fn: Callable[[], Awaitable[T] | T],
+        *,
+        approval: EffectApproval | ApprovalKeys | None = None,
+    ) -> T:
         """Async twin of :meth:`once` (``fn`` may be sync or async)."""
         _check.function("fn", fn)
-        done = self._ledger_start(key)
+        done = self._ledger_start(key, _approval(self, key, approval))
         if done is not None:
             if LISTENERS:
                 listeners.effect(self, key, "replayed")
@@ -433,6 +456,7 @@ class InMemoryAgentSession:
         check_effect_key(key)
         check_json(f"result of effect {shown(key)}", result)
         who = by_hand("effect.resolved", key, principal, via=via, roles=roles, reason=reason)
+        _under_approval(self, key, principal, via, "resolve")
         entry = self.ledger.get(key) or LedgerEntry(
             status="started", started_ms=0.0, attempt=new_attempt()
         )
@@ -457,6 +481,7 @@ class InMemoryAgentSession:
         entry = self.ledger.get(key)
         if entry is None:
             return
+        _under_approval(self, key, principal, via, "forget")
         forgotten = entry.model_copy(
             update={"status": "failed", "error": FORGOTTEN, "ended_ms": self.clock.now_ms()}
         )
@@ -487,3 +512,43 @@ class InMemoryAgentSession:
     def __repr__(self) -> str:
         state = f" pending={self._reason!r}" if self.is_pending else f" {self.status}"
         return f"<InMemoryAgentSession {self.session_id!r}{state}>"
+
+
+def _approval(session: Any, key: str, approval: Any) -> EffectApproval | None:
+    """``approval`` checked: an EffectApproval, or None; the ApprovalKeys of a graph
+    approval: the link minted from what the session holds under them, which must be an
+    ``APPROVE`` (else UsageError, and the effect does not run)."""
+    if approval is None or isinstance(approval, EffectApproval):
+        return approval
+    from ..hitl.graph import ApprovalKeys
+
+    if not isinstance(approval, ApprovalKeys):
+        raise UsageError(
+            f"approval is an EffectApproval or a graph approval's ApprovalKeys, not "
+            f"{type(approval).__name__}"
+        )
+    done = session.ledger.get(key)
+    if done is not None and done.status == "completed":
+        return None  # (replayed: nothing starts)
+    link = _graph_link(session, approval)
+    if link is None:
+        raise UsageError(
+            f"effect {key!r} is declared as authorised by the graph approval at "
+            f"{approval.decision!r}, which holds no approval of this request: decide it "
+            "(approve) before the node runs the effect"
+        )
+    return link
+
+
+def _graph_link(session: Any, keys: Any = None) -> EffectApproval | None:
+    from ..hitl.unknown_outcome import graph_link
+
+    return graph_link(session, keys)
+
+
+def _under_approval(session: Any, key: str, principal: Any, via: Any, action: Any) -> None:
+    """An approved effect is resolved or forgotten under its approval's policy, and
+    forgetting it reopens that approval (R60; see intermission.hitl.unknown_outcome)."""
+    from ..hitl.unknown_outcome import by_hand_under_approval
+
+    by_hand_under_approval(session, key, principal, via, action)

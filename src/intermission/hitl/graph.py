@@ -17,6 +17,7 @@ from typing import Any, Literal
 from .. import _check
 from .._check import shown
 from ..audit import AuditEntry, note
+from ..core.context import CURRENT_NODE, GRAPH_RUNNING
 from ..core.events_log import RunScope
 from ..core.session import AgentSession
 from ..decisions import Verdict, Vote
@@ -59,6 +60,7 @@ from .refusals import refusal
 from .timeouts import apply_graph_deadlines
 
 __all__ = [
+    "APPROVAL_NODES",
     "DEADLINE_REVIEWER",
     "ApprovalKeys",
     "approval_deadline",
@@ -71,6 +73,10 @@ __all__ = [
     "keys_of",
     "open_approval",
 ]
+
+APPROVAL_NODES = "approval_nodes"
+"""``ctx.attrs`` key: the node that opened each graph approval in this run, by decision key
+(transient: see :func:`intermission.hitl.unknown_outcome.graph_link`)."""
 
 
 def open_approval(
@@ -96,6 +102,9 @@ def open_approval(
     keys = checked_keys(keys)
     if policy is not None and not isinstance(policy, ApprovalPolicy):
         raise UsageError(f"policy is an ApprovalPolicy, not {shown(policy)}")
+    node = ctx.attrs.get(CURRENT_NODE) if ctx.attrs.get(GRAPH_RUNNING) else None
+    if node is not None:  # where it was asked: an effect it authorises links here (R60)
+        ctx.attrs.setdefault(APPROVAL_NODES, {})[keys.decision] = node
     trace = TeamTrace.current(ctx)
     stale = False
     if trace is not None and trace.run_id:

@@ -14,7 +14,7 @@ from ..agents.interceptors import ReActInterceptor, ToolExchange
 from ..agents.tools import held_tool
 from ..audit import AuditEntry, note
 from ..core import listeners
-from ..decisions import DecisionRecord, HITLTask, fingerprint
+from ..decisions import DecisionRecord, EffectApproval, HITLTask, fingerprint
 from ..errors import UsageError
 from ..events import HITLDecidedEvent, HITLExpiredEvent, HITLPendingEvent
 from ..policies import ApprovalPolicy
@@ -315,6 +315,9 @@ class HITLInterceptor(ReActInterceptor):
             if record.verdict == "approve":
                 ex.note = record.comment
                 ex.meta["approved"] = True  # a person's approval: run once (see _invoke)
+                # which approval authorised it: recorded with the effect's start, its policy
+                # judges who may resolve or forget the effect if its outcome is unknown (R60)
+                ex.meta["approval"] = EffectApproval.of(task, record)
                 if record.always_allow and self._on_approved is not None:
                     self._on_approved(task.tool_name, dict(ex.args))
             elif record.verdict == "skip":

@@ -7,6 +7,13 @@ sessions; a person checks the external system and records what happened, under t
 session's claim, from Python (:func:`resolve_unknown_effect`), the CLI (``python -m
 intermission resolve|forget``) or the reviewer console. The session is then resumable: a
 resolved effect returns the recorded result, a forgotten one runs again.
+
+An effect a person approved (a gated tool call, or a graph node's effect after the
+graph's approval) is judged by that approval's policy
+(R60, see :mod:`intermission.hitl.unknown_outcome`): only a principal who could have
+approved it resolves or forgets it, and forgetting reopens the approval, so the effect
+runs again only after a fresh decision. A refusal changes nothing and is on the audit
+trail.
 """
 
 from __future__ import annotations
@@ -19,7 +26,15 @@ from .. import _check
 from .._json import check_json
 from ..audit import Via
 from ..core.session import InMemoryAgentSession
-from ..errors import NothingToResolveError, SessionNotFoundError, UsageError
+from ..errors import (
+    DecisionRefusedError,
+    EffectNotReopenableError,
+    NothingToResolveError,
+    SessionNotFoundError,
+    UsageError,
+)
+from ..hitl.refusals import write_refusal
+from ..principals import actor_of
 from .base import SessionStore, claim_token
 
 __all__ = ["RESOLVED_KEY", "resolve_unknown_effect"]
@@ -49,7 +64,10 @@ def resolve_unknown_effect(
 
     Who: ``principal`` (an authenticated :class:`~intermission.Principal`), else
     ``reviewer`` as asserted; audited as ``effect.resolved`` / ``effect.forgotten``
-    through ``via``."""
+    through ``via``. An approved effect is judged by the policy of the approval that
+    authorised it (ReviewerNotAllowedError, nothing changed, the refusal audited), and
+    ``forget`` reopens that approval (EffectNotReopenableError when the session no longer
+    holds it open)."""
     if not hasattr(store, "claim"):
         raise UsageError(f"resolve_unknown_effect takes a store, not {type(store).__name__}")
     _check.text("key", key)
@@ -61,6 +79,17 @@ def resolve_unknown_effect(
         raise UsageError("give either result= (the effect happened) or forget=True (it did not)")
     if not forget:
         check_json(f"result of effect {key!r}", result)
+    try:
+        return _resolve(store, session_id, key, result, forget, reviewer, via, principal)
+    except (DecisionRefusedError, EffectNotReopenableError) as exc:
+        write_refusal(store, session_id, exc)  # (the claim is released: nothing was saved)
+        raise
+
+
+def _resolve(
+    store: SessionStore, session_id: str, key: str, result: Any, forget: bool,
+    reviewer: str | None, via: Via, principal: Any,
+) -> InMemoryAgentSession:  # fmt: skip
     with store.claim(session_id) as s, ExitStack() as also:
         entry = s.ledger.get(key)
         if entry is None or entry.status != "started":
@@ -70,8 +99,10 @@ def resolve_unknown_effect(
             # right now (SessionBusyError), so its claim is held too while this is recorded
             also.enter_context(_held(store, entry.by))
         # audited with the ledger write itself (effect.resolved / effect.forgotten: who,
-        # through which surface)
-        who = reviewer if principal is None else principal
+        # through which surface); an approved effect is judged by its approval's policy
+        # there, and forgetting it reopens that approval (R60)
+        # (a Principal passed in Python is vouched for by its caller, as in HITL.submit)
+        who = reviewer if principal is None else actor_of(principal, via=via, display=reviewer)
         if forget:
             s.forget_effect(key, principal=who, via=via)
         else:

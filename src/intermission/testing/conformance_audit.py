@@ -171,7 +171,9 @@ def test_store_audit_records_effects_and_changes_by_hand(make_store: Any) -> Non
     entry = store.load("fx").ledger[key]
     started, finished = store.audit("fx")
     assert (started.action, started.target, started.via) == ("effect.started", key, "system")
-    assert started.detail == {"status": "started", "attempt": entry.attempt, "by": "fx"}
+    # (the graph approval that let the run reach the effect is named with it, R60)
+    assert started.detail == {"status": "started", "attempt": entry.attempt, "by": "fx",
+                              "approval": "approval.decision"}  # fmt: skip
     assert (finished.action, finished.target, finished.detail["status"]) == (
         "effect.finished", key, "completed",
     )  # fmt: skip
