@@ -228,3 +228,29 @@ def pg_role_url() -> str:
     host = base.hostname or "127.0.0.1"
     netloc = f"{role}:{PG_SECRET}@{host}" + (f":{base.port}" if base.port else "")
     return urlunsplit(base._replace(netloc=netloc))
+
+
+def cli_identity(name: str = "carol", roles: tuple[str, ...] = ("clerk",)) -> str:
+    """An identity file (made once per process) that signs this process's OS user in as
+    ``name`` with ``roles`` (R60: a CLI decides as the person its OS login is mapped to,
+    authenticated; unmapped, it is an asserted name a policy that counts people refuses)."""
+    import json
+    import tempfile
+
+    from intermission.principals import os_login
+
+    key = (name, roles)
+    if key not in _IDENTITIES:
+        from pathlib import Path
+
+        folder = Path(tempfile.mkdtemp(prefix="im-identity-"))
+        path = folder / "identity.json"
+        path.write_text(json.dumps({
+            "principals": {name: {"roles": list(roles)}}, "os_users": {os_login(): name},
+        }))  # fmt: skip
+        os.chmod(path, 0o644)
+        _IDENTITIES[key] = str(path)
+    return _IDENTITIES[key]
+
+
+_IDENTITIES: dict[tuple[str, tuple[str, ...]], str] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import fresh_pg, pg_dsn
+from tests._helpers import cli_identity, fresh_pg, pg_dsn
 from tests.agents.test_approved_tool_runs_once import AnHourLater
 
 from intermission import (
@@ -150,9 +150,12 @@ def audit(where: str) -> list[Any]:
 
 
 def cli(where: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as this OS user, signed in as carol (a person outside the policy's roles)
+    by an identity file: refused by the roles rule, not as an unmapped typed name."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     return subprocess.run(
-        [sys.executable, "-m", "intermission", *args, "--store", where],
+        [sys.executable, "-m", "intermission", *args, "--store", where,
+         "--auth", cli_identity()],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=180,
     )  # fmt: skip
 
