@@ -139,7 +139,7 @@ class IdentityMap:
 
 def _editable_by_me(fd: int) -> int | None:
     """The effective uid when the user this process runs as (not root) can change the open
-    file: they own it, or it is writable by a group of theirs or by everyone."""
+    file: they own it, or it is writable by a group of theirs, by everyone, or by an ACL."""
     import os
     import stat
 
@@ -149,7 +149,15 @@ def _editable_by_me(fd: int) -> int | None:
     st = os.fstat(fd)
     mine = st.st_uid == euid
     group = bool(st.st_mode & stat.S_IWGRP) and st.st_gid in {os.getegid(), *os.getgroups()}
-    return euid if mine or group or bool(st.st_mode & stat.S_IWOTH) else None
+    if mine or group or bool(st.st_mode & stat.S_IWOTH):
+        return euid
+    # the mode bits miss a POSIX ACL granting this user write (setfacl -m u:me:rw): ask
+    # the kernel about the very file that was opened
+    proc = f"/proc/self/fd/{fd}"
+    if os.access in os.supports_effective_ids and os.path.exists(proc):
+        if os.access(proc, os.W_OK, effective_ids=True):
+            return euid
+    return None
 
 
 def _read(file: Path) -> tuple[Any, int | None]:
