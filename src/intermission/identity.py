@@ -201,7 +201,7 @@ def _yaml_load(text: str) -> Any:
                 raise _Duplicate(key)
         return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
-    Loader.construct_mapping = mapping  # type: ignore[method-assign]
+    Loader.construct_mapping = mapping  # type: ignore[method-assign,assignment]
     return yaml.load(text, Loader=Loader)  # (a SafeLoader: no objects built)
 
 

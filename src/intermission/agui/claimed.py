@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui import core as ag
 
@@ -246,7 +246,7 @@ class Claimed:
                 (v,) = p.record.values()
                 if v.edited is not None:
                     raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
-                verdict = "APPROVE" if v.approve else "REJECT"
+                verdict: Literal["APPROVE", "REJECT"] = "APPROVE" if v.approve else "REJECT"
                 decide_graph(s, verdict, reason=v.reason, principal=who)
             except InvalidDecisionError as exc:
                 write_refusal(self.store, s.session_id, exc)  # who tried what, why refused
