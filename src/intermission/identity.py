@@ -139,7 +139,7 @@ class IdentityMap:
 
 def _editable_by_me(fd: int) -> int | None:
     """The effective uid when the user this process runs as (not root) can change the open
-    file: they own it, or it is writable by a group of theirs or by everyone."""
+    file: they own it, or it is writable by a group of theirs, by everyone, or by an ACL."""
     import os
     import stat
 
@@ -149,7 +149,15 @@ def _editable_by_me(fd: int) -> int | None:
     st = os.fstat(fd)
     mine = st.st_uid == euid
     group = bool(st.st_mode & stat.S_IWGRP) and st.st_gid in {os.getegid(), *os.getgroups()}
-    return euid if mine or group or bool(st.st_mode & stat.S_IWOTH) else None
+    if mine or group or bool(st.st_mode & stat.S_IWOTH):
+        return euid
+    # the mode bits miss a POSIX ACL granting this user write (setfacl -m u:me:rw): ask
+    # the kernel about the very file that was opened
+    proc = f"/proc/self/fd/{fd}"
+    if os.access in os.supports_effective_ids and os.path.exists(proc):
+        if os.access(proc, os.W_OK, effective_ids=True):
+            return euid
+    return None
 
 
 def _read(file: Path) -> tuple[Any, int | None]:
@@ -164,13 +172,49 @@ def _read(file: Path) -> tuple[Any, int | None]:
     return _parse(file, text), editable
 
 
+class _Duplicate(Exception):
+    pass
+
+
+def _pairs(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A JSON object, refused when it names a key twice (the parser would keep the last)."""
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def _yaml_load(text: str) -> Any:
+    """YAML, refused when a mapping names a key twice: PyYAML keeps the last one silently,
+    and in an identity file that is a login, a token or a person said two ways."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        keys = [loader.construct_object(k, deep=True) for k, _ in node.value]
+        for i, key in enumerate(keys):
+            if isinstance(key, (str, int, float, bool)) and key in keys[:i]:
+                raise _Duplicate(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Loader.construct_mapping = mapping  # type: ignore[method-assign,assignment]
+    return yaml.load(text, Loader=Loader)  # (a SafeLoader: no objects built)
+
+
 def _parse(file: Path, text: str) -> Any:
     try:
         if file.suffix.lower() == ".json":
-            return json.loads(text)
-        import yaml
-
-        return yaml.safe_load(text)
+            return json.loads(text, object_pairs_hook=_pairs)
+        return _yaml_load(text)
+    except _Duplicate as exc:
+        raise UsageError(
+            f"the identity file {str(file)!r} names {str(exc.args[0])!r} twice in one "
+            "mapping (only one would count, silently): say each login, id and person once"
+        ) from None
     except ImportError:
         raise UsageError(
             f"the identity file {str(file)!r} is YAML and PyYAML is not installed: "
@@ -219,8 +263,16 @@ def identity_from_dict(
     declared = data.get("principals") or {}
     if not isinstance(declared, dict):
         raise UsageError("'principals' maps names to {roles: [...]}: {frank: {roles: [finance]}}")
+    seen: dict[str, Any] = {}
     for name, entry in declared.items():
         where = f"principals[{name!r}]"
+        key = name_key(principal_name(name, f"{where}'s name"))
+        if key in seen:  # (one person under two spellings: which roles are meant?)
+            raise UsageError(
+                f"principals: {seen[key]!r} and {name!r} name one person (names compare "
+                "NFKC-normalised and case-folded): declare each person once"
+            )
+        seen[key] = name
         if entry is not None and (not isinstance(entry, dict) or set(entry) - _PERSON_KEYS):
             raise UsageError(f"{where} is {{roles: [role, ...]}}, not {shown(entry)}")
         declare(name, _roles((entry or {}).get("roles"), where), where)
@@ -242,6 +294,8 @@ def identity_from_dict(
             if not str(entry["hash"]).startswith(_PREFIX):
                 raise UsageError(f"tokens[{i}].hash starts with sha256:")
             where = f"tokens[{i}]"
+            if entry["hash"] in tokens:  # (one token, two people: who signs in?)
+                raise UsageError(f"tokens[{i}]: its hash is listed twice: list each token once")
             tokens[entry["hash"]] = declare(
                 str(entry.get("name") or ""), _roles(entry.get("roles"), where), where
             )

@@ -21,7 +21,9 @@ Where each surface takes its principal from:
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,7 @@ from .errors import PrincipalNameError, UsageError
 
 __all__ = [
     "Actor", "Principal", "Via", "actor_of", "label", "name_key", "os_login", "os_principal",
-    "principal_name", "same_principal",
+    "nameless_via", "principal_name", "same_principal", "surface",
 ]  # fmt: skip
 
 MAX_NAME = 200
@@ -192,6 +194,26 @@ def actor_of(
         authenticated=authenticated,
         display=display if display and display != who.name else None,
     )
+
+
+_SURFACE: ContextVar[Via | None] = ContextVar("intermission_surface", default=None)
+
+
+@contextmanager
+def surface(via: Via) -> Iterator[None]:
+    """Inside: a decision that names nobody (a server without auth whose client sent no
+    reviewer) still records the surface it came through, so an AG-UI click and a console
+    click do not look alike (nor like the system) on the session and its trail."""
+    token = _SURFACE.set(via)
+    try:
+        yield
+    finally:
+        _SURFACE.reset(token)
+
+
+def nameless_via() -> Via | None:
+    """The surface a decision that names nobody came through (see :func:`surface`)."""
+    return _SURFACE.get()
 
 
 def os_login() -> str:

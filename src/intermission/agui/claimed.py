@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui import core as ag
 
@@ -42,7 +42,7 @@ from ..errors import (
 )
 from ..hitl import HITL, decide_graph
 from ..hitl.refusals import write_refusal
-from ..principals import Actor, Principal
+from ..principals import Actor, Principal, surface
 from .events import STARTS, Translator
 from .interrupts import (
     Plan,
@@ -233,29 +233,32 @@ class Claimed:
     def _record(self, s: InMemoryAgentSession, p: Plan) -> None:
         """Record the plan's decisions as the run's principal (or, without auth, the
         reviewer the client named, as asserted); a refusal's audit entry is written."""
-        who: Actor | None = actor_of_resume(self.principal, next(iter(p.record.values())))
-        try:
-            if s.hitl.tasks:
-                HITL.submit_all(
-                    s, {i: decision_of(v) for i, v in p.record.items()}, agent=self.agent,
-                    principal=who,
-                )  # fmt: skip
-                return
-            (v,) = p.record.values()
-            if v.edited is not None:
-                raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
-            decide_graph(s, "APPROVE" if v.approve else "REJECT", reason=v.reason, principal=who)
-        except InvalidDecisionError as exc:
-            write_refusal(self.store, s.session_id, exc)  # who tried what, why refused
-            if isinstance(exc, DecisionConflictError):
-                raise
-            if isinstance(exc, DeadlinePassedError):  # it passed while it was read
-                raise Refusal("INTERRUPT_EXPIRED", f"{exc}") from None
-            if isinstance(exc, ReviewerNotAllowedError):
-                raise Refusal("REVIEWER_NOT_ALLOWED", f"{exc}") from None
-            if isinstance(exc, DecisionRefusedError):
-                raise Refusal("DECISION_REFUSED", f"{exc}") from None
-            raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
+        first = next(iter(p.record.values()))
+        who: Actor | None = actor_of_resume(self.principal, first)
+        with surface(first.via):  # (nobody named, without auth: still its surface)
+            try:
+                if s.hitl.tasks:
+                    HITL.submit_all(
+                        s, {i: decision_of(v) for i, v in p.record.items()}, agent=self.agent,
+                        principal=who,
+                    )  # fmt: skip
+                    return
+                (v,) = p.record.values()
+                if v.edited is not None:
+                    raise Refusal("INVALID_PAYLOAD", "a confirmation takes no editedArgs")
+                verdict: Literal["APPROVE", "REJECT"] = "APPROVE" if v.approve else "REJECT"
+                decide_graph(s, verdict, reason=v.reason, principal=who)
+            except InvalidDecisionError as exc:
+                write_refusal(self.store, s.session_id, exc)  # who tried what, why refused
+                if isinstance(exc, DecisionConflictError):
+                    raise
+                if isinstance(exc, DeadlinePassedError):  # it passed while it was read
+                    raise Refusal("INTERRUPT_EXPIRED", f"{exc}") from None
+                if isinstance(exc, ReviewerNotAllowedError):
+                    raise Refusal("REVIEWER_NOT_ALLOWED", f"{exc}") from None
+                if isinstance(exc, DecisionRefusedError):
+                    raise Refusal("DECISION_REFUSED", f"{exc}") from None
+                raise Refusal("INVALID_PAYLOAD", f"{exc}; nothing was changed") from None
 
     def _request(self, s: InMemoryAgentSession, text: str | None) -> Any:
         """The agent's request on ``s``: a new prompt names the authenticated caller as

@@ -40,7 +40,7 @@ from ..errors import (
     UsageError,
 )
 from ..events import ApprovalVotedEvent
-from ..principals import Actor, Principal, actor_of, label, principal_name
+from ..principals import Actor, Principal, actor_of, label, nameless_via, principal_name
 from .deadlines import check_task_deadline
 from .deciding import deciding_as, default_principal
 from .interceptor import ApproverPolicy, HITLInterceptor
@@ -406,7 +406,7 @@ class HITL:
             time_ms=now,
             fingerprint=current.fingerprint,
             roles=list(actor.roles) if actor is not None else [],
-            via=actor.via if actor is not None else None,
+            via=actor.via if actor is not None else nameless_via(),
             authenticated=bool(actor is not None and actor.authenticated),
             display=actor.display if actor is not None else None,
         )

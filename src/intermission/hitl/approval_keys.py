@@ -21,7 +21,7 @@ from ..decisions import Vote
 from ..errors import UsageError
 from ..events import ApprovalDecidedEvent
 from ..policies import ApprovalPolicy
-from ..principals import Actor
+from ..principals import Actor, nameless_via
 from .policy import Ask
 
 __all__ = [
@@ -207,6 +207,8 @@ def write_decision(
     if actor is not None and not timed_out:
         fields.update(roles=list(actor.roles), via=actor.via, authenticated=actor.authenticated,
                       display=actor.display)  # fmt: skip
+    elif not timed_out and nameless_via() is not None:
+        fields.update(via=nameless_via())  # (nobody named: the surface still is)
     if timed_out:
         fields["timed_out"] = True
     if votes:
@@ -215,7 +217,8 @@ def write_decision(
     note(session, AuditEntry(
         action="task.expired" if timed_out else "approval.recorded",
         actor=reviewer, roles=list(actor.roles) if actor and not timed_out else [],
-        via="system" if timed_out or actor is None else actor.via,
+        via="system" if timed_out or (actor is None and nameless_via() is None)
+        else actor.via if actor is not None else nameless_via(),
         authenticated=bool(actor and actor.authenticated and not timed_out),
         target=keys.decision, reason=reason,
         detail={"verdict": verdict, **({"comment": comment} if comment else {}),

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from ..audit import AuditEntry, note
-from ..principals import Actor
+from ..principals import Actor, nameless_via
 
 __all__ = ["refusal", "refusal_entry", "write_refusal"]
 
@@ -33,7 +33,7 @@ def refusal_entry(
         action="decision.refused",
         actor=actor.name if actor is not None else None,
         roles=list(actor.roles) if actor is not None else [],
-        via=actor.via if actor is not None else None,
+        via=actor.via if actor is not None else nameless_via(),
         authenticated=bool(actor is not None and actor.authenticated),
         target=target,
         reason=str(error)[:2000],

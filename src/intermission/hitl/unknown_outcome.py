@@ -212,7 +212,7 @@ def reopen_approval(session: Any, key: str, approval: EffectApproval, actor: Act
         _not_reopenable(session, key, approval, actor, ran_by)
     task = state.tasks[index]
     decision = state.decisions.pop(approval.call_uuid, None)
-    state.tasks[index] = task.model_copy(update={"votes": []})
+    state.tasks[index] = task.model_copy(update={"votes": [], **_fresh_deadline(session, task)})
     detail: dict[str, Any] = {"effect": key, **_facts(approval)}
     if task.votes:
         detail["voided_votes"] = [v.model_dump(mode="json") for v in task.votes]
@@ -228,6 +228,23 @@ def reopen_approval(session: Any, key: str, approval: EffectApproval, actor: Act
                "again only after a fresh decision under its policy",
         detail=detail,
     ))  # fmt: skip
+
+
+def _fresh_deadline(session: Any, task: Any) -> dict[str, Any]:
+    """A reopened tool approval's deadline, counted afresh from the reopening by the
+    session's (the store's) clock: the old one is usually long past, and its
+    ``on_expire="approve"`` would run the effect again at once with nobody deciding."""
+    if task.deadline_ms is None:
+        return {}
+    policy = task.policy
+    if policy is not None and policy.expires_after_ms is not None:
+        span = float(policy.expires_after_ms)
+    elif task.created_ms is not None:
+        span = max(float(task.deadline_ms) - float(task.created_ms), 0.0)
+    else:
+        return {}
+    now = float(session.clock.now_ms())
+    return {"deadline_ms": now + span, "escalated_ms": None, "warned_ms": None}
 
 
 def _not_reopenable(
@@ -258,10 +275,15 @@ def _reopen_graph(
         _not_reopenable(session, key, approval, actor, ran_by)
     voided: dict[str, Any] = {}
     for name in (keys.decision, keys.operator, keys.time, keys.reason, keys.comment, keys.by,
-                 keys.votes):  # fmt: skip
+                 keys.votes, keys.escalated, keys.warned):  # fmt: skip
         value = ctx.remove(name)
         if value is not None:
             voided[name] = value
+    ask = graph_ask(session, keys)
+    if ask is not None and ask.policy.expires_after_ms is not None:
+        # a fresh deadline from the reopening (the store's clock): the old one is past,
+        # and its on_expire="approve" would rerun the effect with nobody deciding
+        ctx.put(keys.deadline, int(session.clock.now_ms() + ask.policy.expires_after_ms))
     detail: dict[str, Any] = {"effect": key, **_facts(approval), "voided_decision": voided}
     note(session, AuditEntry(
         action="approval.reopened", actor=actor.name if actor is not None else None,
