@@ -91,15 +91,18 @@ def check_key(where: str, key: str) -> None:
         raise NotSerializableError(f"{where}.{shown(key)}", key, "a key with a lone surrogate")
 
 
-# a lone surrogate in JSON text: written as an escape (``\ud800``) or as the character itself
-_MAY_HOLD_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-
-
 def may_hold_surrogate(text: str) -> bool:
-    """False when the JSON ``text`` surely holds no lone surrogate (a quick scan)."""
-    if text.isascii() and "\\u" not in text:
+    r"""False when the JSON ``text`` surely holds no lone surrogate (a quick scan: an
+    escape ``\udXXX`` or the character itself; a false alarm only costs a walk)."""
+    if "\\ud" in text or "\\uD" in text:
+        return True
+    if text.isascii():
         return False
-    return _MAY_HOLD_SURROGATE.search(text) is not None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def surrogate_key_path(text: str, data: Any) -> str | None:
