@@ -20,6 +20,8 @@ __all__ = [
     "check_text",
     "escape_surrogates",
     "loads",
+    "may_hold_surrogate",
+    "surrogate_key_path",
 ]
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -87,6 +89,39 @@ def check_key(where: str, key: str) -> None:
     values, but not as keys: pydantic cannot write them), as NotSerializableError."""
     if not key.isascii() and _SURROGATE.search(key):
         raise NotSerializableError(f"{where}.{shown(key)}", key, "a key with a lone surrogate")
+
+
+def may_hold_surrogate(text: str) -> bool:
+    r"""False when the JSON ``text`` surely holds no lone surrogate (a quick scan: an
+    escape ``\udXXX`` or the character itself; a false alarm only costs a walk)."""
+    if "\\ud" in text or "\\uD" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def surrogate_key_path(text: str, data: Any) -> str | None:
+    """Where ``data`` (parsed from the JSON ``text``) has an object key with a lone
+    surrogate (a key pydantic cannot write back), or None. The text is scanned first, so
+    the walk only happens when such a character can be there at all."""
+    if not may_hold_surrogate(text):
+        return None
+    stack: list[tuple[str, Any]] = [("", data)]  # (a loop, not recursion: any depth)
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                    return f"{path}.{shown(key)}".lstrip(".")
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}.{i}", item) for i, item in enumerate(value))
+    return None
 
 
 def loads(text: Any, what: str, *, limit: int = _MAX_TEXT) -> Any:

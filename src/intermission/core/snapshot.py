@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from .. import _check, limits
 from .._clock import SYSTEM_CLOCK
-from .._json import canonical_dumps, check_json, loads
+from .._json import canonical_dumps, check_json, loads, may_hold_surrogate, surrogate_key_path
 from ..errors import (
     IntermissionError,
     NotSerializableError,
@@ -294,6 +294,7 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
             raise SnapshotSchemaError(f"not JSON data: {exc}") from None
     if not isinstance(data, dict):
         raise SnapshotSchemaError(f"a snapshot is a JSON object, not {type(data).__name__}")
+    _refuse_surrogate_keys(text, data)
     version = data.get("schema_version")
     events = data.get("events")
     stored_events = events
@@ -318,6 +319,19 @@ def _parse(data: Any) -> tuple[SessionSnapshot, list[Any] | None]:
         raise SnapshotSchemaError("nested too deeply") from None
     check_snapshot(snap)
     return snap, stored_events
+
+
+def _refuse_surrogate_keys(text: str, data: Any) -> None:
+    """A key with a lone surrogate anywhere (a tool argument's name, a node id) is refused:
+    it would load, but the session could never be saved again (pydantic cannot write such
+    a key). Values may hold them: they are stored escaped and come back unchanged."""
+    where = surrogate_key_path(text, data)
+    if where is not None:
+        raise SnapshotSchemaError(
+            "a key holds a lone surrogate (not Unicode text), which no snapshot keeps; "
+            "decode such text with errors='replace' before it enters a session",
+            path=where,
+        )
 
 
 def _unstrand(data: dict[str, Any]) -> dict[str, Any]:
@@ -486,6 +500,8 @@ def restore_stored(
     except ValidationError:
         snap = _parse(state)[0]  # the same failure, reported as a typed error
     else:
+        if may_hold_surrogate(state):  # (rare: then the text is read once more)
+            _refuse_surrogate_keys(state, json.loads(state))
         check_snapshot(snap)
     if snap.events:
         raise SnapshotSchemaError("a stored row keeps its events apart", path="events")
