@@ -232,7 +232,8 @@ def test_a_cli_refusal_on_a_finished_session_is_on_the_trail(target: str, tmp_pa
         ("decision.refused", "cli", "approve", "NothingToResumeError"),
         ("decision.refused", "cli", "reject", "NothingToResumeError"),
     ]
-    assert all(r["authenticated"] and "@" in r["actor"] for r in records[4:])  # the OS user
+    # the OS user, unmapped (no --auth): user@host, asserted (R60)
+    assert all(not r.get("authenticated") and "@" in r["actor"] for r in records[4:])
     assert verify(target, tmp_path).returncode == 0
 
 
