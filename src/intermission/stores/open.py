@@ -14,12 +14,18 @@ from .sqlite import SQLiteStore
 __all__ = ["open_store"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# libpq's keyword form (``host=db password=… dbname=app``): not a file name (a SQLite file
+# named after it, password and all, was created before)
+_KEYWORDS = re.compile(
+    r"(?i)(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*="
+)
 
 
 def open_store(target: str, **options: Any) -> SessionStore:
     """``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
     (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
-    UsageError. ``create=False``: open only a store that exists (see SQLiteStore).
+    UsageError, and so is a libpq keyword string (``host=… password=…``).
+    ``create=False``: open only a store that exists (see SQLiteStore).
     ``audit_key=``: the key of the audit chain (else ``$INTERMISSION_AUDIT_KEY``; see
     :mod:`intermission.audit`)."""
     if not isinstance(target, str) or not target:
@@ -37,5 +43,13 @@ def open_store(target: str, **options: Any) -> SessionStore:
             f"{scheme.group(1)}:// is not a store intermission knows: give a SQLite file "
             "path (or sqlite:///path), a postgresql:// URL, or memory:"
         )
+    if _KEYWORDS.search(target) and not target.startswith("sqlite:///"):
+        raise UsageError(
+            "the store is a libpq keyword string (host=… dbname=…), not a path or URL: "
+            "give PostgreSQL as a postgresql://USER@HOST:5432/DBNAME URL (the password after "
+            "USER: in it, percent-encoded: @ : / % # as %40 %3A %2F %25 %23), or a SQLite "
+            "file as sqlite:///path"
+        )
+
     path = target.removeprefix("sqlite:///") if target.startswith("sqlite:///") else target
     return SQLiteStore(path, **options)
