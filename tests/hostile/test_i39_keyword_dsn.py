@@ -35,9 +35,7 @@ def _cli(args: list[str], cwd: Path, store: str | None = None) -> subprocess.Com
 
 
 @pytest.mark.parametrize("dsn", DSNS)
-def test_a_keyword_string_as_store_is_refused_and_creates_nothing(
-    dsn: str, tmp_path: Path
-) -> None:
+def test_a_keyword_string_as_store_is_refused_and_creates_nothing(dsn: str, tmp_path: Path) -> None:
     for how in (["demo", "--store", dsn], ["demo", f"--store={dsn}"], ["demo"]):
         done = _cli(how, tmp_path, store=dsn if how == ["demo"] else None)
         assert done.returncode == 2, done.stdout + done.stderr
