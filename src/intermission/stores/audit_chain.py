@@ -69,8 +69,8 @@ def resolve_key(audit_key: str | bytes | None) -> bytes | None:
         audit_key = os.environ.get(KEY_ENV) or None
         if audit_key is None:
             return None
-    if isinstance(audit_key, str):
-        audit_key = audit_key.encode("utf-8")
+    if isinstance(audit_key, str):  # (an environment's bytes that are not UTF-8: as given)
+        audit_key = audit_key.encode("utf-8", "surrogateescape")
     if not isinstance(audit_key, bytes):
         raise UsageError(f"audit_key is text or bytes, not {type(audit_key).__name__}")
     if len(audit_key) < 16:
