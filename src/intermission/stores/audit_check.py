@@ -71,7 +71,13 @@ def finish(
     if session is not None:
         missing = _missing(session, _records(rows, rows_of))
         if missing:
-            problems.append(("incomplete", None, "no record of " + "; ".join(missing)))
+            why = "no record of " + "; ".join(missing)
+            if not rows:  # (not "tampered": the likelier story first)
+                why += (
+                    " (its id has no record at all: a session decided before its store kept "
+                    "an audit trail, or a trail deleted whole)"
+                )
+            problems.append(("incomplete", None, why))
     if not problems:
         return replace(result, limits=limits)
     problem, seq, _ = problems[0]
@@ -196,7 +202,7 @@ def _decision(target: str | None, reviewer: str | None, verdict: str, timed_out:
             and (target is None or r.get("target") == target),
         )  # fmt: skip
     return _Fact(
-        f"the decision of {reviewer} ({verdict}){on}",
+        f"the decision of {reviewer or 'an unnamed reviewer'} ({verdict}){on}",
         lambda r: r.get("action") in _VOTES and _detail(r).get("vote") is not True
         and (target is None or r.get("target") == target) and r.get("actor") == reviewer,
     )  # fmt: skip
