@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.stores.test_audit_missing import build, cli, sql, target, verify
+from tests.stores.test_audit_missing import KEY, build, cli, sql, target, verify
 
 from intermission.audit import AuditEntry
 from intermission.stores import open_store
@@ -65,3 +65,28 @@ def test_the_memory_store_starts_a_row_at_its_ids_records() -> None:
     store.append_audit("s", [AuditEntry(action="decision.refused", actor="eve")])
     store.save(paused_change("s"))
     assert store.verify_audit("s").ok
+
+
+def test_with_the_key_a_rollback_of_the_newest_records_and_the_head_is_said_unseen(
+    target: str, tmp_path: Path
+) -> None:
+    """Deleting the newest record (a refusal) and setting the head back to the record before
+    it is the database as it was: no key detects that, and a keyed --verify said "intact"
+    with no note. It now says what only a copy of --head kept elsewhere catches."""
+    build(target, key=KEY)
+    store = open_store(target, audit_key=KEY)
+    try:
+        store.append_audit("s", [AuditEntry(action="decision.refused", actor="mallory")])
+    finally:
+        store.close()
+    kept = cli("audit", "s", "--head", "--store", target, cwd=tmp_path, key=KEY).stdout.split()
+    run = sql(target)
+    ((digest,),) = run("SELECT hash FROM im_audit WHERE session_id = 's' AND seq = 4")
+    run("DELETE FROM im_audit WHERE session_id = 's' AND seq = 5")
+    run("UPDATE im_sessions SET audit_seq = 4, audit_head = ? WHERE id = 's'", (digest,))
+    checked = verify(target, tmp_path, key=KEY)
+    assert checked.returncode == 0, checked.stdout  # (as said: not detectable)
+    assert checked.stderr.startswith("note: not detectable even with the audit key: the newest")
+    assert "--head" in checked.stderr and KEY not in checked.stdout + checked.stderr
+    now = cli("audit", "s", "--head", "--store", target, cwd=tmp_path, key=KEY).stdout.split()
+    assert now != kept and kept[1] == "5"  # the copy kept elsewhere is what shows it

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._json import canonical_dumps
-from ..audit import UNKEYED_LIMIT, AuditEntry, AuditRecord, AuditVerification, Problem
+from ..audit import KEYED_LIMIT, UNKEYED_LIMIT, AuditEntry, AuditRecord, AuditVerification, Problem
 from ..core.ledger import BY_HAND
 
 __all__ = [
@@ -174,7 +174,7 @@ def verify(
     their MAC, and an unkeyed record is accepted only before the first keyed one (which
     seals it: its MAC covers the hash it follows); the chain must end keyed."""
     head = rows[-1][2] if rows else None
-    limits = "" if key is not None else UNKEYED_LIMIT
+    limits = KEYED_LIMIT if key is not None else UNKEYED_LIMIT
 
     def broken(seq: int, problem: Problem, why: str) -> AuditVerification:
         return AuditVerification(
