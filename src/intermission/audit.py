@@ -47,6 +47,7 @@ __all__ = [
     "AuditEntry",
     "AuditRecord",
     "AuditVerification",
+    "KEYED_LIMIT",
     "NOTE_HOOKS",
     "Problem",
     "UNKEYED_LIMIT",
@@ -195,6 +196,14 @@ UNKEYED_LIMIT = (
 )
 """What a check without a key cannot see, in words (``AuditVerification.limits``)."""
 
+KEYED_LIMIT = (
+    "not detectable even with the audit key: the newest records deleted together with the "
+    "session's head set back to an earlier record (the database as it was before them; "
+    "compare audit ID --head with a copy kept elsewhere)"
+)
+"""What a check with the key cannot see: a rollback of the newest records and the head
+(the head in the session row is the previous record's hash, which anyone can read)."""
+
 
 @dataclass(frozen=True, slots=True)
 class AuditVerification:
@@ -224,7 +233,8 @@ class AuditVerification:
     missing: tuple[str, ...] = field(default=())
     """What the session shows without a record (``incomplete``), one phrase each."""
     limits: str = ""
-    """What this check could not detect ("" when checked with a key)."""
+    """What this check could not detect (:data:`UNKEYED_LIMIT`, or :data:`KEYED_LIMIT` when
+    checked with a key)."""
 
     @property
     def ok(self) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._json import canonical_dumps
-from ..audit import UNKEYED_LIMIT, AuditEntry, AuditRecord, AuditVerification, Problem
+from ..audit import KEYED_LIMIT, UNKEYED_LIMIT, AuditEntry, AuditRecord, AuditVerification, Problem
 from ..core.ledger import BY_HAND
 
 __all__ = [
@@ -69,8 +69,8 @@ def resolve_key(audit_key: str | bytes | None) -> bytes | None:
         audit_key = os.environ.get(KEY_ENV) or None
         if audit_key is None:
             return None
-    if isinstance(audit_key, str):
-        audit_key = audit_key.encode("utf-8")
+    if isinstance(audit_key, str):  # (an environment's bytes that are not UTF-8: as given)
+        audit_key = audit_key.encode("utf-8", "surrogateescape")
     if not isinstance(audit_key, bytes):
         raise UsageError(f"audit_key is text or bytes, not {type(audit_key).__name__}")
     if len(audit_key) < 16:
@@ -174,7 +174,7 @@ def verify(
     their MAC, and an unkeyed record is accepted only before the first keyed one (which
     seals it: its MAC covers the hash it follows); the chain must end keyed."""
     head = rows[-1][2] if rows else None
-    limits = "" if key is not None else UNKEYED_LIMIT
+    limits = KEYED_LIMIT if key is not None else UNKEYED_LIMIT
 
     def broken(seq: int, problem: Problem, why: str) -> AuditVerification:
         return AuditVerification(

@@ -3,11 +3,12 @@ session row keeps, and that every vote, decision and completed effect the stored
 shows has its record (the same for every store; :mod:`.audit_chain` checks the links).
 
 The head is ``(seq, hash)`` of the last record written while the session row existed, set
-in the transaction that wrote the record. ``(0, None)``: no record was written since the
-row was created (records under the id from before it, a deleted generation's or a refusal
-of an unknown id, are not the row's). ``None`` for ``seq``: the row is older than the head
-(the SQL migration 8 computes heads for every stored session, so only a row written by an
-older intermission after the migration would be one) — reported, not failed.
+in the transaction that wrote the record; a new row starts at its id's last record (a
+deleted generation's, a refusal of the id before it was stored). ``(0, None)``: its id has
+no record. ``None`` for ``seq``, or 0 while records exist: the head was emptied by hand
+(the SQL migration 8 computes heads for every stored session; only a row written by an
+older intermission after it would have none) — failed as ``head``, since it would hide the
+deletion of the newest records.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ StoredHead = tuple[int | None, str | None]
 """The head a session row keeps: ``(seq, hash)``."""
 
 HEAD_NOT_RECORDED = (
-    "head not recorded (a session row written before store schema 8): a deletion of its "
-    "newest records is detected only by the records missing for what the session shows"
+    "missing: the session row keeps no head for its records (its head columns were "
+    "emptied by hand, or an intermission older than store schema 8 wrote the row): the "
+    "chain's end cannot be checked, so deleted newest records would go unseen"
 )
 
 _VOTES = ("decision.recorded", "approval.recorded")
@@ -57,8 +59,10 @@ def finish(
     if not result.ok:
         problems.append((result.problem or "chain", result.broken_seq, result.why))
     limits = result.limits
-    if head is not None and head[0] is None:
-        limits = "; ".join(x for x in (limits, HEAD_NOT_RECORDED) if x)
+    if head is not None and (head[0] is None or head[0] <= 0) and rows:
+        # a row's head is 0 only when its id had no record (see sql._ID_HEAD): a row with
+        # records and no head had it emptied, which would hide the newest records' deletion
+        problems.append(("head", rows[-1][0], HEAD_NOT_RECORDED))
     elif head is not None:
         found = _head_problem(rows, int(head[0] or 0), head[1])
         if found is not None:
@@ -67,7 +71,13 @@ def finish(
     if session is not None:
         missing = _missing(session, _records(rows, rows_of))
         if missing:
-            problems.append(("incomplete", None, "no record of " + "; ".join(missing)))
+            why = "no record of " + "; ".join(missing)
+            if not rows:  # (not "tampered": the likelier story first)
+                why += (
+                    " (its id has no record at all: a session decided before its store kept "
+                    "an audit trail, or a trail deleted whole)"
+                )
+            problems.append(("incomplete", None, why))
     if not problems:
         return replace(result, limits=limits)
     problem, seq, _ = problems[0]
@@ -192,7 +202,7 @@ def _decision(target: str | None, reviewer: str | None, verdict: str, timed_out:
             and (target is None or r.get("target") == target),
         )  # fmt: skip
     return _Fact(
-        f"the decision of {reviewer} ({verdict}){on}",
+        f"the decision of {reviewer or 'an unnamed reviewer'} ({verdict}){on}",
         lambda r: r.get("action") in _VOTES and _detail(r).get("vote") is not True
         and (target is None or r.get("target") == target) and r.get("actor") == reviewer,
     )  # fmt: skip

@@ -154,6 +154,9 @@ class MemoryStore(StoreMethods):
                 entry = self._rows[sid] = _Entry(
                     row, 1, now, events=events, family=session.family, pending_since=now
                 )
+                chain = self._audit.get(sid)
+                if chain:  # the id's records from before the row: the row starts at them
+                    entry.audit_head = (chain[-1][0], chain[-1][2])
             else:
                 if entry is None:
                     raise ConflictError(sid, expected, None)

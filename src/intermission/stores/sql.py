@@ -52,6 +52,12 @@ _INLINE_MAX = 2048
 """The longest event log text kept in the session row itself."""
 _EVENTS_KEY = len(',"events":')
 _AUDIT_HEAD = ("audit_seq", "audit_head")
+_ID_HEAD = (
+    "COALESCE((SELECT MAX(seq) FROM im_audit WHERE session_id = ?), 0), "
+    "(SELECT hash FROM im_audit WHERE session_id = ? ORDER BY seq DESC LIMIT 1)"
+)
+"""A new row's head: the last record its id already has (a deleted generation's, a refusal
+of the id before it was stored), so that a row's head is 0 only when its id has no record."""
 """The session row's columns that keep its audit head (see audit_sql)."""
 """What the log adds to a snapshot besides its array (see snapshot_json)."""
 
@@ -233,11 +239,11 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
                         "request, snapshot, snapshot_len, due_ms, progress, events, events_n, "
                         "id, family, version, snapshot_schema, updated_ms, pending_since, "
-                        "audit_seq) "  # (0: no record yet; set by the records, see audit_sql)
+                        "audit_seq, audit_head) "  # (the id's chain so far: see audit_check)
                         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {SNAPSHOT_SCHEMA}, "
-                        f"{self._now_sql}, {self._now_sql if pending else 'NULL'}, 0)",
+                        f"{self._now_sql}, {self._now_sql if pending else 'NULL'}, {_ID_HEAD})",
                         (*values, *inline_chunk, sid, session.family, *now,
-                         *(now if pending else ())),
+                         *(now if pending else ()), sid, sid),
                     )  # fmt: skip
                 except self.integrity_errors:
                     raise _Duplicate from None
