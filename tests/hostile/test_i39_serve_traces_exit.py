@@ -51,7 +51,7 @@ def test_spans_made_just_before_sigterm_reach_the_collector(
         code = server.proc.wait(timeout=60)
         spans = received.spans()
     assert any(s["name"].startswith("invoke_") for s in spans), spans
-    assert code == 128 + signal.SIGTERM  # (exit handlers ran: the flush among them)
+    assert code == 0  # a graceful stop: exit handlers ran (the flush among them)
 
 
 def test_a_dead_collector_holds_the_exit_after_sigterm_at_most_a_few_seconds(
@@ -67,4 +67,4 @@ def test_a_dead_collector_holds_the_exit_after_sigterm_at_most_a_few_seconds(
         waited = time.monotonic() - began
     # the flush at exit waits 2 s at most (before: the exporter's 10 s and more)
     assert waited < 6.0, f"serve took {waited:.1f} s to exit with the collector silent"
-    assert code == 128 + signal.SIGTERM
+    assert code == 0

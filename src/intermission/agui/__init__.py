@@ -61,11 +61,9 @@ def serve(
 
     class Server(uvicorn.Server):
         interrupted = False
-        terminated = False
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             self.interrupted = self.interrupted or sig == signal.SIGINT
-            self.terminated = self.terminated or sig == signal.SIGTERM
             if isinstance(app, AGUIApp) and sig in (signal.SIGTERM, signal.SIGINT):
                 if self.should_exit and sig == signal.SIGINT:
                     # a second ^C: uvicorn skips its own waits, and the drain (which runs
@@ -77,7 +75,7 @@ def serve(
             if sig == signal.SIGTERM and isinstance(captured, list) and sig in captured:
                 # uvicorn would raise SIGTERM again once stopped, and its default action
                 # kills the process before any exit handler runs (the traces' last flush
-                # among them): the process exits 143 on its own instead, below
+                # among them): a graceful stop ends the process normally instead (exit 0)
                 captured.remove(sig)
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -94,8 +92,6 @@ def serve(
         # ^C ends in KeyboardInterrupt (exit 130) even where SIGINT was ignored when the
         # process started (a background job): uvicorn re-raises the signal, which is then lost
         raise KeyboardInterrupt
-    if server.terminated:
-        raise SystemExit(128 + signal.SIGTERM)  # (as a shell shows SIGTERM; exit handlers run)
 
 
 def _listen(host: str, port: int) -> socket.socket:
