@@ -344,9 +344,9 @@ class SlackWebhook(_HTTP):
         for name in ("verdict", "reviewer", "comment", "resolution", "effect"):
             if n.detail.get(name) is not None:
                 lines.append(_mrkdwn(f"{name.capitalize()}: {visible(n.detail[name])}"))
-        context = f"session `{_mrkdwn(n.session_id)}`"
+        context = f"session `{_mrkdwn(visible(n.session_id))}`"
         if n.agent:
-            context += f" · agent {_mrkdwn(n.agent)}"
+            context += f" · agent {_mrkdwn(visible(n.agent))}"
         if n.deadline_ms is not None:
             context += f" · decide by {n.body()['deadline_at']}"
         blocks: list[dict[str, Any]] = [
