@@ -30,7 +30,9 @@ def _unsafe(c: str, keep_newlines: bool) -> bool:
     code = ord(c)
     if c == "\n":
         return not keep_newlines
-    return code < 0x20 or 0x7F <= code < 0xA0 or c in _BIDI or 0xD800 <= code <= 0xDFFF
+    # (U+2028 and U+2029 break a line in a mail client, a chat message, an editor)
+    return (code < 0x20 or 0x7F <= code < 0xA0 or c in _BIDI or 0xD800 <= code <= 0xDFFF
+            or c in "\u2028\u2029")  # fmt: skip
 
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:

@@ -284,14 +284,21 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     token = _serve_token(args, auth is not None)
     app = agui_app(factories, store, token=token, auth=auth, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
+    notifier = None
     if args.notify:  # the dispatcher runs for the app's lifespan
         from .notify import with_notifier
 
-        # links: the flag's URL, else the file's, else this server's own
-        notifier = _notifier(args, store, args.public_url, f"http://{args.host}:{args.port}")
+        # links: the flag's URL, else the file's, else this server's own (an IPv6 address
+        # in brackets; with --port 0, known once it listens: see ready)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        own = f"http://{host}:{args.port}" if args.port else None
+        notifier = _notifier(args, store, args.public_url, own)
         app = with_notifier(app, notifier)
 
     def ready(url: str) -> None:  # said once the socket listens and the app started
+        if notifier is not None and notifier.public_url is None:
+            notifier.public_url = url.rstrip("/")
+            store.outbox.set_public_url(notifier.public_url)  # type: ignore[attr-defined]
         at = _v(mask_url(args.store, whole=True))  # (a password in the URL is shown as ***)
         print(f"serving AG-UI on {url} (store {at}); the reviewer console is at {url}",
               flush=True)  # fmt: skip

@@ -71,6 +71,12 @@ def serve(
                     app._runs.hurry()
                 app.stop()  # refuse new runs before anything else happens
             super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and isinstance(captured, list) and sig in captured:
+                # uvicorn would raise SIGTERM again once stopped, and its default action
+                # kills the process before any exit handler runs (the traces' last flush
+                # among them): a graceful stop ends the process normally instead (exit 0)
+                captured.remove(sig)
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)

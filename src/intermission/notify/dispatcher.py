@@ -278,6 +278,11 @@ class Notifier:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout_s)
+            if thread.is_alive():  # a receiver that never answers: its attempt ends now
+                for target in self.targets:
+                    abort = getattr(target, "abort", None)
+                    if callable(abort):
+                        abort()
         self.close()
 
     def close(self) -> None:

@@ -120,6 +120,7 @@ class Email(_Routed):
         self._password = password
         self.ssl_context = ssl_context
         self.timeout_s = check_timeout(timeout_s)
+        self._server: smtplib.SMTP | None = None
         digest = hashlib.sha256(
             repr((smtp, sender, self.to, self.to_roles)).encode("utf-8", "backslashreplace")
         )
@@ -173,6 +174,7 @@ class Email(_Routed):
         cut.daemon = True
         started = time.monotonic()
         cut.start()
+        self._server = server
         try:
             with server:
                 server.connect(host, port)
@@ -210,12 +212,19 @@ class Email(_Routed):
             ) from None  # fmt: skip
         finally:
             cut.cancel()
+            self._server = None
         if refused:  # some took it: a retry would send it to them again
             import logging
 
             logging.getLogger("intermission.notify").warning(
                 "notification %s: %d recipient(s) refused by %s", n.key, len(refused), self.name
             )
+
+    def abort(self) -> None:
+        """End the attempt in progress now (a dispatcher that stops and cannot wait)."""
+        server = self._server
+        if server is not None:
+            _cut(server)
 
     def close(self) -> None:
         """Nothing held between sends (one SMTP connection per message)."""

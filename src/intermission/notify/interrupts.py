@@ -25,7 +25,11 @@ def _cut(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         # redacted before it is cut (a secret cut in half is no longer shaped like one);
         # cut first to a bound, so a huge value costs no more than a short one
+        cut = len(value) > _TEXT * 4
         value = redact_text(value[: _TEXT * 4])
+        if cut:  # its last word may be a secret's head no shape matches (``x://u:pw`` of
+            # ``x://u:pwd@h``): it goes too
+            value = value[: len(value) - len(value.split()[-1])] if value.split() else ""
         return value if len(value) <= _TEXT else f"{value[:_TEXT]}… (+{len(value) - _TEXT} chars)"
     if isinstance(value, dict):
         if depth >= _DEPTH:
@@ -96,16 +100,20 @@ def _policy(policy: Any, approvers: Any, given: int) -> dict[str, Any] | None:
     return data
 
 
+def _text(value: Any) -> Any:
+    """A tool's name or a reason, its secrets redacted (a name is text a model chose too)."""
+    return redact_text(value) if isinstance(value, str) else value
+
+
 def _task(task: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     uuid = str(task.get("call_uuid"))
     args = _shown_args(task.get("args"), task.get("notify_args"))
     done = given.get(uuid)
     reason = task.get("reason")
     return {
-        "id": uuid, "type": "tool_call", "tool": task.get("tool_name"),
+        "id": uuid, "type": "tool_call", "tool": _text(task.get("tool_name")),
         "arguments": summarize(args),
-        "reason": redact_text(reason) if isinstance(reason, str) else reason,
-        "deadline_ms": task.get("deadline_ms"),
+        "reason": _text(reason), "deadline_ms": task.get("deadline_ms"),
         "policy": _policy(task.get("policy"), task.get("approvers"),
                           len(done) if isinstance(done, list) else 0),
     }  # fmt: skip
@@ -126,7 +134,7 @@ def _approval(approval: Mapping[str, Any], reason: Any) -> dict[str, Any]:
     return {
         "id": approval.get("id"), "type": "confirmation", "tool": None,
         "arguments": summarize({"request": request}) if request is not None else {},
-        "reason": reason, "deadline_ms": approval.get("deadline_ms"),
+        "reason": _text(reason), "deadline_ms": approval.get("deadline_ms"),
         "policy": _policy(approval.get("policy"), None, 0),
     }  # fmt: skip
 
@@ -140,7 +148,8 @@ def interrupts_of(payload: Mapping[str, Any]) -> tuple[list[dict[str, Any]], lis
     approval = payload.get("approval")
     if isinstance(approval, Mapping):
         out.append(_approval(approval, payload.get("reason")))
-    out += [dict(i) for i in payload.get("items") or () if isinstance(i, Mapping)]
+    out += [{**i, "tool": _text(i.get("tool"))} for i in payload.get("items") or ()
+            if isinstance(i, Mapping)]  # fmt: skip
     roles = {str(r) for r in payload.get("roles") or ()}
     for item in out:
         found = (item.get("policy") or {}).get("roles")

@@ -83,9 +83,17 @@ _ASSIGNED = re.compile(
 )
 
 
-def _assigned(match: re.Match[str]) -> str:
-    name, sep, _ = match.groups()
-    return f"{name}{sep}{REDACTED}" if secret_name(name) else match.group(0)
+def _assigned(match: re.Match[str], depth: int = 0) -> str:
+    name, sep, value = match.groups()
+    if secret_name(name):
+        return f"{name}{sep}{REDACTED}"
+    if "=" not in value and ":" not in value:
+        return match.group(0)
+    # the value may hold an assignment of its own (``note: PGPASSWORD=pw``, ``a=b=pw``);
+    # a chain deeper than any text a person writes is redacted whole
+    if depth >= 8:
+        return f"{name}{sep}{REDACTED}"
+    return name + sep + _ASSIGNED.sub(lambda m: _assigned(m, depth + 1), value)
 
 
 def userinfo_masked(text: str) -> str:

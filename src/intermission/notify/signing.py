@@ -10,8 +10,8 @@ A receiver recomputes the signature over the raw body bytes, compares it in cons
 time, refuses a timestamp more than five minutes away from its own clock (a captured
 request cannot be replayed later), and refuses an ``Idempotency-Key`` header that is not
 the signed body's ``key`` (the header is not signed: a captured request sent again with a
-fresh key would pass a receiver's de-duplication). Each attempt is signed anew; the body,
-and its ``key``, stay the same.
+fresh key would pass a receiver's de-duplication), or any of these three headers sent
+twice. Each attempt is signed anew; the body, and its ``key``, stay the same.
 """
 
 from __future__ import annotations
@@ -67,7 +67,15 @@ def verify(
         raise UsageError("verify takes the secret (str or bytes) and the raw body (bytes)")
     if not isinstance(headers, Mapping) and not hasattr(headers, "items"):
         raise UsageError(f"headers is a mapping of header names to values, not {shown(headers)}")
-    lower = {str(k).lower(): v for k, v in headers.items()}
+    items = [(str(k).lower(), v) for k, v in headers.items()]
+    lower = dict(items)
+    # a header sent twice (a fresh key before the signed one) is refused: a receiver's
+    # ``headers.get`` takes the first, a dict of the items the last
+    if len(items) != len(lower) and any(
+        [k for k, _ in items].count(name.lower()) > 1
+        for name in (KEY_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+    ):
+        return False
     stamp = lower.get(TIMESTAMP_HEADER.lower(), "")
     given = lower.get(SIGNATURE_HEADER.lower(), "")
     if not isinstance(stamp, str) or not isinstance(given, str):

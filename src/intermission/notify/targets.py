@@ -140,10 +140,15 @@ def _remaining(timeout: float | None) -> float:
     return left if timeout is None else min(timeout, left)
 
 
-def _deadline_transport(httpx: Any) -> Any:
+_SLICE_S = 0.5
+"""How long a read waits before it looks whether its attempt was aborted (seconds)."""
+
+
+def _deadline_transport(httpx: Any, aborted: threading.Event) -> Any:
     """An httpx transport whose every connect, read and write shares one deadline per
     attempt: httpx's own timeouts count per operation, so a receiver answering one byte
-    at a time would hold an attempt for ever."""
+    at a time would hold an attempt for ever. A read also ends soon after ``aborted`` is
+    set (a dispatcher that stops does not wait out a silent receiver's ``timeout_s``)."""
     import httpcore
 
     class Stream(httpcore.NetworkStream):
@@ -157,8 +162,16 @@ def _deadline_transport(httpx: Any) -> Any:
             return left
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            data: bytes = self.inner.read(max_bytes, self._left(timeout, httpcore.ReadTimeout))
-            return data
+            while True:
+                if aborted.is_set():
+                    raise httpcore.ReadTimeout("the dispatcher stopped")
+                left = self._left(timeout, httpcore.ReadTimeout)
+                try:
+                    data: bytes = self.inner.read(max_bytes, min(left, _SLICE_S))
+                    return data
+                except httpcore.ReadTimeout:
+                    if left <= _SLICE_S:
+                        raise
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
             self.inner.write(buffer, self._left(timeout, httpcore.WriteTimeout))
@@ -205,6 +218,7 @@ class _HTTP(_Routed):
         self.url = url
         self.timeout_s = timeout_s
         self._client: Any = None
+        self._aborted = threading.Event()
         if not _HideTargetURLs.urls:
             logging.getLogger("httpx").addFilter(_HideTargetURLs())
         _HideTargetURLs.urls.add(url)
@@ -215,7 +229,7 @@ class _HTTP(_Routed):
             # no redirects: a signed body goes where it was configured to, nowhere else
             self._client = httpx.Client(
                 timeout=self.timeout_s, follow_redirects=False,
-                transport=_deadline_transport(httpx),
+                transport=_deadline_transport(httpx, self._aborted),
             )
             # httpx logs the URL as it spells it (host lower-cased, a default port dropped,
             # non-ASCII quoted): hidden in that spelling too
@@ -246,8 +260,13 @@ class _HTTP(_Routed):
                 retry_after_s=_retry_after(response.headers.get("retry-after")),
             )  # fmt: skip
 
+    def abort(self) -> None:
+        """End the attempt in progress soon (a dispatcher that stops and cannot wait)."""
+        self._aborted.set()
+
     def close(self) -> None:
         """Close the HTTP connections."""
+        self._aborted.clear()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -344,9 +363,9 @@ class SlackWebhook(_HTTP):
         for name in ("verdict", "reviewer", "comment", "resolution", "effect"):
             if n.detail.get(name) is not None:
                 lines.append(_mrkdwn(f"{name.capitalize()}: {visible(n.detail[name])}"))
-        context = f"session `{_mrkdwn(n.session_id)}`"
+        context = f"session `{_mrkdwn(visible(n.session_id))}`"
         if n.agent:
-            context += f" · agent {_mrkdwn(n.agent)}"
+            context += f" · agent {_mrkdwn(visible(n.agent))}"
         if n.deadline_ms is not None:
             context += f" · decide by {n.body()['deadline_at']}"
         blocks: list[dict[str, Any]] = [

@@ -6,9 +6,10 @@ decisions and resumes, ``serve``).
 has (``opentelemetry-instrument`` sets one up); when it has none, to one made here that
 exports over OTLP/HTTP where the standard variables say (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``;
-the ``otlp`` extra) and flushes when the process exits. A one-shot command gives that
-flush :data:`EXIT_TIMEOUT_S` at most: a collector that is down, unreachable or silent never
-holds a command that took 0.3 s for the exporter's default 10 s of retries.
+the ``otlp`` extra) and flushes when the process exits (``serve`` on SIGTERM too). A
+process gives that flush :data:`EXIT_TIMEOUT_S` at most: a collector that is down,
+unreachable or silent never holds a command that took 0.3 s (or a stopping server) for
+the exporter's default 10 s of retries.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def configure_from_env(*, one_shot: bool = False) -> bool:
     """Switch tracing on when ``INTERMISSION_OTEL`` asks for it; True when it is on.
 
     ``one_shot``: the process runs one short command (every CLI command but ``serve``):
-    its exporter gives up after :data:`EXPORT_TIMEOUT_S` and its exit waits for the spans
-    :data:`EXIT_TIMEOUT_S` at most. A long-running process keeps the exporter's defaults.
+    its exporter gives up after :data:`EXPORT_TIMEOUT_S`. A long-running process keeps the
+    exporter's defaults. Either's exit waits for the spans :data:`EXIT_TIMEOUT_S` at most.
     """
     if not wanted():
         return False
@@ -52,11 +53,12 @@ def configure_from_env(*, one_shot: bool = False) -> bool:
         export = require("opentelemetry.sdk.trace.export", "otel")
         otlp = require("opentelemetry.exporter.otlp.proto.http.trace_exporter", "otlp")
         timeout = _export_timeout() if one_shot else None
-        provider = sdk.TracerProvider(shutdown_on_exit=not one_shot)
+        provider = sdk.TracerProvider(shutdown_on_exit=False)
         exporter = otlp.OTLPSpanExporter(timeout=timeout)
         provider.add_span_processor(export.BatchSpanProcessor(exporter))
-        if one_shot:
-            atexit.register(_shut_down_within, provider, EXIT_TIMEOUT_S)
+        # (``serve`` too: a dead collector held its exit after SIGTERM for the exporter's
+        # 10 s of retries)
+        atexit.register(_shut_down_within, provider, EXIT_TIMEOUT_S)
         trace.set_tracer_provider(provider)
     instrument(provider)
     return True
