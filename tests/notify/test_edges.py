@@ -185,20 +185,28 @@ def test_a_line_separator_in_an_argument_is_escaped_in_the_subject_and_the_mail_
     assert store.outbox.rows() == []
 
 
-def test_a_line_separator_in_a_reviewer_name_is_escaped_and_the_decision_is_told(
+def test_a_line_separator_in_a_reviewer_name_is_refused_and_the_decision_is_told(
     mailbox: Mailbox,
 ) -> None:
+    """A name with U+2028/U+0085/U+2029 never reaches a header: the name rules (R60) refuse
+    it at the decision, nothing is queued; the same decision under a plain name is told."""
+    from intermission import PrincipalNameError
+
     store = MemoryStore(outbox=True)
     s = paused_change("ls-2")
     store.save(s)
     s = store.load("ls-2")
-    decide_graph(s, "APPROVE", reviewer="ann\u2028lee\u0085x\u2029y")
+    before = s.to_json()
+    with pytest.raises(PrincipalNameError):
+        decide_graph(s, "APPROVE", reviewer="ann\u2028lee\u0085x\u2029y")
+    assert s.to_json() == before
+    decide_graph(s, "APPROVE", reviewer="ann lee")
     store.save(s)
     email = Email(("127.0.0.1", mailbox.port), sender="im@example.com", to=["ops@example.com"],
                   kinds=["decided"])  # fmt: skip
     assert Notifier(store, [email], PUBLIC).deliver_pending() >= 1
     (subject,) = [str(m["Subject"]).strip() for _, m in mailbox.messages]
-    assert "ann\\u2028lee\\x85x\\u2029y" in subject and subject.startswith("Decided: approve by")
+    assert subject.startswith("Decided: approve by ann lee"), subject
     assert [r.kind for r in store.outbox.rows()] == []
 
 
