@@ -110,10 +110,13 @@ def passwords_in(dsn: str) -> list[str]:
 _QUOTED = re.compile(r"""(["'])(.+?)\1""")
 
 
-def mask_known(text: str, secrets: Iterable[str]) -> str:
+def mask_known(text: str, secrets: Iterable[str], *, raw: bool = True) -> str:
     """``text`` with each of ``secrets`` replaced by ``***``, then :func:`mask_url`. A
     quoted piece of one is masked too: libpq quotes the bit of a URL it could not take
-    (``"pa"`` of a password with a raw ``/``; host ``'ss@db'`` of one with a raw ``@``)."""
+    (``"pa"`` of a password with a raw ``/``; host ``'ss@db'`` of one with a raw ``@``).
+    ``raw=False`` masks only URLs and quoted pieces, not every bare occurrence: for text
+    of our own around a driver's (already masked) message, where a password that is an
+    ordinary word (``intermission``) would otherwise blank out the words it spells."""
     secrets = [s for s in secrets if s]
 
     def piece(m: re.Match[str]) -> str:
@@ -126,7 +129,7 @@ def mask_known(text: str, secrets: Iterable[str]) -> str:
 
     if secrets:
         text = _QUOTED.sub(piece, text)
-    for secret in secrets:
+    for secret in secrets if raw else ():
         text = text.replace(secret, MASK)
     return mask_url(text)
 

@@ -442,8 +442,9 @@ def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
 
 
 def _said(message: str, args: argparse.Namespace) -> str:
-    """A message to print with the store's password masked (a driver may quote its URL)."""
-    return mask_known(message, passwords_in(getattr(args, "store", "")))
+    """A message to print with the store's password masked where a URL or a driver's quote
+    holds it (the driver's own text was masked whole where it was caught)."""
+    return mask_known(message, passwords_in(getattr(args, "store", "")), raw=False)
 
 
 def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
