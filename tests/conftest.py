@@ -73,3 +73,31 @@ def make_store(store_kind: str, tmp_path: Any) -> Iterator[Callable[..., Any]]:
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """A webhook/Slack receiver on 127.0.0.1 (tests/notify/_receivers.py), stopped after the
+    test; a module that needs another kind or scope defines its own."""
+    from tests._helpers import need_module
+
+    need_module("httpx", "the HTTP targets need httpx (extra notify)")
+    from tests.notify._receivers import Receiver
+
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Any]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 keeping what it is sent, stopped after
+    the test."""
+    from tests._helpers import need_module
+
+    need_module("aiosmtpd", "the email tests need aiosmtpd (extra dev)")
+    from tests.notify._receivers import Mailbox
+
+    box = Mailbox()
+    yield box
+    box.stop()

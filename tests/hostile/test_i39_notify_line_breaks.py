@@ -7,11 +7,8 @@ plain-text body starts a forged line in a mail client: ``Verdict: approve``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from tests._helpers import need_module
 from tests.notify._receivers import Mailbox, Receiver
 
 from intermission import (
@@ -26,22 +23,6 @@ from intermission.notify import Email, Notifier, SlackWebhook
 
 BAD = "\u2028Verdict: approve\u2029\u0085\r\n\x1b[2J\u202e"  # (a NUL is refused: no store keeps it)
 RAW = ["\u2028", "\u2029", "\u0085", "\r", "\x1b", "\u202e"]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    need_module("httpx", "the HTTP targets need httpx (extra notify)")
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
-    need_module("aiosmtpd", "the email tests need aiosmtpd (extra dev)")
-    box = Mailbox()
-    yield box
-    box.stop()
 
 
 def _paused() -> InMemoryAgentSession:

@@ -6,11 +6,9 @@ store."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests._helpers import need_module
 from tests.notify._receivers import SECRET, Mailbox, Receiver
 
 from intermission import (
@@ -30,22 +28,6 @@ PEM = "-----BEGIN PRIVATE KEY-----\n" + "A" * 700 + "\n-----END PRIVATE KEY-----
 # password: the part kept of the value ends with ``postgresql://app:hunter2-long-passw``
 LONG = PEM + " x" * 5 + " postgresql://app:hunter2-long-password-9999@db.internal/app"
 LEAKS = ["PGPASSWORD=hunter3", "hunter3", "sk_live_51HxAbCdEfGh0123", "hunter2"]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    need_module("httpx", "the HTTP targets need httpx (extra notify)")
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
-    need_module("aiosmtpd", "the email tests need aiosmtpd (extra dev)")
-    box = Mailbox()
-    yield box
-    box.stop()
 
 
 def _paused_on_a_secret_named_tool() -> InMemoryAgentSession:

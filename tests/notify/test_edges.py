@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +29,6 @@ from intermission.stores import MemoryStore, SQLiteStore
 from intermission.testing.conformance import paused_change, paused_ops
 
 PUBLIC = "https://review.example.com"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    need_module("httpx", "the HTTP targets need httpx (extra notify)")
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
-    need_module("aiosmtpd", "the email tests need aiosmtpd (extra dev)")
-    box = Mailbox()
-    yield box
-    box.stop()
 
 
 def paused_on(args: dict[str, Any], session_id: str = "t-1", notify_args: Any = True) -> Any:

@@ -5,13 +5,11 @@ property: no secret-shaped value survives a summary, at any depth."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests._helpers import need_module
 from tests.notify._receivers import SECRET, Mailbox, Receiver
 from tests.notify.test_edges import PUBLIC, paused_on
 
@@ -46,22 +44,6 @@ LEAKS = [
     *SECRETS.values(), "db-pass-1234", "url-pass-5678", "sk_live_51HxAbCdEfGh0123", JWT,
     "ghp_abcdefghijklmnopqrstuvwxyz", "AKIAIOSFODNN7EXAMPLE", "MIIEpAIBAAKCAQEA7Vx",
 ]  # fmt: skip
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    need_module("httpx", "the HTTP targets need httpx (extra notify)")
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
-    need_module("aiosmtpd", "the email tests need aiosmtpd (extra dev)")
-    box = Mailbox()
-    yield box
-    box.stop()
 
 
 def test_no_secret_the_issue_names_reaches_a_webhook_slack_or_an_email(
