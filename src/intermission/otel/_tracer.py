@@ -24,14 +24,12 @@ import atexit
 import json
 import threading
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from time import time_ns
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._version import __version__
 from ..core import listeners
@@ -39,54 +37,9 @@ from . import _pause
 from . import attributes as A
 from ._decisions import decision_attrs, note_attrs
 from ._naming import agent_of, messages_json, model_of, output_json, provider_of
+from ._shapes import Held, Open, Request, UserMessage, fail, on_record_later
 
 __all__ = ["Tracing"]
-
-
-@dataclass(slots=True)
-class _Open:
-    key: tuple[str, ...]
-    span: Span
-    ran: int = 0
-    replayed: int = 0
-
-
-@dataclass(slots=True)
-class _Request:
-    root: Span
-    session: Any
-    stack: list[_Open] = field(default_factory=list)
-    token: object | None = None
-    approved: dict[str, Any] = field(default_factory=dict)
-    not_run: set[str] = field(default_factory=set)
-
-    @property
-    def top(self) -> Span:
-        return self.stack[-1].span if self.stack else self.root
-
-
-@dataclass(slots=True)
-class _Held:
-    """What waits for a store's copy of a session to be saved."""
-
-    root: Span | None = None
-    """A paused request's root, not ended yet."""
-    end_ns: int = 0
-    pause: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """The root's pause events, added only once the save committed."""
-    instants: list[Callable[[], None]] = field(default_factory=list)
-    """Spans of decisions noted on the copy outside a request, made once it committed."""
-    ref: Any = None
-    """The session (a weak reference)."""
-    gone: Any = None
-    """The finalizer that ends the held spans if the copy is dropped unsaved."""
-
-
-def _on_record_later(session: Any) -> bool:
-    """True for a store's copy (loaded, or saved once): what it records is on record only
-    once its next save commits (a session of no store is on record as it happens)."""
-    version = getattr(session, "store_version", 0)
-    return isinstance(version, int) and version > 0
 
 
 _LIVE: weakref.WeakSet[Tracing] = weakref.WeakSet()
@@ -110,10 +63,10 @@ class Tracing:
         self.tracer = source.get_tracer("intermission", __version__)
         self.capture = capture_content
         self.experimental = experimental
-        self._requests: dict[int, _Request] = {}
+        self._requests: dict[int, Request] = {}
         """Requests in flight by their session object (two copies of one session, loaded
         twice and run at once, are two requests)."""
-        self._held: dict[int, _Held] = {}
+        self._held: dict[int, Held] = {}
         """Store copies' pauses and decisions waiting for their save, by session object."""
         self._lock = threading.RLock()  # (a finalizer may run in a collection under it)
         self._retired = False
@@ -186,14 +139,14 @@ class Tracing:
             if item.key[0] == "node":
                 item.span.set_attribute(A.NODE_COMPLETED, False)
             if failed:
-                _fail(item.span, error)
+                fail(item.span, error)
             item.span.end()
         root = req.root
         status = str(getattr(session, "status", ""))
         root.set_attribute(A.STATUS, status)
         pause_id: str | None = None
         if failed:
-            _fail(root, error)
+            fail(root, error)
         elif error is not None:
             root.set_attribute(A.CANCELLED, True)
         pause: list[tuple[str, dict[str, Any]]] = []
@@ -210,7 +163,7 @@ class Tracing:
                     pause.append((A.CHECKPOINTED, {**common, A.CHECKPOINT_ID: checkpoint}))
         _pause.write_record(session, root, status, pause_id)  # (saved with the session)
         self._unfocus(req)
-        if pause and _on_record_later(session):
+        if pause and on_record_later(session):
             held = self._hold(session)
             held.root, held.end_ns, held.pause = root, time_ns(), pause
         else:
@@ -261,17 +214,17 @@ class Tracing:
                     self._held[key] = held
 
     # -- what waits for a save ------------------------------------------------------------
-    def _hold(self, session: Any) -> _Held:
+    def _hold(self, session: Any) -> Held:
         """What waits for ``session``'s next save (made on first use)."""
         key = id(session)
         with self._lock:
             held = self._held.get(key)
             if held is None:
-                held = self._held[key] = _Held(ref=weakref.ref(session))
+                held = self._held[key] = Held(ref=weakref.ref(session))
                 held.gone = weakref.finalize(session, self._dropped, key)
         return held
 
-    def _release(self, held: _Held, on_record: bool) -> None:
+    def _release(self, held: Held, on_record: bool) -> None:
         """Report what waited: as on record (the save committed), or not (lost, never)."""
         if on_record:
             for make in held.instants:
@@ -303,7 +256,7 @@ class Tracing:
             self._release(held, False)
 
     # -- requests -------------------------------------------------------------------------
-    def _begin(self, session: Any, ev: Any, kind: str) -> _Request:
+    def _begin(self, session: Any, ev: Any, kind: str) -> Request:
         """A top-level request: its root span, linked to where the session stood."""
         with self._lock:
             held = self._held.pop(id(session), None)
@@ -367,14 +320,14 @@ class Tracing:
                 **({A.GEN_PAUSE_ID: resumed_from[1]} if resumed_from[0] == "pause" else {}),
             })  # fmt: skip
         if self.capture and kind == "run_start" and ev.prompt:
-            root.set_attribute(A.INPUT_MESSAGES, messages_json([_User(ev.prompt)]))
-        req = _Request(root=root, session=session)
+            root.set_attribute(A.INPUT_MESSAGES, messages_json([UserMessage(ev.prompt)]))
+        req = Request(root=root, session=session)
         with self._lock:
             self._requests[id(session)] = req
         self._focus(req)
         return req
 
-    def _member(self, req: _Request, ev: Any, kind: str) -> None:
+    def _member(self, req: Request, ev: Any, kind: str) -> None:
         """A member agent (or team) running inside a team's request."""
         model = getattr(agent_of(req.session, ev.agent), "model", None)
         op = "invoke_agent" if kind == "run_start" else "invoke_workflow"
@@ -420,24 +373,24 @@ class Tracing:
             span.add_event(name, attrs, timestamp=at)
             span.end(end_time=at)
 
-        if on_record or not _on_record_later(session):
+        if on_record or not on_record_later(session):
             make()
         else:
             self._hold(session).instants.append(make)
 
     # -- the stack ------------------------------------------------------------------------
     def _push(
-        self, req: _Request, key: tuple[str, ...], name: str, attrs: dict[str, Any],
+        self, req: Request, key: tuple[str, ...], name: str, attrs: dict[str, Any],
         kind: SpanKind = SpanKind.INTERNAL,
-    ) -> _Open:  # fmt: skip
+    ) -> Open:  # fmt: skip
         parent = trace.set_span_in_context(req.top)
         span = self.tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
-        item = _Open(key, span)
+        item = Open(key, span)
         req.stack.append(item)
         self._focus(req)
         return item
 
-    def _pop(self, req: _Request, key: tuple[str, ...]) -> _Open | None:
+    def _pop(self, req: Request, key: tuple[str, ...]) -> Open | None:
         """Close the span under ``key`` and whatever opened after it (None: not open)."""
         found = next((i for i in range(len(req.stack) - 1, -1, -1) if req.stack[i].key == key),
                      None)  # fmt: skip
@@ -452,14 +405,14 @@ class Tracing:
         self._focus(req)
         return item
 
-    def _focus(self, req: _Request) -> None:
+    def _focus(self, req: Request) -> None:
         """Make the innermost open span current, so spans of user code (a tool's HTTP
         call) nest under it."""
         self._unfocus(req)
         req.token = otel_context.attach(trace.set_span_in_context(req.top))
 
     @staticmethod
-    def _unfocus(req: _Request) -> None:
+    def _unfocus(req: Request) -> None:
         token, req.token = req.token, None
         if token is None:
             return
@@ -475,7 +428,7 @@ class Tracing:
             pass
 
     # -- events ---------------------------------------------------------------------------
-    def _node_start(self, req: _Request, ev: Any) -> None:
+    def _node_start(self, req: Request, ev: Any) -> None:
         for i in range(len(req.stack) - 1, -1, -1):
             key = req.stack[i].key
             if key[0] == "node" and key[1] == ev.graph_id:
@@ -485,13 +438,13 @@ class Tracing:
         attrs = {A.NODE_ID: ev.node_id, A.NODE_KIND: ev.node_kind, A.GRAPH_ID: ev.graph_id}
         self._push(req, ("node", ev.graph_id, ev.node_id), f"node {ev.node_id}", attrs)
 
-    def _node_end(self, req: _Request, ev: Any) -> None:
+    def _node_end(self, req: Request, ev: Any) -> None:
         item = self._pop(req, ("node", ev.graph_id, ev.node_id))
         if item is not None:
             item.span.set_attribute(A.NODE_COMPLETED, True)
             item.span.end()
 
-    def _reason_start(self, req: _Request, ev: Any) -> None:
+    def _reason_start(self, req: Request, ev: Any) -> None:
         agent = agent_of(req.session, ev.agent)
         model = getattr(agent, "model", None)
         requested = model_of(model)
@@ -514,7 +467,7 @@ class Tracing:
         kind = SpanKind.INTERNAL if local else SpanKind.CLIENT
         self._push(req, ("reason", ev.reason_id), name, attrs, kind)
 
-    def _reason_end(self, req: _Request, ev: Any) -> None:
+    def _reason_end(self, req: Request, ev: Any) -> None:
         item = self._pop(req, ("reason", ev.reason_id))
         if item is None:
             return
@@ -530,7 +483,7 @@ class Tracing:
             span.set_attribute(A.OUTPUT_MESSAGES, output_json(ev.content, ev.tool_calls))
         span.end()
 
-    def _tool_start(self, req: _Request, ev: Any) -> None:
+    def _tool_start(self, req: Request, ev: Any) -> None:
         if ev.call_uuid in req.not_run:
             return  # (its not-run span was recorded with the decision)
         attrs: dict[str, Any] = {
@@ -548,7 +501,7 @@ class Tracing:
             attrs[A.TOOL_ARGUMENTS] = json.dumps(ev.args, ensure_ascii=False, default=str)
         self._push(req, ("tool", ev.call_uuid), f"execute_tool {ev.tool_name}", attrs)
 
-    def _tool_end(self, req: _Request, ev: Any) -> None:
+    def _tool_end(self, req: Request, ev: Any) -> None:
         if ev.call_uuid in req.not_run:
             return
         item = self._pop(req, ("tool", ev.call_uuid))
@@ -570,7 +523,7 @@ class Tracing:
             span.set_attribute(A.TOOL_RESULT, ev.observation)
         span.end()
 
-    def _decided(self, req: _Request, ev: Any) -> None:
+    def _decided(self, req: Request, ev: Any) -> None:
         """A decision applied on resume: an event, and a not-run span for a rejected or
         skipped call (a person said no: visible, never mistaken for a call not asked)."""
         record = ev.decision
@@ -597,7 +550,7 @@ class Tracing:
         )  # fmt: skip
         span.end()
 
-    def _pending(self, req: _Request, ev: Any) -> None:
+    def _pending(self, req: Request, ev: Any) -> None:
         attrs: dict[str, Any] = {
             A.PAUSE_INTERRUPTS: [t.call_uuid for t in ev.tasks],
             A.PAUSE_TOOLS: [t.tool_name for t in ev.tasks],
@@ -606,19 +559,19 @@ class Tracing:
             attrs[A.PAUSE_REASON] = ev.reason
         req.top.add_event(A.HITL_PENDING, attrs)
 
-    def _expired(self, req: _Request, ev: Any) -> None:
+    def _expired(self, req: Request, ev: Any) -> None:
         req.top.add_event(A.TASK_EXPIRED, {
             A.TARGET: ev.call_uuid, A.TOOL_NAME: ev.tool_name, A.RESOLUTION: ev.resolution,
         })  # fmt: skip
 
-    def _approval(self, req: _Request, ev: Any) -> None:
+    def _approval(self, req: Request, ev: Any) -> None:
         attrs: dict[str, Any] = {A.VERDICT: str(ev.verdict).lower()}
         for key, value in ((A.REVIEWER, ev.reviewer), (A.REASON, ev.reason)):
             if value is not None:
                 attrs[key] = value
         req.top.add_event(A.DECISION_RECORDED, attrs)
 
-    def _run_end(self, req: _Request, ev: Any) -> None:
+    def _run_end(self, req: Request, ev: Any) -> None:
         target = req.root
         for item in reversed(req.stack):
             if item.key == ("run", ev.run_id):
@@ -627,21 +580,6 @@ class Tracing:
         target.set_attribute(A.ABNORMAL, bool(ev.is_abnormal))
         if self.capture and ev.content:
             target.set_attribute(A.OUTPUT_MESSAGES, output_json(ev.content, []))
-
-
-class _User:
-    """A prompt as a message (for the opt-in input of a request's root span)."""
-
-    role = "user"
-    tool_calls = ()
-
-    def __init__(self, content: str) -> None:
-        self.content = content
-
-
-def _fail(span: Span, error: BaseException | None) -> None:
-    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-    span.set_attribute(A.ERROR_TYPE, type(error).__name__)
 
 
 _HANDLERS = {
