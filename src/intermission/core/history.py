@@ -311,7 +311,7 @@ class _Mark:
 
 
 CORE_KEYS = frozenset(
-    {"agent", "agent_fingerprint", "context", "flow", "hitl", "messages", "pending",
+    {"agent", "agent_fingerprint", "agent_version", "context", "flow", "hitl", "messages", "pending",
      "pending_reason", "requester", "status", "traces"}
 )  # fmt: skip
 """The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
@@ -329,6 +329,9 @@ def core_values(session: Any) -> dict[str, Any]:
     fingerprint = session.agent_fingerprint
     if fingerprint is not None:
         values["agent_fingerprint"] = fingerprint
+    version = getattr(session, "agent_version", None)
+    if version is not None:
+        values["agent_version"] = version
     if ctx.data:
         values["context"] = ctx.data
     trace = ctx.trace

@@ -86,6 +86,7 @@ class AgentSession(Protocol):
     status: SessionStatus
     agent: str | None
     agent_fingerprint: str | None
+    agent_version: str | None
     clock: Clock
 
     def pending(self, pending: bool, reason: str | None = None) -> None:
@@ -162,6 +163,12 @@ class InMemoryAgentSession:
         with AgentMismatchError unless it adopts the session. None until an agent ran it,
         and in a session saved before fingerprints were recorded: the next agent to run
         it records its own."""
+        self.agent_version: str | None = None
+        """The version of that agent (``.version("2")``, else its fingerprint) the session
+        runs on: a paused session resumes on this version, or is migrated on purpose (R62).
+        None until an agent ran it, and in sessions saved before versions were recorded."""
+        self.release: str | None = None
+        """The intermission release that last ran the session (recorded at each request)."""
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._reason: str | None = None
         self.requester: Actor | None = None

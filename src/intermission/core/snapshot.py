@@ -46,7 +46,8 @@ __all__ = [
 
 _UNSET: Any = object()
 _DEFAULTS: dict[str, Any] = {
-    "status": "new", "agent": None, "agent_fingerprint": None, "pending": False,
+    "status": "new", "agent": None, "agent_fingerprint": None, "agent_version": None,
+    "release": None, "pending": False,
     "pending_reason": None, "context": {}, "requester": None, "traces": {},
     "hitl": {"agent": None, "tasks": [], "decisions": {}, "expired": []},
     "ledger": {}, "messages": [], "max_messages": 50, "events": [], "max_events": 1000,
@@ -68,6 +69,8 @@ def session_data(session: InMemoryAgentSession) -> dict[str, Any]:
         "status": session.status,
         "agent": session.agent,
         "agent_fingerprint": session.agent_fingerprint,
+        "agent_version": session.agent_version,
+        "release": session.release,
         "pending": ctx.is_stopped,
         "pending_reason": session.pending_reason,
         "requester": None
@@ -192,6 +195,8 @@ def _split(session: InMemoryAgentSession) -> tuple[str, str]:
         extra["effects"] = session.effects
     if session.meta:
         extra["meta"] = session.meta
+    if session.release is not None:
+        extra["release"] = session.release
     tail = canonical_dumps(extra)[1:-1]
     stored_history = history.text()  # (marks keep their text: most never change)
     if stored_history is not None:
@@ -557,6 +562,8 @@ def _fill(
     session.status = snap.status
     session.agent = snap.agent
     session.agent_fingerprint = snap.agent_fingerprint
+    session.agent_version = snap.agent_version
+    session.release = snap.release
     session.clock = SYSTEM_CLOCK
     session._reason = snap.pending_reason
     session.requester = snap.requester

@@ -99,6 +99,11 @@ class SessionSnapshot(Model):
     agent_fingerprint: str | None = None
     """The fingerprint of the agent that made the session (None in snapshots written
     before it was recorded: the next agent to run it records its own)."""
+    agent_version: str | None = None
+    """The agent version the session runs on (``.version()``, else the fingerprint; None
+    in snapshots written before versions were recorded)."""
+    release: str | None = None
+    """The intermission release that last ran the session."""
     pending: bool = False
     pending_reason: str | None = None
     requester: Actor | None = None
