@@ -15,74 +15,44 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ._text import visible
+from .agents.table import AgentTable as PublicAgentTable
 from .errors import AgentMismatchError, IntermissionError, UsageError
 
 __all__ = ["AgentTable", "demo_only_message", "load_agents"]
 
 
-class AgentTable:
-    """Agents by name, built on first use (one instance per name: it decides and
-    resumes, R49)."""
+class AgentTable(PublicAgentTable):
+    """The CLI's table: :class:`intermission.AgentTable` loaded from ``--agents`` (None: the
+    bundled examples, strict about whose sessions they take)."""
 
     def __init__(self, entries: Mapping[str, Any], spec: str | None) -> None:
-        self.entries = dict(entries)
+        super().__init__(entries, origin=spec)
         self.spec = spec
-        self._built: dict[str, Any] = {}
 
     @property
     def bundled(self) -> bool:
         """True for the bundled examples (no ``--agents``)."""
         return self.spec is None
 
-    def names(self) -> list[str]:
-        """The names served."""
-        return sorted(self.entries)
-
-    def get(self, name: str | None) -> Any:
-        """The agent named ``name``; a one-line error when there is none or it fails."""
-        if name not in self.entries:
+    def _known(self, name: str | None) -> None:
+        if name not in self:
             known = ", ".join(self.names()) or "none"
             where = f"in --agents {self.spec}" if self.spec else "among the bundled examples"
             raise IntermissionError(
                 f"no agent named {name!r} {where} (known: {known}); pass --agents "
-                "module:AGENTS, a dict of your agents (or factories) by name"
+                "module:AGENTS, a dict of your agents (or factories, or lists of versions, "
+                "oldest first) by name"
             )
-        assert name is not None
-        if name not in self._built:
-            self._built[name] = self._build(name)
-        return self._built[name]
 
-    def _build(self, name: str) -> Any:
-        entry = self.entries[name]
-        agent = entry
-        if not hasattr(entry, "prompt"):
-            try:
-                agent = entry()
-            except Exception as exc:
-                raise UsageError(
-                    f"--agents {self.spec}: the factory for {name!r} raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from None
-        if not hasattr(agent, "prompt") or not hasattr(agent, "name"):
-            raise UsageError(
-                f"--agents {self.spec}: {name!r} gives a {type(agent).__name__}, not an "
-                "agent (a ReActAgent or TeamAgent, or a function returning one)"
-            )
+    def _build(self, name: str, entry: Any) -> Any:
+        agent = super()._build(name, entry)
         if self.bundled:
             agent._strict_owner = True  # (see the module docstring)
         return agent
-
-    def factories(self) -> dict[str, Callable[[], Any]]:
-        """Every agent as a factory (built once now, so a broken one fails here)."""
-        return {name: _const(self.get(name)) for name in self.names()}
-
-
-def _const(agent: Any) -> Callable[[], Any]:
-    return lambda: agent
 
 
 def load_agents(spec: str | None) -> AgentTable:

@@ -69,8 +69,12 @@ def _table(args: argparse.Namespace) -> AgentTable:
     return table
 
 
-def _agent_for(args: argparse.Namespace, name: str | None) -> Any:
-    return _table(args).get(name)
+def _agent_for(args: argparse.Namespace, session: Any) -> Any:
+    """The agent that runs ``session``: its own version (R62), one that migrates it, or —
+    with --adopt — the newest of its name."""
+    from .stores.decide import runner_for
+
+    return runner_for(_table(args), session, adopt=args.adopt)
 
 
 def identity_of(args: argparse.Namespace | None) -> IdentityMap | None:
@@ -128,8 +132,8 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
     batch: list[str] | None = None
     only: list[str] = list(dict.fromkeys(args.call or ()))
 
-    def agent_for(name: str | None) -> Any:  # one instance decides and resumes (R49)
-        return _agent_for(args, name)
+    def agent_for(s: Any) -> Any:  # one instance decides and resumes (R49)
+        return _agent_for(args, s)
 
     me = cli_actor(args.reviewer, args)  # the OS user decides; --reviewer is a display name
 
@@ -147,7 +151,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             decision = HITLDecision.approve() if approve else HITLDecision.reject(args.reason)
             if args.comment:
                 decision = decision.comment(args.comment)
-            HITL.submit_all(s, dict.fromkeys(batch, decision), agent=agent_for(s.agent))
+            HITL.submit_all(s, dict.fromkeys(batch, decision), agent=agent_for(s))
         else:
             decide_graph(
                 s,
@@ -157,7 +161,7 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
             )
 
     _applied(decide_and_resume(
-        store, args.session_id, decide, agent_for, wait_s=args.wait, adopt=args.adopt,
+        store, args.session_id, decide, _table(args), wait_s=args.wait, adopt=args.adopt,
         principal=me,
     ))  # fmt: skip
 
@@ -200,7 +204,7 @@ def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
     """Resume with the decisions already recorded; a task past its deadline is rejected
     (``system:deadline``)."""
     _applied(decide_and_resume(
-        store, args.session_id, lambda s: None, lambda name: _agent_for(args, name),
+        store, args.session_id, lambda s: None, _table(args),
         wait_s=args.wait, adopt=args.adopt,
     ))  # fmt: skip
 

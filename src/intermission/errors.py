@@ -12,6 +12,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── RequestInProgressError               a request is already running on this session
     │   ├── EffectOutcomeUnknownError            a ledgered effect started but never finished
     │   ├── AgentMismatchError                   the session was made by another agent
+    │   │   └── AgentVersionError                its paused version is not served (R62)
+    │   ├── AgentMigrationError                  a version migration raised: nothing changed
     │   ├── NothingToResolveError                the effect is not of unknown outcome
     │   └── EffectNotReopenableError             forget: its approval is no longer held open
     ├── SnapshotError (ValueError)               a snapshot cannot be written or read
@@ -76,7 +78,9 @@ from ._store_errors import (
 )
 
 __all__ = [
+    "AgentMigrationError",
     "AgentMismatchError",
+    "AgentVersionError",
     "AmbiguousTaskError",
     "ConflictError",
     "DeadlinePassedError",
@@ -287,6 +291,47 @@ class AgentMismatchError(SessionStateError):
             "agent.prompt().session(s).adopt() (CLI: --adopt)",
             session_id=session_id,
         )
+
+
+class AgentVersionError(AgentMismatchError):
+    """A paused session's agent version is not served here, and no served version migrates
+    it (R62). Raised before any of the session's code runs; nothing was changed and its
+    approval stays open. ``paused``: the session's version; ``served``: the versions of its
+    agent name at hand (oldest first)."""
+
+    def __init__(self, session_id: str, agent: str, paused: str | None, served: list[str]) -> None:
+        self.paused = paused
+        self.served = list(served)
+        shown_served = ", ".join(f"{agent}@{v}" for v in served) or "none"
+        message = (
+            f"session {session_id!r} paused on {agent}@{paused or '?'}, which is not served "
+            f"here (served: {shown_served}) and no served version migrates it; nothing was "
+            f"changed. Serve {agent}@{paused or '?'} until its sessions drain, or register "
+            f"agent.migrates_from({paused!r}, fn) on a newer version"
+        )
+        SessionStateError.__init__(self, message, session_id=session_id)
+        self.recorded = agent
+        self.recorded_fingerprint = None
+        self.agent = agent
+        self.fingerprint = "?"
+
+
+class AgentMigrationError(SessionStateError):
+    """A migration (``agent.migrates_from(version, fn)``) raised, or was asked for a
+    version nothing migrates from. The session is exactly as it was (the store's row
+    byte-identical); ``from_version`` / ``to_version`` name the step."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        from_version: str | None = None,
+        to_version: str | None = None,
+    ) -> None:
+        self.from_version = from_version
+        self.to_version = to_version
+        super().__init__(message, session_id=session_id)
 
 
 class SnapshotError(IntermissionError, ValueError):

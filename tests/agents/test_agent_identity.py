@@ -236,7 +236,8 @@ def test_adopt_hands_the_session_over_on_purpose() -> None:
 def test_a_snapshot_from_before_fingerprints_is_taken_by_the_first_agent_to_run_it() -> None:
     mine, s = paused()
     data = json.loads(s.to_json())
-    del data["agent_fingerprint"]  # as written before this field
+    del data["agent_fingerprint"]  # as written before this field (and versions, R62)
+    del data["agent_version"], data["release"]
     old = InMemoryAgentSession.restore(json.dumps(data))
     assert old.agent == "ops" and old.agent_fingerprint is None
     with pytest.raises(AgentMismatchError):  # the name was recorded: it still counts

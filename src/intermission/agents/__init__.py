@@ -9,11 +9,13 @@ from .pydantic_ai_model import PydanticAIModel
 from .react import ReActAgent, ReActAgentBuilder
 from .request import AgentRequest, AgentResponse, EventStream
 from .scripted import ScriptedModel
+from .table import AgentTable
 from .team import TeamAgent, TeamAgentBuilder, TeamResponse
 from .tools import Tool, tool
 
 __all__ = [
     "AgentRequest",
+    "AgentTable",
     "AgentResponse",
     "ChatModel",
     "EventStream",

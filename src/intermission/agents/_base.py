@@ -6,13 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from typing_extensions import Self
+
 from .._clock import Clock
 from .._ids import IdFactory
+from .._version import __version__
 from ..core import listeners
 from ..core.history import take_checkpoint as _checkpoint
 from ..core.listeners import LISTENERS
 from ._exclusive import enter, leave
 from .request import AgentRequest, AgentResponse
+from .versions import check_owner, owner_check
 
 if TYPE_CHECKING:
     from ..core.context import FlowContext
@@ -24,36 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentBase", "check_owner"]
 
+RELEASE = __version__
+
 
 T = TypeVar("T", "ReActTrace", "TeamTrace")
 _KEEP: Any = object()
-
-
-def check_owner(session: Any, agent: Any, *, adopt: bool = False) -> None:
-    """Raise AgentMismatchError, changing nothing, when ``session`` was made by another
-    agent than ``agent``: another name, or the same name with another fingerprint (see
-    :mod:`intermission.agents.fingerprint`). A session that records no agent yet, or no
-    fingerprint (saved before fingerprints were recorded), is anyone's to take; ``adopt``
-    hands the session over on purpose."""
-    from ..errors import AgentMismatchError
-
-    if adopt:
-        return
-    name = getattr(agent, "name", None)
-    mine = getattr(agent, "fingerprint", None)
-    recorded = getattr(session, "agent", None)
-    recorded_fp = getattr(session, "agent_fingerprint", None)
-    # (a strict agent — the CLI's bundled examples — takes no session whose maker it
-    # cannot tell: one saved before fingerprints were recorded)
-    unknown = recorded is not None and recorded_fp is None and agent_strict(agent)
-    if (
-        unknown
-        or (recorded is not None and recorded != name)
-        or (recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine)
-    ):
-        raise AgentMismatchError(
-            session.session_id, recorded, recorded_fp, str(name), str(mine or "?")
-        )
 
 
 def agent_strict(agent: Any) -> bool:
@@ -69,6 +48,40 @@ class AgentBase:
     ids: IdFactory
     _fingerprint: tuple[Any, str] | None = None
     _strict_owner = False
+    _version: str | None = None
+    _migrations: dict[str, Any] | None = None
+
+    @property
+    def declared_version(self) -> str | None:
+        """The version label given with ``.version("2")`` (None: the fingerprint serves)."""
+        return self._version
+
+    @property
+    def version(self) -> str:
+        """The version this agent runs sessions on (R62): its label, else its fingerprint.
+        A paused session resumes only on its own version, or migrated on purpose."""
+        return self._version if self._version is not None else self.fingerprint
+
+    @property
+    def migrations(self) -> dict[str, Any]:
+        """The versions this agent migrates sessions from, each with its upcaster."""
+        return dict(self._migrations or {})
+
+    def migrates_from(self, version: str, fn: Callable[[Any], None]) -> Self:
+        """Register ``fn(session)`` to upcast a session paused on ``version`` to this one;
+        it may change context values and rewrite a pending call's arguments
+        (``HITL.rewrite_args``). It runs on resume when ``version`` is not served, or
+        when asked (``table.migrate(session, to=...)``). Returns the agent."""
+        from .. import _check
+
+        _check.text("version", version, empty=False)
+        _check.function("fn", fn)
+        if version == self.version:
+            from ..errors import UsageError
+
+            raise UsageError(f"{self._name}@{version} cannot migrate from its own version")
+        self._migrations = {**(self._migrations or {}), version: fn}
+        return self
 
     @property
     def name(self) -> str:
@@ -142,7 +155,13 @@ class AgentBase:
             run.close()  # never started: no "never awaited" warning
             raise
         try:
-            check_owner(session, self, adopt=adopt)
+            migrate = owner_check(session, self, adopt=adopt)
+            if migrate is not None:  # under the caller's claim, before any session code
+                from .versions import migrate_session
+
+                migrate_session(session, self, migrate)
+            elif adopt and session.agent is not None:
+                _adopted(session, self)
         except BaseException:
             run.close()
             leave(session, me)
@@ -189,8 +208,35 @@ class AgentBase:
         if top_level:  # (the request checked it may: check_owner)
             session.agent = self._name
             session.agent_fingerprint = self.fingerprint
+            session.agent_version = self.version
+            session.release = RELEASE
         if trace is None:
             trace = new()
             session.traces[self._name] = trace
         trace._session = session
         return trace
+
+
+def _adopted(session: AgentSession, agent: AgentBase) -> None:
+    """Note an adoption on the audit trail: the session changes hands on purpose."""
+    from ..audit import AuditEntry, note
+    from ..hitl.deciding import default_principal
+    from ..principals import actor_of
+
+    if (
+        session.agent == agent.name
+        and session.agent_version == agent.version
+        and (session.agent_fingerprint == agent.fingerprint)
+    ):
+        return  # (its own already: nothing changes hands)
+    who = actor_of(default_principal(None), via="api")
+    old = f"{session.agent}@{session.agent_version or session.agent_fingerprint or '?'}"
+    note(session, AuditEntry(
+        action="agent.adopted", actor=who.name if who else None,
+        roles=list(who.roles) if who else [], via=who.via if who else None,
+        authenticated=bool(who and who.authenticated), target=agent.name,
+        reason=f"adopted {old} by {agent.name}@{agent.version}",
+        detail={"from_agent": session.agent, "from_version": session.agent_version,
+                "from_fingerprint": session.agent_fingerprint, "agent": agent.name,
+                "version": agent.version},
+    ))  # fmt: skip

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import _check
 from .._check import shown
@@ -23,6 +24,8 @@ class BuilderBase:
         self._clock: Clock | None = None
         self._ids: IdFactory = RANDOM_IDS
         self._checkpoints = "request"
+        self._version: str | None = None
+        self._migrations: dict[str, Callable[[Any], None]] = {}
 
     def name(self: B, name: str) -> B:
         """The agent's name (also its node id in a team)."""
@@ -32,6 +35,32 @@ class BuilderBase:
         check_text("agent name", name, allow_nul=False)
         self._name = name
         return self
+
+    def version(self: B, label: str) -> B:
+        """The agent's version (R62): a paused session resumes on the version it paused
+        under, or is migrated on purpose (``migrates_from``). Default: the fingerprint."""
+        from .._json import check_text
+
+        _check.text("version", label, empty=False)
+        check_text("agent version", label, allow_nul=False)
+        if "@" in label or len(label) > 64:
+            raise UsageError(f"a version label has no '@' and at most 64 characters: {label!r:.80}")
+        self._version = label
+        return self
+
+    def migrates_from(self: B, version: str, fn: Callable[[Any], None]) -> B:
+        """Upcast sessions paused on ``version`` with ``fn(session)`` (see
+        ``AgentBase.migrates_from``)."""
+        _check.text("version", version, empty=False)
+        _check.function("fn", fn)
+        self._migrations[version] = fn
+        return self
+
+    def _versioned(self, agent: Any) -> None:
+        """Give a built agent this builder's version and migrations."""
+        agent._version = self._version
+        for version, fn in self._migrations.items():
+            agent.migrates_from(version, fn)
 
     def clock(self: B, clock: Clock) -> B:
         """The clock stamping events (a FakeClock makes timelines deterministic);

@@ -128,6 +128,7 @@ class ReActAgent(AgentBase):
         self.clock = builder._clock
         self.ids = builder._ids
         self.node_checkpoints = builder._checkpoints == "node"
+        builder._versioned(self)
 
     def _fingerprint_data(self) -> Any:
         from .fingerprint import react_data

@@ -79,6 +79,9 @@ class TeamAgent(AgentBase):
             ids=builder._ids,
             checkpoints="node" if builder._checkpoints == "node" else "request",
         )
+        builder._versioned(self)
+        if self._version is None:  # (the graph's own version, when it declares one)
+            self._version = self.spec.declared_version
 
     def _fingerprint_key(self) -> Any:
         return self.spec.build()  # (cached until the spec is edited)

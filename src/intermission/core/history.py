@@ -311,8 +311,8 @@ class _Mark:
 
 
 CORE_KEYS = frozenset(
-    {"agent", "agent_fingerprint", "agent_version", "context", "flow", "hitl", "messages", "pending",
-     "pending_reason", "requester", "status", "traces"}
+    {"agent", "agent_fingerprint", "agent_version", "context", "flow", "hitl", "messages",
+     "pending", "pending_reason", "requester", "status", "traces"}
 )  # fmt: skip
 """The snapshot keys a checkpoint captures (not the log, ledger, history or limits)."""
 

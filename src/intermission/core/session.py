@@ -87,6 +87,7 @@ class AgentSession(Protocol):
     agent: str | None
     agent_fingerprint: str | None
     agent_version: str | None
+    release: str | None
     clock: Clock
 
     def pending(self, pending: bool, reason: str | None = None) -> None:

@@ -212,8 +212,21 @@ class GraphSpec:
         self.title = title
         self.registry = registry
         self.meta: dict[str, Any] = {}
+        self.declared_version: str | None = None
+        """The graph's version label (``version("2")``); a team on it runs that version."""
         self.nodes: dict[str, NodeSpec] = {}
         self._compiled: Graph | None = None
+
+    def version(self, label: str) -> GraphSpec:
+        """Label the graph's version (R62): a team built on it runs sessions as that
+        version unless its builder says otherwise. Returns the spec."""
+        if not isinstance(label, str) or not label or "@" in label or len(label) > 64:
+            raise GraphDefinitionError(
+                f"a version label is non-empty text without '@' (at most 64 characters), "
+                f"not {shown(label)}", graph_id=self.id,
+            )  # fmt: skip
+        self.declared_version = label
+        return self
 
     def _add(self, node_id: str, kind: NodeKind) -> NodeSpec:
         if not isinstance(node_id, str) or not node_id:

@@ -545,6 +545,17 @@ class HITL:
         )  # fmt: skip
 
     @staticmethod
+    def rewrite_args(
+        session: AgentSession, task: HITLTask | str, args: dict[str, Any], *, agent: Any = None
+    ) -> HITLTask:
+        """Rewrite a pending call's arguments (in a migration, R62): its votes and
+        decision are void, so the resume pauses again for a new approval. See
+        :func:`intermission.hitl.rewrite.rewrite_args`."""
+        from .rewrite import rewrite_args
+
+        return rewrite_args(session, task, args, agent=agent)
+
+    @staticmethod
     def clear(session: AgentSession) -> None:
         """Forget the suspended batch and its decisions."""
         _state(session)

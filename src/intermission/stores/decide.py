@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import _check
-from ..agents._base import check_owner
+from ..agents.versions import migrate_session, owner_check
 from ..audit import AuditEntry, noted
 from ..core import listeners
 from ..core.session import InMemoryAgentSession
@@ -53,7 +53,7 @@ from .base import RESUMABLE, SessionStore, not_resumable
 
 log = logging.getLogger("intermission.audit")
 
-__all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume"]
+__all__ = ["DEFAULT_WAIT_S", "DecisionOutcome", "decide_and_resume", "runner_for"]
 
 DEFAULT_WAIT_S = 30.0
 """How long a winning decision waits for another resumer's claim before giving up."""
@@ -117,7 +117,8 @@ def decide_and_resume(
     principal: Principal | Actor | None = None,
 ) -> DecisionOutcome:
     """Record a decision with ``decide(session)`` (say ``HITL.submit_all`` or
-    ``decide_graph``) and resume ``agent`` (an agent, or a function of the session's
+    ``decide_graph``) and resume ``agent`` (an agent, an AgentTable — the session's own
+    version, or a newer one that migrates it under the claim, R62 — or a function of the session's
     agent name returning one) — safe against any number of reviewers at once (see the
     module docstring). Refused decisions raise their typed error and change nothing.
     Inside ``decide``, HITL.submit without ``agent=`` checks against this agent, and
@@ -139,8 +140,9 @@ def decide_and_resume(
         refused = _finished(read)
         _refused_on_finished(store, read, refused, decide, agent, adopt, principal)
         raise refused
-    runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
-    check_owner(read, runner, adopt=adopt)  # the session's own agent, or adopted on purpose
+    runner = runner_for(agent, read, adopt=adopt)
+    # the session's own agent (version), one that migrates it, or adopted on purpose
+    owner_check(read, runner, adopt=adopt)
     try:
         # its approver policy and tools judge the decision (R49), made as ``principal``;
         # what the check records on the read copy is never saved, so nobody is told of it
@@ -166,7 +168,8 @@ def decide_and_resume(
             applied = _seen_since(s, mark, applied_only=True)
             if applied:  # applied while we waited (and pending again): leave it unchanged
                 raise _AppliedMeanwhile(applied)
-            check_owner(s, runner, adopt=adopt)  # (the claim's truth: adopted meanwhile?)
+            # (the claim's truth: adopted or migrated meanwhile?)
+            migrate = owner_check(s, runner, adopt=adopt)
             decisions, since = len(s.hitl.decisions), s.events.next_seq
             try:
                 with deciding_for(runner, adopt=adopt), deciding_as(principal):
@@ -177,13 +180,27 @@ def decide_and_resume(
             waiting = _only_votes(s, decisions, since)
             if waiting is not None:  # a vote of a quorum: saved as the claim ends
                 return DecisionOutcome(s, None, waiting=waiting)
-            if ours:
+            if migrate is not None:  # after the decision: a rewritten call voids it
+                with deciding_as(principal):
+                    migrate_session(s, runner, migrate)  # raises: released, nothing saved
+            if ours or migrate is not None:
                 store.save(s)  # durable before anything runs (the claim stays ours)
             request = runner.prompt().session(s)
             response = (request.adopt() if adopt else request).call()
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
+
+
+def runner_for(agent: Any, session: InMemoryAgentSession, *, adopt: bool = False) -> Any:
+    """The agent that runs ``session``: ``agent`` itself, a table's agent for it (its own
+    version, or one that migrates it: AgentVersionError otherwise; adopting: the newest),
+    or what a function of the session's agent name returns."""
+    if hasattr(agent, "for_session"):
+        return agent.newest(session.agent) if adopt else agent.for_session(session)
+    if not hasattr(agent, "prompt") and callable(agent):
+        return agent(session.agent)
+    return agent
 
 
 def _refused_on_finished(
@@ -204,7 +221,7 @@ def _refused_on_finished(
     before = len(noted(read))
     tried: list[AuditEntry] = []
     try:
-        runner = agent(read.agent) if not hasattr(agent, "prompt") and callable(agent) else agent
+        runner = runner_for(agent, read)
     except Exception:  # (no agent of that name here): judged without one, as it may be
         runner = None
     try:
