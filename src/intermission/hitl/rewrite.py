@@ -102,13 +102,27 @@ def _fitted(task: HITLTask, args: Any, agent: Any) -> tuple[dict[str, Any], Any]
 
 
 def _rewrite_batches(session: Any, uuid: str, args: dict[str, Any]) -> None:
-    """The arguments the resume will run: the call in its agent's batch (a team's members
-    keep their own traces), whether the trace is loaded or still JSON."""
+    """The arguments the resume will run, wherever the agent keeps the call (a team's
+    members keep their own traces; a trace may be loaded or still JSON): the batch in
+    progress, and the model's proposal the next batch is built from (``last_reason``,
+    and the same message in working memory)."""
     for trace in session.traces.values():
-        batch = trace.get("batch") if isinstance(trace, dict) else getattr(trace, "batch", None)
-        for call in batch or ():
+        for call in _calls(trace, uuid):
             if isinstance(call, dict):
-                if call.get("call_uuid") == uuid:
-                    call["args"] = dict(args)
-            elif getattr(call, "call_uuid", None) == uuid:
+                call["args"] = dict(args)
+            else:
                 call.args = dict(args)
+
+
+def _calls(trace: Any, uuid: str) -> list[Any]:
+    """Every record of call ``uuid`` in ``trace`` (objects or JSON)."""
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    found = [c for c in get(trace, "batch") or () if get(c, "call_uuid") == uuid]
+    messages = [get(trace, "last_reason"), *(get(trace, "working_memory") or ())]
+    for message in messages:
+        if message is None:
+            continue
+        found.extend(c for c in get(message, "tool_calls") or () if get(c, "id") == uuid)
+    return found
