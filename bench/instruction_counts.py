@@ -5,7 +5,8 @@ Seconds move with load; instructions do not. Run the same process three ways und
 (N pauses of the approval graph on SQLite) and ``both`` (N pauses, then N claimed resumes):
 
     for mode in none pause both; do
-      valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$mode python bench/instruction_counts.py $mode
+      valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$mode \\
+        python bench/instruction_counts.py $mode
     done
 
 pause = pause − none; resume = both − pause. Compare against another commit in the same venv.

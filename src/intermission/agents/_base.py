@@ -71,8 +71,9 @@ class AgentBase:
         """Register ``fn(session)`` to upcast a session paused on ``version`` to this one;
         it may change context values and rewrite a pending call's arguments
         (``HITL.rewrite_args`` on ``session.hitl.tasks``: a migration on resume runs after
-        the resuming decision is recorded, and a rewrite voids it). It runs on resume when ``version`` is not served, or
-        when asked (``table.migrate(session, to=...)``). Returns the agent."""
+        the resuming decision is recorded, and a rewrite voids it). It runs on resume when
+        ``version`` is not served, or when asked (``table.migrate(session, to=...)``).
+        Returns the agent."""
         from .. import _check
 
         _check.text("version", version, empty=False)
