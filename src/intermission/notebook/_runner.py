@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import traitlets as t
@@ -234,7 +235,8 @@ class ResumeRunner:
             needs = progress_line(self.session) or "the approval waits for more decisions"
             self.note = f"recorded; {needs}"
             return None
-        with deciding_as(self.actor):  # (a migration on the way is by who decided)
+        # a migration on the way is by who decided (else by an enclosing deciding_as)
+        with deciding_as(self.actor) if self.actor is not None else nullcontext():
             return agent.prompt().session(self.session).call()
 
     @property

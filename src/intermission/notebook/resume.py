@@ -21,7 +21,9 @@ class ResumeWidget(DecisionView):
     """A session with nothing to decide that can go on (paused, or forked at a node):
     Resume continues it (an empty prompt). When it pauses for a decision (a graph approval,
     a tool batch) the widget turns into the widget that decides it (``next``, shown in its
-    place). Code twin: ``resume()``; what the button sends: ``click("resume")``."""
+    place). ``agent`` may be an AgentTable: the session's version resumes (R62), and one
+    it does not serve is said, with Resume off. Code twin: ``resume()``; what the button
+    sends: ``click("resume")``."""
 
     _esm = esm("resume")
     can_resume = t.Bool(False).tag(sync=True)
