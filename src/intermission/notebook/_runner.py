@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import traitlets as t
 
 from .._concurrency import Job, Ticker, background
+from ..agents.versions import owner_check
 from ..core.session import AgentSession
-from ..errors import DecisionConflictError, RequestInProgressError
-from ..stores.decide import decide_and_resume
+from ..errors import (
+    AgentVersionError,
+    DecisionConflictError,
+    IntermissionError,
+    RequestInProgressError,
+)
+from ..hitl.deciding import deciding_as
+from ..principals import Actor
+from ..stores.decide import decide_and_resume, runner_for
 from ._decided import (
     decided_html,
     decisions_of,
@@ -22,14 +31,21 @@ from ._decided import (
     outcome_of,
     progress_line,
 )
-from ._html import esc
+from ._html import esc, plain
 from ._poll import every
 from ._widget import View
 from .graph_view import GraphView
 from .settings import settings
 from .timeline import Timeline
 
-__all__ = ["DecisionView", "ResumeRunner"]
+__all__ = [
+    "DecisionView",
+    "ResumeRunner",
+    "agent_for",
+    "shape_of",
+    "unserved_text",
+    "version_label",
+]
 
 Action = Callable[[AgentSession], None]
 W = TypeVar("W", bound="DecisionView")
@@ -50,11 +66,77 @@ def _decided_now(session: AgentSession) -> bool:
     return last is not None and last.kind == "approval_decided"
 
 
+def version_label(session: Any) -> str:
+    """The agent and version a session runs on, as people write it (``ops@1``; just the
+    name for a session of an earlier release that recorded no version; "" for none)."""
+    name = getattr(session, "agent", None)
+    if not name:
+        return ""
+    version = getattr(session, "agent_version", None)
+    return f"{name}@{version}" if version else str(name)
+
+
+def unserved_text(error: IntermissionError, session: Any = None) -> str:
+    """The plain sentence a view shows for a session no agent at hand runs or migrates
+    (R62): which version it paused on, which are served, and that nothing can be decided
+    here. Never an exception's class name."""
+    if isinstance(error, AgentVersionError):
+        name = error.agent
+        paused = f"{name}@{error.paused or '?'}"
+        served = ", ".join(f"{name}@{v}" for v in error.served) or "none"
+        return (
+            f"This session paused on {paused}, which is not served here (served: {served}); "
+            "nothing can be decided from this view."
+        )
+    shown = version_label(session) or "an unnamed agent"
+    return (
+        f"This session runs on {shown}, which is not served here; nothing can be decided "
+        "from this view."
+    )
+
+
+def agent_for(agent: Any, session: Any) -> Any:
+    """The agent that runs ``session``: a table's agent for its version (R62), or
+    ``agent`` itself. Raises AgentVersionError, changing nothing, when that version is not
+    served (a plain agent of another version that does not migrate it, too); another
+    mismatch is left to the decision's own check, which says what differs."""
+    if hasattr(agent, "for_session"):
+        return runner_for(agent, session)
+    if hasattr(agent, "prompt"):
+        try:
+            owner_check(session, agent)
+        except AgentVersionError:
+            raise
+        except IntermissionError:
+            pass
+    return agent
+
+
+def shape_of(agent: Any, session: Any) -> Any:
+    """An agent of ``session``'s name to tell what it is (a team with a graph, its tools):
+    the one that runs it, else a table's newest of that name; None when none is here."""
+    try:
+        return agent_for(agent, session)
+    except IntermissionError:
+        pass
+    if hasattr(agent, "newest"):
+        try:
+            return agent.newest(getattr(session, "agent", None))
+        except IntermissionError:
+            return None
+    return agent
+
+
 class ResumeRunner:
     """Runs ``action(session)`` (write a decision) then resumes ``agent``; with a ``store``
     both steps happen under the store's claim, the decision saved before the run. What
     it shows goes to its ``view``'s traits (status, result, graph, timeline, hint, lost,
-    progress, busy, outcome)."""
+    progress, busy, outcome, version, unserved).
+
+    ``agent`` is an agent, or an AgentTable (R62): the session then resumes on the table's
+    agent for its version (its own, or a newer one that migrates it under the claim), and
+    a session whose version the table does not serve shows that (``unserved``) and
+    decides nothing."""
 
     def __init__(
         self, view: DecisionView, agent: Any, session: AgentSession, store: Any = None
@@ -79,20 +161,73 @@ class ResumeRunner:
         """True when the last decision made here was a vote and the approval still waits."""
         self.state_hook: Callable[[], None] | None = None
         """Called after each resume (the widget redraws its request area)."""
+        self.actor: Actor | None = None
+        """Who the widget's last decision records (a migration it runs is theirs too)."""
+        self.unserved = ""
+        """The sentence saying that no agent at hand runs this session's version ("" when
+        one does); the widget's buttons are off while it is set."""
+        self._check_served()
         self._seen = self._state_key()
         self._polling: Ticker | None = None
+
+    # -- which agent runs the session (R62) ------------------------------------------------
+    def _pick(self) -> Any:
+        """The agent that runs the session now (a table's agent for its version); raises
+        AgentVersionError (or, for a name the table lacks, IntermissionError)."""
+        return agent_for(self.agent, self.session)
+
+    def resolved(self) -> Any:
+        """The agent that decides and resumes the session now; raises AgentVersionError,
+        changing nothing, when it is not served (the widget then says so)."""
+        try:
+            return self._pick()
+        except IntermissionError as exc:
+            self.unserved = plain(unserved_text(exc, self.session))
+            self.view.unserved = self.unserved
+            raise
+
+    @property
+    def at_hand(self) -> Any:
+        """The agent that runs the session, or None when none here does."""
+        try:
+            return self._pick()
+        except IntermissionError:
+            return None
+
+    @property
+    def shape(self) -> Any:
+        """An agent of the session's name to tell what it is (a team with a graph, its
+        tools): the one that runs it, else the newest served; None when none is here."""
+        return shape_of(self.agent, self.session)
+
+    def _check_served(self) -> None:
+        """Set ``unserved`` and the view's version line from the session as it is now (a
+        migration made elsewhere shows at the next read)."""
+        try:
+            self._pick()
+        except IntermissionError as exc:  # (names are model or store text: plain)
+            self.unserved = plain(unserved_text(exc, self.session))
+        else:
+            self.unserved = ""
+        self.view.unserved = self.unserved
+        label = version_label(self.session)
+        self.view.version = plain(f"agent {label}") if label else ""
 
     # -- the resume ------------------------------------------------------------------
     def _resume(self, action: Action) -> Any:
         if self.store is not None:
             # checked on a read, then decided and applied under one claim (R39): a
-            # losing reviewer never blocks the winner; see stores.decide
-            outcome = decide_and_resume(self.store, self.session.session_id, action, self.agent)
+            # losing reviewer never blocks the winner; see stores.decide. A table picks
+            # the session's version there, on what the store holds (R62)
+            outcome = decide_and_resume(
+                self.store, self.session.session_id, action, self.agent, principal=self.actor
+            )
             self.session = outcome.session
             waits = outcome.applied_elsewhere or outcome.waiting is not None
             self.note = outcome.describe() if waits else ""
             self.voted = outcome.waiting is not None
             return outcome.response
+        agent = self.resolved()  # (its version, or one that migrates it as it resumes)
         waiting = _votes(self.session)
         action(self.session)
         if _votes(self.session) > waiting and not _decided_now(self.session):
@@ -100,7 +235,9 @@ class ResumeRunner:
             needs = progress_line(self.session) or "the approval waits for more decisions"
             self.note = f"recorded; {needs}"
             return None
-        return self.agent.prompt().session(self.session).call()
+        # a migration on the way is by who decided (else by an enclosing deciding_as)
+        with deciding_as(self.actor) if self.actor is not None else nullcontext():
+            return agent.prompt().session(self.session).call()
 
     @property
     def busy(self) -> bool:
@@ -110,6 +247,7 @@ class ResumeRunner:
     def _redraw(self) -> None:
         self.view.busy = self._busy
         self.view.progress = progress_line(self.session)
+        self._check_served()
         if self.state_hook is not None:
             self.state_hook()
 
@@ -144,6 +282,10 @@ class ResumeRunner:
         self.error = error
         if self.decided_elsewhere:
             self._show_state()
+            return
+        if isinstance(error, AgentVersionError):  # a sentence, nothing changed (R62)
+            text = unserved_text(error, self.session)
+            self.view.status = f"<span class='im-error'>{esc(text)}</span>"
             return
         self.view.status = (
             f"<span class='im-error'>error: {esc(type(error).__name__)}: {esc(error)}</span>"
@@ -195,7 +337,8 @@ class ResumeRunner:
         s = self.session
         events = s.events
         last = (events[-1].run_id, events[-1].seq) if events else None
-        return (getattr(s, "store_version", None), s.status, s.pending_reason, last)
+        version = (getattr(s, "agent", None), getattr(s, "agent_version", None))
+        return (getattr(s, "store_version", None), s.status, s.pending_reason, last, version)
 
     @property
     def decided_elsewhere(self) -> bool:
@@ -258,6 +401,7 @@ class ResumeRunner:
             self._show_state()
         self.view.outcome = outcome_data(self.session, self.response)
         self.view.progress = progress_line(self.session)
+        self._check_served()
 
     def _show_state(self) -> None:
         """Status and result lines from the session: waiting (again), or its status with
@@ -321,8 +465,9 @@ class ResumeRunner:
     # -- display ---------------------------------------------------------------------
     def refresh(self) -> None:
         """Redraw graph and timeline from the session."""
-        if hasattr(self.agent, "spec"):
-            self.view.graph = GraphView(self.agent, self.session).card()
+        agent = self.shape
+        if hasattr(agent, "spec"):
+            self.view.graph = GraphView(agent, self.session).card()
         self.view.timeline = Timeline(self.session).html()
 
 
@@ -341,6 +486,11 @@ class DecisionView(View):
     """Said when a click's decision lost to one made elsewhere first (HTML)."""
     progress = t.Unicode("").tag(sync=True)
     """The approval policy's progress (plain text; shown when not empty)."""
+    version = t.Unicode("").tag(sync=True)
+    """The agent and version the session runs on, ``agent ops@1`` (plain text)."""
+    unserved = t.Unicode("").tag(sync=True)
+    """Said when no agent at hand runs the session's version: nothing can be decided here
+    (plain text; the buttons are off while it is set)."""
 
     runner: ResumeRunner
 
@@ -368,6 +518,10 @@ class DecisionView(View):
         if not self._still_open() and decisions_of(runner.session):
             if runner.response is None:  # not this widget's own earlier decision
                 runner.lost(verb)
+            return
+        runner._check_served()
+        if runner.unserved:  # (the page greys the buttons): said again, nothing changes
+            self.status = f"<span class='im-error'>{esc(runner.unserved)}</span>"
             return
         try:
             action = decide()

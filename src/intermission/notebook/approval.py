@@ -33,7 +33,9 @@ def _needs_reason(session: AgentSession, keys: ApprovalKeys) -> bool:
 class ApprovalWidget(DecisionView):
     """Shows the pending reason and request; Approve / Reject write the decision keys
     (``approval.decision``/``operator``/``time``/``reason``/``comment``) and resume the
-    agent. A decision carries the Reviewer (default:
+    agent (or an AgentTable's agent for the session's version, R62: a version it does
+    not serve is said above the request, and Approve / Reject stay off). A decision
+    carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`) and an optional Comment;
     Reject also needs a Reason (unless the approval's policy says otherwise) and stays
     disabled until one is typed.
@@ -109,7 +111,8 @@ class ApprovalWidget(DecisionView):
             )
         else:
             self.request = f"<b>Nothing to decide</b> (session {esc(s.status)})"
-        self.can_decide = s.is_pending and not self.runner.busy
+        # (a session whose version no agent here runs decides nothing here, R62)
+        self.can_decide = s.is_pending and not self.runner.busy and not self.runner.unserved
         self.needs_reason = _needs_reason(s, self.approval_keys)
         self.roles = known_roles(self.principal)
 
@@ -136,7 +139,9 @@ class ApprovalWidget(DecisionView):
         )
         if reviewer is None and self.reviewer.strip() != who:
             self.reviewer = who  # the field shows who the decision records
-        return notebook_actor(who, self.principal)
+        actor = notebook_actor(who, self.principal)
+        self.runner.actor = actor  # (a migration on the way is recorded as theirs)
+        return actor
 
     def _approve_action(self, reviewer: str | None = None, comment: str | None = None) -> Any:
         who = self._who(reviewer)

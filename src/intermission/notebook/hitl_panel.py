@@ -75,7 +75,7 @@ class _Row:
 
     def __init__(self, panel: HITLPanel, task: HITLTask) -> None:
         self.task = task
-        badges = tool_badges(task, panel.runner.agent)
+        badges = tool_badges(task, panel.runner.at_hand)
         agreed = _agreed(task)
         edited = " <i>(the approvals so far approve edited arguments, shown)</i>" if agreed else ""
         self.head = (
@@ -97,7 +97,9 @@ class HITLPanel(DecisionView):
     decision carries the Reviewer (default:
     :func:`~intermission.notebook.settings.default_reviewer`), the Comment, and to reject a
     Reason (Reject stays disabled until one is typed, unless the call's policy says a
-    rejection needs none). When every call is decided the agent resumes. Calls someone
+    rejection needs none). When every call is decided the agent resumes (``agent`` may be an
+    AgentTable: the session's version resumes, or a newer one that migrates it, R62; a
+    version it does not serve is said above the rows, and nothing can be decided). Calls someone
     already decided show that decision; a different one is refused (DecisionConflictError,
     shown here; nothing changes).
 
@@ -204,7 +206,8 @@ class HITLPanel(DecisionView):
 
     def _enable(self) -> None:
         """Rows and buttons as the session says (all off while a resume runs)."""
-        busy = self.runner.busy
+        # off while a resume runs, and when no agent here runs the session's version (R62)
+        busy = self.runner.busy or bool(self.runner.unserved)
         decided = self.runner.session.hitl.decisions
         # a click after the deadline is refused; read the clock only then (a FakeClock
         # advances on every reading)
@@ -262,7 +265,8 @@ class HITLPanel(DecisionView):
             decision = self._built(row, call_uuid, verdict, args, note, actor)
             # checked against the session now (conflicts, approvers, policy, edited
             # arguments); nothing is written until every call has a decision
-            HITL._check(self.runner.session, call_uuid, decision, self.runner.agent, actor)
+            agent = self.runner.resolved()  # (AgentVersionError: its version is not served)
+            HITL._check(self.runner.session, call_uuid, decision, agent, actor)
         except InvalidDecisionError as exc:
             self.runner.refused(exc, actor, call_uuid, verdict)
             raise
@@ -326,8 +330,11 @@ class HITLPanel(DecisionView):
         if self._undecided():
             return None
         chosen, self._chosen = dict(self._chosen), {}  # submitted: recorded, or refused
-        agent = self.runner.agent
+        # through a store, the agent decide_and_resume picks on what the store holds
+        # judges the decisions (a migration elsewhere meanwhile picks another version)
+        agent = None if self.runner.store is not None else self.runner.resolved()
         actor = self._actor
+        self.runner.actor = actor
         return lambda s: HITL.submit_all(s, chosen, agent=agent, principal=actor)
 
     # -- what the buttons send -----------------------------------------------------------

@@ -8,6 +8,7 @@ import traitlets as t
 
 from .._clock import SYSTEM_CLOCK
 from .._concurrency import Ticker, every
+from ..agents.table import AgentTable
 from ..errors import IntermissionError, UsageError
 from ..stores.base import SessionStore
 from ._decided import decisions_of, outcome_of
@@ -31,13 +32,41 @@ def _to_decide(item: Any) -> str:
     return esc(what) + (f"<div class='im-progress'>{esc(progress)}</div>" if progress else "")
 
 
+def _version(item: Any, table: AgentTable | None) -> str:
+    """The version a pending session paused on (``ops@1``; "—" when it recorded none),
+    and, with a table, whether it is served here (R62)."""
+    label = getattr(item, "version_label", None)
+    version = getattr(item, "agent_version", None)  # (stores that record it, R62)
+    if not isinstance(label, str) or not label:
+        label = f"{item.agent}@{version}" if item.agent and version else ""
+    if not label:
+        return "—"
+    if table is not None and version and item.agent in table:
+        probe = _Paused(item.session_id, item.agent, version)
+        if not table.serves(probe):
+            return esc(label) + " <span class='im-error'>(not served here)</span>"
+    return esc(label)
+
+
+class _Paused:
+    """What a table needs to tell whether it runs a listed session: name and version."""
+
+    def __init__(self, session_id: str, agent: str, agent_version: str) -> None:
+        self.session_id = session_id
+        self.agent = agent
+        self.agent_version = agent_version
+
+
 class Inbox(View):
     """A live table of ``store.pending()``: the first pending session is preselected; Open
     shows it in the right decision widget (an ApprovalWidget with its graph, an
     HITLPanel, or a ResumeWidget). The table refreshes after every decision made here and every
     ``poll_s`` seconds (``settings.inbox_poll_s``; off on autopilot, and for
-    ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume;
-    without one for a session's agent the Inbox lists the session but cannot open it.
+    ``poll_s=None``). ``agents`` maps agent names to agents (or factories) that can resume,
+    or is an AgentTable (or a dict of lists of versions, oldest first): a session then
+    opens on the version it paused under, or a newer one that migrates it (R62); the table
+    shows each session's version. Without an agent for a session's name the Inbox lists
+    the session but cannot open it.
 
     Code twins: ``open_session(id)``, ``refresh()``; ``code_twin(...)`` as on the decision
     widgets (``DecisionView``). What the buttons send: ``click("open", session_id=)``,
@@ -60,7 +89,7 @@ class Inbox(View):
     def __init__(
         self,
         store: Any,
-        agents: dict[str, Any] | None = None,
+        agents: dict[str, Any] | AgentTable | None = None,
         *,
         limit: int = 50,
         poll_s: float | str | None = "default",
@@ -68,10 +97,14 @@ class Inbox(View):
         self._poller: Ticker | None = None
         if not isinstance(store, SessionStore):
             raise UsageError(f"Inbox takes a session store, not {type(store).__name__}")
-        if agents is not None and not isinstance(agents, dict):
+        if agents is not None and not isinstance(agents, (dict, AgentTable)):
             raise UsageError(f"agents maps agent names to agents, not {type(agents).__name__}")
+        if isinstance(agents, dict) and any(isinstance(v, (list, tuple)) for v in agents.values()):
+            agents = AgentTable(agents)  # {"ops": [v1, v2]}: versions, oldest first
         self.store = store
-        self.agents: dict[str, Any] = dict(agents or {})
+        self.agent_table: AgentTable | None = agents if isinstance(agents, AgentTable) else None
+        """The agents as a table of versions (None: one agent per name)."""
+        self.agents: dict[str, Any] = dict(agents) if isinstance(agents, dict) else {}
         self.limit = limit
         self.poll_s: float | None = settings.inbox_poll_s if isinstance(poll_s, str) else poll_s
         self.current: Any = None
@@ -120,15 +153,17 @@ class Inbox(View):
         now = getattr(self.store, "clock", SYSTEM_CLOCK).now_ms()
         rows = "".join(
             f"<tr><td>{esc(p.session_id)}</td><td>{esc(p.agent)}</td>"
+            f"<td>{_version(p, self.agent_table)}</td>"
             f"<td>{_to_decide(p)}</td><td>{esc(p.reason)}{expired_html(p.deadline_ms, now)}"
             + "".join(f" {id_html(t.call_uuid)}" for t in p.tasks)
             + "</td></tr>"
             for p in items
         )
         self.table = (
-            "<div class='im-inbox'><table><colgroup><col style='width:22%'>"
-            "<col style='width:14%'><col style='width:12%'><col></colgroup>"
-            "<tr><th>session</th><th>agent</th><th>to decide</th><th>reason</th></tr>"
+            "<div class='im-inbox'><table><colgroup><col style='width:20%'>"
+            "<col style='width:12%'><col style='width:12%'><col style='width:12%'><col>"
+            "</colgroup><tr><th>session</th><th>agent</th><th>version</th><th>to decide</th>"
+            "<th>reason</th></tr>"
             f"{rows}</table></div>"
             if items
             else "<div class='im-inbox'><i>no pending sessions</i></div>"
@@ -170,11 +205,12 @@ class Inbox(View):
 
     # -- opening ---------------------------------------------------------------------
     def _agent(self, name: str | None) -> Any:
+        if self.agent_table is not None and name in self.agent_table:
+            return self.agent_table  # (the widget picks the session's version from it)
+        known = self.agent_table.names() if self.agent_table is not None else sorted(self.agents)
         agent = self.agents.get(name or "")
         if agent is None:
-            given = (
-                f"it knows {sorted(self.agents)}" if self.agents else "it was made without agents"
-            )
+            given = f"it knows {known}" if known else "it was made without agents"
             raise UsageError(
                 f"no agent named {name!r} in this inbox ({given}), so it can list the "
                 f"session but not resume it: give it one, Inbox(store, {{{name!r}: agent}})"

@@ -9,7 +9,7 @@ import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
-from ._runner import DecisionView, ResumeRunner
+from ._runner import DecisionView, ResumeRunner, shape_of
 from ._widget import esm, widget_ref
 from .approval import ApprovalWidget
 from .hitl_panel import HITLPanel
@@ -21,7 +21,9 @@ class ResumeWidget(DecisionView):
     """A session with nothing to decide that can go on (paused, or forked at a node):
     Resume continues it (an empty prompt). When it pauses for a decision (a graph approval,
     a tool batch) the widget turns into the widget that decides it (``next``, shown in its
-    place). Code twin: ``resume()``; what the button sends: ``click("resume")``."""
+    place). ``agent`` may be an AgentTable: the session's version resumes (R62), and one
+    it does not serve is said, with Resume off. Code twin: ``resume()``; what the button
+    sends: ``click("resume")``."""
 
     _esm = esm("resume")
     can_resume = t.Bool(False).tag(sync=True)
@@ -46,8 +48,8 @@ class ResumeWidget(DecisionView):
         r = self.runner
         s = r.session
         done = s.status in ("done", "failed")
-        self.can_resume = not (r.busy or done)
-        decides = bool(s.hitl.tasks) or hasattr(r.agent, "spec")
+        self.can_resume = not (r.busy or done or r.unserved)
+        decides = bool(s.hitl.tasks) or hasattr(r.shape, "spec")
         if self.next is None and not r.busy and s.is_pending and decides:
             self._turn_into_decision()
 
@@ -89,9 +91,10 @@ def _nothing(_session: AgentSession) -> None:
 def decision_widget(agent: Any, session: AgentSession, *, store: Any = None) -> Any:
     """The widget that moves ``session`` on: an HITLPanel for a tool batch (even one
     decided already), an ApprovalWidget for a team graph waiting for approval, else a
-    ResumeWidget (a paused session, a fork taken at a node, a generic pending)."""
+    ResumeWidget (a paused session, a fork taken at a node, a generic pending). ``agent``
+    may be an AgentTable: the widget resumes the session's version (R62)."""
     if session.hitl.tasks:
         return HITLPanel(agent, session, store=store)
-    if session.is_pending and hasattr(agent, "spec"):
+    if session.is_pending and hasattr(shape_of(agent, session), "spec"):
         return ApprovalWidget(agent, session, store=store)
     return ResumeWidget(agent, session, store=store)

@@ -195,12 +195,14 @@ function areas(ctx, names) {
   const classes = {
     hint: "im-hint-box", progress: "im-progress", lost: "im-lost-box", status: "approval-status",
     result: "approval-result", graph: "approval-graph", timeline: "approval-timeline",
+    version: "im-version", unserved: "im-unserved",
   };
+  const plain = new Set(["progress", "version", "unserved"]); // plain text, hidden when empty
   const nodes = names.map((name) => h("div", { class: classes[name] || `im-${name}` }));
   const draw = () => names.forEach((name, i) => {
     // a gone kernel's widget invites no click: its "waiting for your decision" hint goes
     const value = name === "hint" && ctx.dead ? "" : ctx.model.get(name) || "";
-    if (name === "progress") {
+    if (plain.has(name)) {
       nodes[i].textContent = value; // plain text
       nodes[i].hidden = !value;
     } else {

@@ -11,9 +11,11 @@ function render({ model, el }) {
   const who = whoLine(ctx, reviewer.input);
   const approve = button("approval-approve", "Approve", "approve");
   const reject = button("approval-reject", "Reject", "reject");
+  // the agent version the session runs on, and why nothing can be decided here if so
+  const head = areas(ctx, ["version", "unserved"]);
   const shown = areas(ctx, ["hint", "progress", "lost", "status", "result", "graph", "timeline"]);
   ctx.root.append(
-    request, reviewer.box, who.node, comment.box, reason.box,
+    ...head.nodes, request, reviewer.box, who.node, comment.box, reason.box,
     h("div", { class: "im-buttons" }, approve, reject), ...shown.nodes,
   );
   for (const [input, name] of [[reviewer.input, "reviewer"], [comment.input, "comment"], [reason.input, "reason"]]) {
@@ -32,12 +34,13 @@ function render({ model, el }) {
     reject.disabled = !(open && (!needs || reason.input.value.trim()));
     who.draw();
     for (const f of [reviewer, comment, reason]) f.input.disabled = ctx.dead;
+    head.draw();
     shown.draw();
   };
   approve.addEventListener("click", () => ctx.send("approve", fields()));
   reject.addEventListener("click", () => ctx.send("reject", fields()));
   reason.input.addEventListener("input", draw);
-  ctx.watch(["request", "can_decide", "needs_reason", "roles", "reviewer", "busy", "reason", ...shown.names], draw);
+  ctx.watch(["request", "can_decide", "needs_reason", "roles", "reviewer", "busy", "reason", ...head.names, ...shown.names], draw);
   return ctx.done();
 }
 

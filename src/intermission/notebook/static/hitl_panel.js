@@ -13,9 +13,11 @@ function render({ model, el }) {
   const approveAll = button("hitl-approve-all", "Approve all", "approve");
   const rejectAll = button("hitl-reject-all", "Reject all", "reject");
   const resume = button("hitl-resume", "Resume with recorded decisions", "plain");
+  // the agent version the session runs on, and why nothing can be decided here if so
+  const head = areas(ctx, ["version", "unserved"]);
   const shown = areas(ctx, ["hint", "progress", "lost", "status", "result", "timeline"]);
   ctx.root.append(
-    rowsBox, empty, reviewer.box, who.node, comment.box, reason.box,
+    ...head.nodes, rowsBox, empty, reviewer.box, who.node, comment.box, reason.box,
     h("div", { class: "im-buttons" }, approveAll, rejectAll, resume), ...shown.nodes,
   );
   for (const [input, name] of [[reviewer.input, "reviewer"], [comment.input, "comment"], [reason.input, "reason"]]) {
@@ -84,6 +86,7 @@ function render({ model, el }) {
     resume.hidden = !model.get("show_resume");
     resume.disabled = !(model.get("can_resume") && !locked);
     for (const f of [reviewer, comment, reason]) f.input.disabled = ctx.dead;
+    head.draw();
     shown.draw();
   };
   // every box as the person left it: approving all approves the arguments shown
@@ -95,7 +98,7 @@ function render({ model, el }) {
   resume.addEventListener("click", () => ctx.send("resume", fields()));
   reason.input.addEventListener("input", draw);
   ctx.watch(["calls", "empty", "can_all", "can_resume", "show_resume", "needs_reason", "roles",
-    "reviewer", "busy", "reason", ...shown.names], draw);
+    "reviewer", "busy", "reason", ...head.names, ...shown.names], draw);
   return ctx.done();
 }
 

@@ -7,8 +7,9 @@ function render({ model, el, host }) {
   const own = h("div", { class: "im-own" });
   const note = h("div", { class: "resume-note" });
   const slot = h("div", { class: "resume-next" });
+  const head = areas(ctx, ["version", "unserved"]);
   const shown = areas(ctx, ["hint", "progress", "lost", "status", "result", "graph", "timeline"]);
-  own.append(h("div", { class: "im-buttons" }, resume), ...shown.nodes);
+  own.append(...head.nodes, h("div", { class: "im-buttons" }, resume), ...shown.nodes);
   ctx.root.append(own, note, slot);
   resume.addEventListener("click", () => ctx.send("resume", {}));
   const draw = () => {
@@ -16,9 +17,10 @@ function render({ model, el, host }) {
     own.hidden = turned;
     setHTML(note, turned ? model.get("note") : "");
     resume.disabled = !model.get("can_resume") || ctx.locked();
+    head.draw();
     shown.draw();
   };
-  ctx.watch(["next", "note", "can_resume", "busy", ...shown.names], draw);
+  ctx.watch(["next", "note", "can_resume", "busy", ...head.names, ...shown.names], draw);
   child(ctx, host, slot, "next");
   return ctx.done();
 }
