@@ -146,6 +146,8 @@ class Served:
             return
         if paused == version_of(agent) or paused in getattr(agent, "migrations", {}):
             return
+        if paused == getattr(session, "agent_fingerprint", None):
+            return  # an unlabelled version is its fingerprint: the request's check judges it
         raise AgentVersionError(
             session.session_id, str(session.agent), paused, [version_of(agent)]
         )
