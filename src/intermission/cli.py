@@ -278,7 +278,7 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     from .stores.sweep import DeadlineSweeper
 
     table = _table(args)
-    factories = table.factories()  # (each built now: a broken one is a one-line error)
+    table.factories()  # (each built now: a broken one is a one-line error)
     auth = None
     identity = identity_of(args)
     if identity is not None:
@@ -286,7 +286,9 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
 
         auth = auth_of(identity)
     token = _serve_token(args, auth is not None)
-    app = agui_app(factories, store, token=token, auth=auth, hosts=[args.host],
+    # the table itself: new threads start on the newest version, stored ones run on their
+    # own (or one that migrates them), others are refused (R62: blue-green on one store)
+    app = agui_app(table, store, token=token, auth=auth, hosts=[args.host],
                    origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
     notifier = None
     if args.notify:  # the dispatcher runs for the app's lifespan
@@ -310,6 +312,7 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
             print("serving the bundled examples for the demo's sessions only; pass --agents "
                   "module:AGENTS to serve your own agents", flush=True)  # fmt: skip
 
+    # (every version's sessions: a sweep records what fell due and runs no agent code)
     sweeper = DeadlineSweeper(store, args.sweep_every).start() if args.sweep_every else None
     try:
         serve(app, args.host, args.port, on_ready=ready)

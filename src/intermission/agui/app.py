@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import otel
 from .._json import loads
+from ..agents.table import AgentTable
 from ..errors import (
     DecisionRefusedError,
     EffectNotReopenableError,
@@ -44,6 +45,7 @@ from .console import CONSOLE_HTML
 from .interrupts import decided, open_interrupts
 from .replay import replay
 from .runs import DEFAULT_DRAIN_S, Runs
+from .served import Served
 from .sse import encode, parse_cursor
 
 __all__ = ["DEFAULT_DRAIN_S", "LOCAL_HOSTS", "MAX_BODY", "TOKEN_HOLDER", "AGUIApp", "agui_app"]
@@ -94,14 +96,19 @@ class _TooLarge(Exception):
     pass
 
 
-def _interrupts_of(session: Any) -> list[dict[str, Any]]:
+def _interrupts_of(session: Any, served: Served) -> list[dict[str, Any]]:
+    """A session's open interrupts, each with its version (``ops@1``) and whether this
+    server runs it (a version not served here: the console disables its buttons)."""
+    found = open_interrupts(session, session.clock.now_ms())  # expired: not decidable
+    version = served.describe(session) if found else {}
     return [
         {
             "threadId": session.session_id,
             "agent": session.agent,
+            **version,
             "interrupt": i.model_dump(mode="json", by_alias=True, exclude_none=True),
         }
-        for i in open_interrupts(session, session.clock.now_ms())  # expired: not decidable
+        for i in found
     ]
 
 
@@ -209,32 +216,9 @@ class AGUIApp:
         await self._handle(scope, receive, send)
 
 
-def _always(agent: Any) -> Callable[[], Any]:
-    def same() -> Any:
-        return agent
-
-    return same
-
-
-def _factories(agents: Any) -> dict[str, Callable[[], Any]]:
-    """``agents`` as factories: an agent instance (it has ``prompt``) serves every run."""
-    if not isinstance(agents, Mapping):
-        raise UsageError("agents is a mapping of agent names to agents or factories")
-    out: dict[str, Callable[[], Any]] = {}
-    for key, value in agents.items():
-        if callable(getattr(value, "prompt", None)):
-            out[key] = _always(value)
-        elif callable(value):
-            out[key] = value
-        else:
-            raise UsageError(
-                f"agents[{key!r}] is an agent or a function returning one, "
-                f"not {type(value).__name__}"
-            )
-    return out
-
-
-def _listing(store: SessionStore, limit: int, after: PendingSession | None) -> dict[str, Any]:
+def _listing(
+    store: SessionStore, served: Served, limit: int, after: PendingSession | None
+) -> dict[str, Any]:
     """One page of ``GET /interrupts``: the open interrupts of ``limit`` paused threads,
     the threads whose rows cannot be read (reported, never a 503 that hides the rest) and,
     on the first page, the threads stuck on an effect of unknown outcome."""
@@ -252,7 +236,7 @@ def _listing(store: SessionStore, limit: int, after: PendingSession | None) -> d
             unreadable.append({"threadId": sid, "why": item})
             continue
         try:
-            out += _interrupts_of(store.load(sid))
+            out += _interrupts_of(store.load(sid), served)
         except SessionNotFoundError:
             continue  # deleted meanwhile
         except SnapshotError as exc:  # damaged where the listing's checks do not look
@@ -298,7 +282,7 @@ async def _effect_body(request: Request, signed_in: bool) -> dict[str, Any]:
 
 
 def agui_app(
-    agents: Mapping[str, Any],
+    agents: AgentTable | Mapping[str, Any],
     store: SessionStore,
     *,
     token: str | None = None,
@@ -309,7 +293,16 @@ def agui_app(
 ) -> AGUIApp:
     """An ASGI app serving ``agents`` on the sessions of ``store``: name → agent (one
     instance serves every run) or name → factory (called once per run, for agents that
-    keep state of their own between calls).
+    keep state of their own between calls), or an :class:`~intermission.AgentTable`
+    (several versions per name, R62; a mapping whose values list versions, oldest first,
+    is one too). A new thread starts on the newest version of its name; a stored one
+    runs on its own version, or on a newer one that migrates it (under the thread's
+    claim, after the run's decisions are recorded and before they are saved). A thread
+    whose version this server neither serves nor migrates is refused before any of its
+    code runs, nothing changed: ``RUN_ERROR`` with code ``AGENT_VERSION`` naming its
+    version and those served (blue-green: the server still serving that version drains
+    it). Listings give each thread's ``version`` (``ops@1``), ``served`` and, when not
+    served, ``waiting`` (what the console shows beside its disabled buttons).
 
     Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
@@ -338,17 +331,8 @@ def agui_app(
     ``drain_s``: how long a stop waits for the runs in flight (see :class:`AGUIApp`)."""
     from .. import _check
 
-    agents = _factories(agents)
     _check.number("drain_s", drain_s, 0, 86400)
-    for key, factory in agents.items():
-        # threads are keyed by the agent's own name (session.agent): a route under another
-        # name would pause threads no resume on that route can reach
-        own = getattr(factory(), "name", None)
-        if isinstance(own, str) and own != key:
-            raise UsageError(
-                f"agents[{key!r}] makes an agent named {own!r}: serve it as {own!r} "
-                "(a thread belongs to its agent's own name)"
-            )
+    served = Served(agents)
     if token is not None and (not isinstance(token, str) or not token):
         raise UsageError("token is a non-empty string")
     if token is not None and auth is not None:
@@ -359,7 +343,7 @@ def agui_app(
         auth = TokenAuth({token: Principal(TOKEN_HOLDER)})
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
     allowed_origins = {o.rstrip("/").lower() for o in origins}
-    runs = Runs(agents, store, float(drain_s))
+    runs = Runs(served, store, float(drain_s))
 
     def principal_of(request: Request) -> Principal | None:
         """The caller's principal; None: refused (with auth) or nobody (without)."""
@@ -385,7 +369,7 @@ def agui_app(
         kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind != "application/json":
             return _error(415, "a run is a JSON body (Content-Type: application/json)")
-        if name not in agents:
+        if name not in served:
             return _error(404, f"no agent named {name[:MAX_ID]!r}")
         try:
             raw = await _body(request)
@@ -426,7 +410,7 @@ def agui_app(
         except UsageError as exc:
             return _error(400, str(exc))
 
-        return JSONResponse(await run_in_threadpool(_listing, store, limit, after))
+        return JSONResponse(await run_in_threadpool(_listing, store, served, limit, after))
 
     async def effect(request: Request) -> Response:
         tid = request.path_params["thread_id"]
@@ -483,8 +467,9 @@ def agui_app(
             {
                 "threadId": tid,
                 "agent": session.agent,
+                **served.describe(session),
                 "status": session.status,
-                "interrupts": _interrupts_of(session),
+                "interrupts": _interrupts_of(session, served),
                 "decisions": decisions,
             }
         )

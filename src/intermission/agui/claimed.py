@@ -28,9 +28,11 @@ from typing import Any, Literal
 
 from ag_ui import core as ag
 
+from ..agents.versions import migrate_session, version_of
 from ..core import listeners
 from ..core.session import InMemoryAgentSession
 from ..errors import (
+    AgentVersionError,
     ConflictError,
     DeadlinePassedError,
     DecisionConflictError,
@@ -41,6 +43,7 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..hitl import HITL, decide_graph
+from ..hitl.deciding import deciding_as
 from ..hitl.refusals import write_refusal
 from ..principals import Actor, Principal, surface
 from .events import STARTS, Translator
@@ -139,13 +142,19 @@ class Claimed:
     ``send`` gets each AG-UI event with its cursor; ``holding(thread, token)`` is told
     when the run holds its thread's claim (and ``None`` when it no longer does), so a
     server that stops can release the claims of runs that outlive its drain.
-    ``principal``: the authenticated caller (None without auth)."""
+    ``principal``: the authenticated caller (None without auth). ``pick(session,
+    agent)``: the agent that runs the claimed session (its own version, or one that
+    migrates it; AgentVersionError refuses the run, ``AGENT_VERSION``) — ``agent`` is the
+    one a new thread starts on."""
 
     def __init__(self, store: Any, agent: Any, name: str, data: ag.RunAgentInput,
                  send: Send, holding: Callable[[str, str | None], None],
-                 principal: Principal | None = None) -> None:  # fmt: skip
+                 principal: Principal | None = None,
+                 pick: Callable[[InMemoryAgentSession, Any], Any] | None = None,
+                 ) -> None:  # fmt: skip
         self.store = store
         self.agent = agent
+        self.pick = pick
         self.name = name
         self.data = data
         self.send = send
@@ -215,6 +224,7 @@ class Claimed:
         done = None if data.resume or prompt else run_named(s, data.run_id)
         if done is not None:  # a retried POST, nothing new in it: that run again
             raise _Unsaved(list(replay(s, None, data.run_id, done)))
+        migrate = self._version(s)
         try:
             p = plan(s, data.resume, prompt, s.clock.now_ms(), self.principal, data.run_id)
         except Refusal as exc:
@@ -227,8 +237,32 @@ class Claimed:
             raise _Unsaved(self._replayed(s, p))
         if p.record:
             self._record(s, p)
+        if migrate is not None:  # after the decisions: a rewritten call voids them
+            who = actor_of_resume(self.principal, next(iter(p.record.values()))) if (
+                p.record) else self.principal  # fmt: skip
+            with deciding_as(who):  # (raises: the claim is released, nothing saved)
+                migrate_session(s, self.agent, migrate)
+        if p.record or migrate is not None:
             self.store.save(s)  # the decisions are durable before anything runs
         return self._execute(s, p)
+
+    def _version(self, s: InMemoryAgentSession) -> str | None:
+        """Pick the agent of the claimed session (R62); returns the version to migrate it
+        from (None: it runs as it is). A version not served here is refused before any of
+        its code runs, nothing changed (the approval stays open for the server that
+        serves it)."""
+        if self.pick is None or s.agent is None:
+            return None
+        try:
+            self.agent = self.pick(s, self.agent)
+        except AgentVersionError as exc:
+            raise Refusal("AGENT_VERSION", str(exc)) from None
+        paused = s.agent_version
+        if paused is None or paused == version_of(self.agent):
+            return None
+        if paused in getattr(self.agent, "migrations", {}):
+            return str(paused)
+        return None  # (the request's own check says what differs)
 
     def _record(self, s: InMemoryAgentSession, p: Plan) -> None:
         """Record the plan's decisions as the run's principal (or, without auth, the

@@ -8,7 +8,9 @@ interrupt), shows what each approval still needs (a quorum's approvals so far), 
 decides through the AG-UI run endpoint itself (a ``resume`` covering every open interrupt
 of the thread). An interrupt that disappears shows who took it (``GET /threads/{id}``); a
 refused decision shows the server's ``RUN_ERROR``, which names who won or why it was
-refused. Threads whose stored row cannot be read are listed apart (id and why), never
+refused. Each card names its session's version (``ops@1``); one whose version this
+server does not serve says so ("waiting for ops@1, not served here") and its buttons are
+disabled: the server serving that version decides it (R62, blue-green). Threads whose stored row cannot be read are listed apart (id and why), never
 hiding the others; threads stuck on an effect of unknown outcome are listed as needing a
 person, with buttons that record what the reviewer found (``POST /threads/{id}/effects``).
 Pages are followed by their ``next`` cursor, which a thread that stays open never moves
@@ -82,6 +84,7 @@ function render(item) {
   const card = el("div", {"class": "card", "data-testid": "interrupt", "data-thread": item.threadId,
                           "data-interrupt": i.id});
   card.append(el("div", {"class": "meta"}, "thread " + item.threadId + " · agent " + (item.agent || "?")
+                 + (item.version ? " · " + item.version : "")
                  + " · " + i.reason + (i.expiresAt ? " · expires " + i.expiresAt : "")));
   card.append(el("div", {"data-testid": "message"}, i.message || ""));
   const meta = (i.metadata || {}).intermission || {};
@@ -108,6 +111,12 @@ function render(item) {
     decide(item, reason.value.trim() ? {approved: false, reason: reason.value.trim()} : {approved: false}, out);
   };
   const controls = el("div", {"data-testid": "controls"}, approve, reject);
+  if (item.served === false) {  // its version runs on another server (blue-green): not here
+    const why = item.waiting || ("waiting for " + (item.version || item.agent || "?") + ", not served here");
+    card.setAttribute("data-served", "false");
+    for (const b of [approve, reject]) { b.disabled = true; b.title = shown(why); }
+    card.append(el("div", {"class": "err", "data-testid": "version-note"}, why));
+  }
   if (i.reason === "tool_call") card.append(edit);
   card.append(reason, controls, out);
   S.cards.set(k, {card, item, out, controls, progress});

@@ -20,15 +20,21 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ag_ui import core as ag
 
-from ..errors import DecisionConflictError, IntermissionError
+from ..errors import (
+    AgentMigrationError,
+    AgentVersionError,
+    DecisionConflictError,
+    IntermissionError,
+)
 from ..principals import Principal
 from .claimed import Claimed
 from .interrupts import Refusal
+from .served import Served
 from .sse import Cursor, encode
 
 __all__ = ["DEFAULT_DRAIN_S", "Runs"]
@@ -59,11 +65,12 @@ class _Live:
 
 
 class Runs:
-    """Runs agents from ``agents`` (name → factory) on sessions of ``store``."""
+    """Runs the agents ``agents`` serves on sessions of ``store`` (each run on its
+    session's version: see :class:`~intermission.agui.served.Served`)."""
 
     def __init__(
         self,
-        agents: Mapping[str, Callable[[], Any]],
+        agents: Served,
         store: Any,
         drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
@@ -175,13 +182,18 @@ class Runs:
 
         run: Claimed | None = None
         try:
-            agent = self.agents[name]()
-            run = Claimed(self.store, agent, name, data, send, self._holding(live), principal)
+            agent = self.agents.newest(name)  # (a new thread's; a stored one runs its own)
+            run = Claimed(self.store, agent, name, data, send, self._holding(live), principal,
+                          pick=self.agents.for_session)  # fmt: skip
             run.run()
         except Refusal as exc:
             self._refuse(data, send, state, run, exc.code, exc.message)
         except DecisionConflictError as exc:
             self._refuse(data, send, state, run, "DECISION_CONFLICT", str(exc))
+        except AgentVersionError as exc:  # (raised by the request itself: still nothing ran)
+            self._refuse(data, send, state, run, "AGENT_VERSION", str(exc))
+        except AgentMigrationError as exc:
+            self._refuse(data, send, state, run, "AGENT_MIGRATION", str(exc))
         except IntermissionError as exc:
             self._refuse(data, send, state, run, type(exc).__name__, str(exc))
         except Exception:  # a bug or a failing agent: the client gets a line, the log the rest

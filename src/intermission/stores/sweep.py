@@ -7,6 +7,13 @@ indexed column of the session row) has passed by the store's clock, claims each,
 what fell due under the claim and saves. A session someone else holds is left for the
 next sweep (its holder records what fell due when it meets the deadline). ``python -m
 intermission sweep --store URL [--every S]`` runs it, and ``serve`` runs it periodically.
+
+Versions (R62): a sweep runs none of a session's agent code — the deadline policy it
+applies was stored with the approval when the session paused, and an expiry only records
+a decision that the session's own version applies when it resumes — so it takes no agent
+and sweeps sessions of every version, those of versions the server does not serve too.
+Were ``serve`` to skip them, the sessions of a drained-away version would never have their
+warnings, escalations and expiries recorded; its claim on one lasts one save.
 """
 
 from __future__ import annotations
