@@ -126,14 +126,19 @@ class AgentTable:
             )
         agents = self.agents(name)
         paused = getattr(session, "agent_version", None)
-        if paused is None:  # unversioned (an earlier release): whoever made it, else newest
+        unlabelled = paused is None or paused == getattr(session, "agent_fingerprint", None)
+        if unlabelled and not any(paused in getattr(a, "migrations", {}) for a in agents):
+            # unversioned (an earlier release) or versioned by fingerprint: whoever owns it
+            # by fingerprint (an earlier algorithm's too), else the newest, whose check
+            # names what differs
             for agent in reversed(agents):
                 try:
                     owner_check(session, agent)
                 except IntermissionError:
                     continue
                 return agent
-            return agents[-1]  # (its check names what differs)
+            if paused is None:
+                return agents[-1]
         for agent in agents:
             if version_of(agent) == paused:
                 return agent
