@@ -102,13 +102,23 @@ def _fitted(task: HITLTask, args: Any, agent: Any) -> tuple[dict[str, Any], Any]
 
 
 def _rewrite_batches(session: Any, uuid: str, args: dict[str, Any]) -> None:
-    """The arguments the resume will run: the call in its agent's batch (a team's members
-    keep their own traces), whether the trace is loaded or still JSON."""
+    """The arguments the resume will run: the call in its agent's batch and the model's
+    proposal the resume re-reads (a batch paused for approval is rebuilt from
+    ``last_reason``'s tool calls, so rewriting the batch alone would pause again on the
+    old arguments); a team's members keep their own traces; loaded or still JSON."""
     for trace in session.traces.values():
-        batch = trace.get("batch") if isinstance(trace, dict) else getattr(trace, "batch", None)
-        for call in batch or ():
+        loaded = not isinstance(trace, dict)
+        batch = getattr(trace, "batch", None) if loaded else trace.get("batch")
+        reason = getattr(trace, "last_reason", None) if loaded else trace.get("last_reason")
+        if reason is None:
+            proposed: Any = ()
+        elif isinstance(reason, dict):
+            proposed = reason.get("tool_calls") or ()
+        else:
+            proposed = getattr(reason, "tool_calls", None) or ()
+        for call in [*(batch or ()), *proposed]:
             if isinstance(call, dict):
-                if call.get("call_uuid") == uuid:
+                if uuid in (call.get("call_uuid"), call.get("id")):
                     call["args"] = dict(args)
-            elif getattr(call, "call_uuid", None) == uuid:
+            elif uuid in (getattr(call, "call_uuid", None), getattr(call, "id", None)):
                 call.args = dict(args)
