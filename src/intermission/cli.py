@@ -27,6 +27,7 @@ from typing import Any
 
 from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
+from ._cli_migrate import cmd_migrate
 from ._cli_parser import build_parser, store_option
 from ._cli_views import cmd_pending, cmd_show
 from ._json import loads
@@ -546,11 +547,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit": cmd_audit,
         "notify": cmd_notify,
         "outbox": cmd_outbox,
+        "migrate": cmd_migrate,
     }
     try:
         _check_seconds(args)
         identity_of(args)  # a bad identity file fails first, in one line, before any store
-        if args.command in ("approve", "reject", "resume", "serve"):
+        if args.command in ("approve", "reject", "resume", "serve", "migrate"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
     except IntermissionError as exc:
