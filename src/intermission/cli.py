@@ -36,6 +36,7 @@ from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import (
     AgentMismatchError,
+    AgentVersionError,
     EffectOutcomeUnknownError,
     IntermissionError,
     NothingToResumeError,
@@ -458,6 +459,15 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
     if isinstance(exc, AgentMismatchError):
         if args.agents is None and args.command != "demo":
             return demo_only_message(exc)
+        if isinstance(exc, AgentVersionError):  # (its name matches: the version does not)
+            name, paused = exc.agent, exc.paused or "?"
+            served = ", ".join(f"{name}@{v}" for v in exc.served) or "none"
+            return (
+                f"session {exc.session_id!r} paused on {name}@{paused}, which --agents "
+                f"{args.agents} does not serve (served: {served}) and no served version "
+                f"migrates; nothing was changed. Serve {name}@{paused} in --agents until its "
+                "sessions drain, or a version that migrates from it (migrates_from)"
+            )
         who = f"agent {exc.recorded!r}" if exc.recorded is not None else "another agent"
         return (
             f"session {exc.session_id!r} belongs to {who}, not to the {exc.agent!r} of "
