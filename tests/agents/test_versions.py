@@ -164,7 +164,7 @@ def test_an_unserved_version_is_refused_before_any_tool_runs_changing_nothing() 
     assert store.load("s").to_json() == snap and store.load("s").is_pending
 
 
-def test_a_migration_runs_under_the_claim_audited_by_the_decider_and_the_approval_starts_over() -> (
+def test_a_migration_under_the_claim_is_audited_by_the_decider_and_its_approval_starts_over() -> (
     None
 ):
     store = _stored(V.ops_v1())
@@ -173,7 +173,8 @@ def test_a_migration_runs_under_the_claim_audited_by_the_decider_and_the_approva
     out = decide_and_resume(store, "s", _approve, table, principal=carol)
     s = out.session
     assert V.RUNS == []  # carol approved the old arguments: void, nothing ran
-    assert s.is_pending and s.agent_version == "2" and s.agent_fingerprint == table("ops").fingerprint
+    assert s.is_pending and s.agent_version == "2"
+    assert s.agent_fingerprint == table("ops").fingerprint
     assert [t.args for t in HITL.pending_tasks(s)] == [ZONED]
     assert s.hitl.decisions == {} and s.context.get("migrated.to") == "2"
     trail = store.audit("s")
