@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("session_id", metavar="SESSION", help="the session's id")
     forget.add_argument("key", help="the effect's key (see pending or show)")
     forget.add_argument("--reviewer", help=checked)
+    from ._cli_migrate import add_migrate_parser
+
+    add_migrate_parser(add)
     audit = add("audit", "print a session's audit trail, or check it (--verify)")
     audit.add_argument("session_id", metavar="SESSION", help="the session's id")
     audit.add_argument(

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
+from ._cli_migrate import cmd_migrate
 from ._cli_parser import build_parser, store_option
 from ._cli_views import cmd_pending, cmd_show
 from ._json import loads
@@ -35,6 +36,7 @@ from ._text import visible as _v
 from .decisions import HITLDecision
 from .errors import (
     AgentMismatchError,
+    AgentVersionError,
     EffectOutcomeUnknownError,
     IntermissionError,
     NothingToResumeError,
@@ -460,6 +462,15 @@ def _plain(exc: IntermissionError, args: argparse.Namespace) -> str:
     if isinstance(exc, AgentMismatchError):
         if args.agents is None and args.command != "demo":
             return demo_only_message(exc)
+        if isinstance(exc, AgentVersionError):  # (its name matches: the version does not)
+            name, paused = exc.agent, exc.paused or "?"
+            served = ", ".join(f"{name}@{v}" for v in exc.served) or "none"
+            return (
+                f"session {exc.session_id!r} paused on {name}@{paused}, which --agents "
+                f"{args.agents} does not serve (served: {served}) and no served version "
+                f"migrates; nothing was changed. Serve {name}@{paused} in --agents until its "
+                "sessions drain, or a version that migrates from it (migrates_from)"
+            )
         who = f"agent {exc.recorded!r}" if exc.recorded is not None else "another agent"
         return (
             f"session {exc.session_id!r} belongs to {who}, not to the {exc.agent!r} of "
@@ -549,11 +560,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit": cmd_audit,
         "notify": cmd_notify,
         "outbox": cmd_outbox,
+        "migrate": cmd_migrate,
     }
     try:
         _check_seconds(args)
         identity_of(args)  # a bad identity file fails first, in one line, before any store
-        if args.command in ("approve", "reject", "resume", "serve"):
+        if args.command in ("approve", "reject", "resume", "serve", "migrate"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
     except IntermissionError as exc:

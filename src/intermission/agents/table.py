@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import AgentVersionError, IntermissionError, UsageError
+from ..errors import AgentMigrationError, AgentVersionError, IntermissionError, UsageError
 from .versions import migrate_session, owner_check, version_of
 
 __all__ = ["AgentTable"]
@@ -155,8 +155,20 @@ class AgentTable:
         name = getattr(session, "agent", None)
         if name is None:
             raise UsageError(f"session {session.session_id!r} has no agent to migrate")
+        served = self.versions(name)
+        if to not in served:  # (table.version's error would say the session paused on ``to``)
+            shown = ", ".join(f"{name}@{v}" for v in served)
+            raise AgentMigrationError(
+                f"cannot migrate session {session.session_id!r} to {name}@{to}: that version "
+                f"is not served here (served: {shown}); nothing was changed",
+                session_id=session.session_id, to_version=to,
+                from_version=getattr(session, "agent_version", None),
+            )  # fmt: skip
         target = self.version(name, to)
-        paused = getattr(session, "agent_version", None)
+        # an unversioned session (an earlier release) is on its fingerprint's version
+        paused = getattr(session, "agent_version", None) or getattr(
+            session, "agent_fingerprint", None
+        )
         if paused == to:
             return target
         migrate_session(session, target, str(paused))

@@ -186,7 +186,11 @@ def decide_and_resume(
             if ours or migrate is not None:
                 store.save(s)  # durable before anything runs (the claim stays ours)
             request = runner.prompt().session(s)
-            response = (request.adopt() if adopt else request).call()
+            if adopt:  # the adoption is audited by whom (``agent.adopted``)
+                with deciding_as(principal):
+                    response = request.adopt().call()
+            else:
+                response = request.call()
     except _AppliedMeanwhile as meanwhile:  # the claim was released, nothing saved
         return _settle(store.load(session_id), ours, meanwhile.seen)
     return DecisionOutcome(s, response)
