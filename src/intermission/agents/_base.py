@@ -49,11 +49,19 @@ def check_owner(session: Any, agent: Any, *, adopt: bool = False) -> None:
     if (
         unknown
         or (recorded is not None and recorded != name)
-        or (recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine)
-    ):
+        or (recorded_fp is not None and isinstance(mine, str) and recorded_fp != mine
+            and (agent_strict(agent) or not _earlier(agent, recorded_fp)))
+    ):  # fmt: skip
         raise AgentMismatchError(
             session.session_id, recorded, recorded_fp, str(name), str(mine or "?")
         )
+
+
+def _earlier(agent: Any, recorded: str) -> bool:
+    # the same definition under an earlier fingerprint algorithm (fingerprint_legacy)
+    from .fingerprint_legacy import matches_earlier
+
+    return matches_earlier(agent, recorded)
 
 
 def agent_strict(agent: Any) -> bool:
