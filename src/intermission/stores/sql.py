@@ -129,7 +129,11 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         self.lease_ms = lease_ms
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()  # (a refused store leaves no connection open behind it)
+            raise
         self.outbox = SQLOutbox(self, outbox)
 
     def _migrate(self) -> None:
