@@ -45,7 +45,7 @@ from .outbox_sql import write as write_outbox
 from .rows import ledger_of, ledger_text, session_from
 from .sql_claims import SQLClaims
 from .sql_listings import PENDING_SELECT, SQLListings
-from .sql_schema import MIGRATIONS, SCHEMA_VERSION, missing_column
+from .sql_schema import MIGRATIONS, ONE_NUMBERING, SCHEMA_VERSION, missing_column
 from .sql_schema import SESSION_COLUMNS as _ROW
 from .told import telling
 
@@ -178,16 +178,18 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     """The names of a table's columns (see :func:`~.sql_schema.missing_column`)."""
 
     def _apply_migrations(self, run: Callable[..., Any], current: int) -> None:
-        """Bring the tables to SCHEMA_VERSION (inside the caller's transaction). An older
-        store replays every migration from the first, each statement idempotent: its
-        recorded version does not tell which historic layout it has (see sql_schema).
+        """Bring the tables to SCHEMA_VERSION (inside the caller's transaction). A store
+        recorded below ONE_NUMBERING replays every migration from the first, each
+        statement idempotent: its version does not tell which historic layout it has
+        (see sql_schema); a later one applies the migrations after its version.
         A newer store is refused (StoreSchemaError); a statement the database refuses
         is a StoreMigrationError naming it (the transaction rolls back, nothing changed)."""
         if current > SCHEMA_VERSION:
             raise StoreSchemaError(current, SCHEMA_VERSION)
         if current == SCHEMA_VERSION:
             return
-        for version in range(1, SCHEMA_VERSION + 1):
+        first = 1 if current < ONE_NUMBERING else current + 1
+        for version in range(first, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version - 1]:
                 sql = statement.format(int=self.int_type, real=self.real_type, cover=self.cover)
                 try:

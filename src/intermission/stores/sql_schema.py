@@ -7,9 +7,9 @@ Every statement may run again on a database that has it already (``IF NOT EXISTS
 version alone does not tell the layout: migration 1 and 2 were rewritten in place after
 stores were written with them, and branches merged later once numbered the same
 migration differently (schema 4 was the outbox on one, ``pending_since`` on another), so
-an older store is upgraded by replaying every migration from the first (see
-``SQLStore._apply_migrations``). Migrations are appended, never rewritten: a new one
-must be as replayable."""
+a store recorded before :data:`ONE_NUMBERING` is upgraded by replaying every migration
+from the first (see ``SQLStore._apply_migrations``). Migrations are appended, never
+rewritten, and a new one must be as replayable (those stores replay it too)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,14 @@ import re
 
 from .audit_sql import AUDIT_HEAD_MIGRATION, AUDIT_MIGRATION
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SESSION_COLUMNS", "missing_column"]
+__all__ = ["MIGRATIONS", "ONE_NUMBERING", "SCHEMA_VERSION", "SESSION_COLUMNS", "missing_column"]
 
 SCHEMA_VERSION = 8
+
+ONE_NUMBERING = 8
+"""From this version on every release numbered the migrations alike (each landed commit
+that wrote 8 has today's migrations 1-8): a store recorded at it or later applies only
+the migrations after its version. One recorded below it replays them all."""
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
