@@ -201,7 +201,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                     run(sql)
                 except self.driver_errors as exc:
                     if self._migration_outage(exc):
-                        raise  # the database went away: mapped to StoreUnavailableError
+                        raise  # the database went away (or may not be written): the store maps it
                     raise StoreMigrationError(version, sql, self._said_of(exc)) from exc
             if version > current:
                 run("INSERT INTO im_schema (version) VALUES (?)", (version,))

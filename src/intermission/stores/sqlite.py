@@ -95,7 +95,10 @@ class SQLiteStore(SQLStore):
 
     def _migration_outage(self, exc: BaseException) -> bool:
         # SQLite reports a missing index or a duplicate column as an OperationalError too:
-        # only a busy, locked, unreadable or full database is an outage there
+        # only a busy, locked, unreadable or full database is an outage there (and a file
+        # this process may not write keeps its own error, see _mapped)
+        if _read_only(exc):
+            return True
         code = getattr(exc, "sqlite_errorcode", None)
         if isinstance(code, int):
             return code & 0xFF in _OUTAGE_CODES
