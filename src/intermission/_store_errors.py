@@ -12,6 +12,8 @@ __all__ = [
     "SessionNotFoundError",
     "StoreClosedError",
     "StoreError",
+    "StoreMigrationError",
+    "StoreSchemaError",
     "StoreUnavailableError",
 ]
 
@@ -98,3 +100,33 @@ class StoreUnavailableError(StoreError):
             else "nothing was written; retry when the database is back"
         )
         super().__init__(f"{message}: {tail}")
+
+
+class StoreSchemaError(StoreError):
+    """The database holds a store written by a newer intermission (its schema version is
+    past the one this release knows): refused before anything is read or written."""
+
+    def __init__(self, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"the store's schema is version {found}, newer than this intermission knows "
+            f"({known}): it was written by a newer release; upgrade intermission to open it "
+            "(nothing was read or written)"
+        )
+
+
+class StoreMigrationError(StoreError):
+    """Bringing an older store's tables up to this release's schema failed. The
+    migration's transaction was rolled back, so the store is as it was; ``migration`` is
+    the migration's number, ``statement`` the SQL that failed."""
+
+    def __init__(self, migration: int, statement: str, why: str) -> None:
+        self.migration = migration
+        self.statement = statement
+        shown = " ".join(statement.split())
+        super().__init__(
+            f"migration {migration} of the store's schema failed at {shown[:200]!r} "
+            f"({why}): the store was left as it was; report this with the release that "
+            "wrote the store"
+        )

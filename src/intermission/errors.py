@@ -39,6 +39,8 @@ inherit a builtin so existing ``except ValueError`` code keeps working::
     │   ├── SessionBusyError                     another resumer holds the claim
     │   ├── LeaseLostError                       this resumer's claim lapsed and was taken (R40)
     │   ├── StoreUnavailableError                the database could not be reached (R40)
+    │   ├── StoreSchemaError                     the store was written by a newer release
+    │   ├── StoreMigrationError                  upgrading an older store's tables failed
     │   └── StoreClosedError                     the store was closed: open a new one (R51)
     ├── ToolUnavailableError                     a tool's server could not be reached (R46)
     ├── RunCancelledError                        a run was cancelled before it finished
@@ -74,6 +76,8 @@ from ._store_errors import (
     SessionNotFoundError,
     StoreClosedError,
     StoreError,
+    StoreMigrationError,
+    StoreSchemaError,
     StoreUnavailableError,
 )
 
@@ -119,6 +123,8 @@ __all__ = [
     "SnapshotTooLargeError",
     "StoreClosedError",
     "StoreError",
+    "StoreMigrationError",
+    "StoreSchemaError",
     "StoreUnavailableError",
     "ToolDefinitionError",
     "ToolUnavailableError",

@@ -85,13 +85,10 @@ def _check_fingerprint(session: Any, agent: Any) -> None:
 
 
 def _earlier(agent: Any, recorded: str) -> bool:
-    import importlib
+    """The same definition under an earlier fingerprint algorithm (fingerprint_legacy)."""
+    from .fingerprint_legacy import matches_earlier
 
-    try:  # (until the legacy algorithms are merged)
-        legacy = importlib.import_module("intermission.agents.fingerprint_legacy")
-    except ImportError:
-        return False
-    return bool(legacy.matches_earlier(agent, recorded))
+    return matches_earlier(agent, recorded)
 
 
 def _mismatch(session: Any, agent: Any) -> AgentMismatchError:

@@ -1,6 +1,7 @@
 """Session stores: one contract, three backends (PostgresStore needs the ``postgres`` extra,
 which it imports when it is made)."""
 
+from .._store_errors import StoreMigrationError, StoreSchemaError
 from .base import PendingPage, PendingSession, SessionStore, StuckSession, UnreadableSession
 from .decide import DecisionOutcome, decide_and_resume
 from .effects import resolve_unknown_effect
@@ -19,6 +20,8 @@ __all__ = [
     "PostgresStore",
     "SQLiteStore",
     "SessionStore",
+    "StoreMigrationError",
+    "StoreSchemaError",
     "StuckSession",
     "UnreadableSession",
     "decide_and_resume",

@@ -83,9 +83,7 @@ def finish(
     problem, seq, _ = problems[0]
     why = "; ".join((f"record {s}: {w}" if s is not None and i else w)
                     for i, (_, s, w) in enumerate(problems))  # fmt: skip
-    return replace(
-        result, broken_seq=seq, problem=problem, why=why, missing=missing, limits=limits
-    )
+    return replace(result, broken_seq=seq, problem=problem, why=why, missing=missing, limits=limits)
 
 
 def _head_problem(

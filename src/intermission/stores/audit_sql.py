@@ -26,7 +26,7 @@ from .base import check_id
 __all__ = ["AUDIT_HEAD_MIGRATION", "AUDIT_MIGRATION", "AuditSQL"]
 
 AUDIT_MIGRATION = [
-    """CREATE TABLE im_audit (
+    """CREATE TABLE IF NOT EXISTS im_audit (
         session_id TEXT NOT NULL,
         seq {int} NOT NULL,
         record TEXT NOT NULL,
@@ -45,7 +45,7 @@ AUDIT_HEAD_MIGRATION = [
     # the heads of the sessions stored before it, taken from their records (0: none)
     "UPDATE im_sessions SET audit_seq = COALESCE((SELECT MAX(a.seq) FROM im_audit a "
     "WHERE a.session_id = im_sessions.id), 0), audit_head = (SELECT a.hash FROM im_audit a "
-    "WHERE a.session_id = im_sessions.id ORDER BY a.seq DESC LIMIT 1)",
+    "WHERE a.session_id = im_sessions.id ORDER BY a.seq DESC LIMIT 1) WHERE audit_seq IS NULL",
 ]
 """The migration (8) that keeps the audit head in the session row."""
 

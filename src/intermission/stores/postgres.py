@@ -82,6 +82,10 @@ class PostgresStore(SQLStore):
         )  # fmt: skip
 
     schema_table_sql = "SELECT 1 WHERE to_regclass('im_schema') IS NOT NULL"
+    columns_sql = (
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = ?"
+    )
 
     def _where(self) -> str:
         return "the PostgreSQL database"
@@ -127,7 +131,9 @@ class PostgresStore(SQLStore):
             yield
 
     def _migrate(self) -> None:
-        # serialise schema creation between processes starting at the same time
+        # serialise schema creation and upgrades between processes starting at the same
+        # time: the lock is the transaction's, so the second opener waits for the first
+        # one's commit and then reads the version it recorded (no migration runs twice)
         with self._tx() as run:
             run("SELECT pg_advisory_xact_lock(724871)")
             self._check_exists(run)

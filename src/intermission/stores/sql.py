@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import _check
 from .._clock import SYSTEM_CLOCK, Clock
+from .._secrets import mask_url
 from ..audit import AuditEntry, forget_noted
 from ..core.ledger import LedgerEntry, advances, effect_audit
 from ..core.session import InMemoryAgentSession
@@ -22,6 +23,8 @@ from ..errors import (
     SessionNotFoundError,
     SnapshotSchemaError,
     StoreError,
+    StoreMigrationError,
+    StoreSchemaError,
 )
 from ._pool import Pool, until_back
 from .audit_chain import resolve_key, with_effects
@@ -42,7 +45,7 @@ from .outbox_sql import write as write_outbox
 from .rows import ledger_of, ledger_text, session_from
 from .sql_claims import SQLClaims
 from .sql_listings import PENDING_SELECT, SQLListings
-from .sql_schema import MIGRATIONS, SCHEMA_VERSION
+from .sql_schema import MIGRATIONS, ONE_NUMBERING, SCHEMA_VERSION, missing_column
 from .sql_schema import SESSION_COLUMNS as _ROW
 from .told import telling
 
@@ -126,7 +129,11 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         self.lease_ms = lease_ms
         self.outage_s = outage_s
         self.leases = Leases(lease_ms, self._renew, enabled=heartbeat)
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()  # (a refused store leaves no connection open behind it)
+            raise
         self.outbox = SQLOutbox(self, outbox)
 
     def _migrate(self) -> None:
@@ -167,17 +174,46 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         """The length of a snapshot as the database counts it (see ``length_sql``)."""
         return len(text)
 
+    columns_sql = "SELECT name FROM pragma_table_info(?)"
+    """The names of a table's columns (see :func:`~.sql_schema.missing_column`)."""
+
     def _apply_migrations(self, run: Callable[..., Any], current: int) -> None:
-        """Apply every migration after ``current`` (inside the caller's transaction)."""
+        """Bring the tables to SCHEMA_VERSION (inside the caller's transaction). A store
+        recorded below ONE_NUMBERING replays every migration from the first, each
+        statement idempotent: its version does not tell which historic layout it has
+        (see sql_schema); a later one applies the migrations after its version.
+        A newer store is refused (StoreSchemaError); a statement the database refuses
+        is a StoreMigrationError naming it (the transaction rolls back, nothing changed)."""
         if current > SCHEMA_VERSION:
-            raise StoreError(
-                f"the store's schema is version {current}, newer than this intermission "
-                f"knows ({SCHEMA_VERSION}); upgrade intermission"
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
+            raise StoreSchemaError(current, SCHEMA_VERSION)
+        if current == SCHEMA_VERSION:
+            return
+        first = 1 if current < ONE_NUMBERING else current + 1
+        for version in range(first, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version - 1]:
-                run(statement.format(int=self.int_type, real=self.real_type, cover=self.cover))
-            run("INSERT INTO im_schema (version) VALUES (?)", (version,))
+                sql = statement.format(int=self.int_type, real=self.real_type, cover=self.cover)
+                try:
+                    adds = missing_column(sql)
+                    if adds is not None:
+                        have = {r[0] for r in run(self.columns_sql, (adds[0],)).fetchall()}
+                        if adds[1] in have:
+                            continue
+                    run(sql)
+                except self.driver_errors as exc:
+                    if self._migration_outage(exc):
+                        raise  # the database went away (or may not be written): the store maps it
+                    raise StoreMigrationError(version, sql, self._said_of(exc)) from exc
+            if version > current:
+                run("INSERT INTO im_schema (version) VALUES (?)", (version,))
+
+    def _migration_outage(self, exc: BaseException) -> bool:
+        """Whether a migration's error is the database going away (retry later), not the
+        statement failing."""
+        return self._lost(exc, None)
+
+    def _said_of(self, exc: BaseException) -> str:
+        """A driver's error on one line, as a migration error quotes it."""
+        return mask_url(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
 
     def close(self) -> None:
         """Stop renewing claims and close every connection this store opened."""

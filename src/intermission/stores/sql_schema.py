@@ -1,19 +1,36 @@
 """The tables of the SQL stores and how they came to be: each migration, applied in order
-once per database (``im_schema`` records how far it went)."""
+(``im_schema`` records how far it went).
+
+Every statement may run again on a database that has it already (``IF NOT EXISTS``,
+``IF EXISTS``; an ``ADD COLUMN`` is skipped when the column is there, see
+:func:`missing_column`; an ``UPDATE`` fills only what is still empty). The recorded
+version alone does not tell the layout: migration 1 and 2 were rewritten in place after
+stores were written with them, and branches merged later once numbered the same
+migration differently (schema 4 was the outbox on one, ``pending_since`` on another), so
+a store recorded before :data:`ONE_NUMBERING` is upgraded by replaying every migration
+from the first (see ``SQLStore._apply_migrations``). Migrations are appended, never
+rewritten, and a new one must be as replayable (those stores replay it too)."""
 
 from __future__ import annotations
 
+import re
+
 from .audit_sql import AUDIT_HEAD_MIGRATION, AUDIT_MIGRATION
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SESSION_COLUMNS"]
+__all__ = ["MIGRATIONS", "ONE_NUMBERING", "SCHEMA_VERSION", "SESSION_COLUMNS", "missing_column"]
 
 SCHEMA_VERSION = 8
+
+ONE_NUMBERING = 8
+"""From this version on every release numbered the migrations alike (each landed commit
+that wrote 8 has today's migrations 1-8): a store recorded at it or later applies only
+the migrations after its version. One recorded below it replays them all."""
 
 # Each migration is a list of statements; {real} and {int} are the dialect's column types,
 # {cover} the columns the dialect adds to the pending indexes.
 MIGRATIONS: list[list[str]] = [
     [
-        """CREATE TABLE im_sessions (
+        """CREATE TABLE IF NOT EXISTS im_sessions (
             id TEXT PRIMARY KEY,
             version {int} NOT NULL,
             status TEXT NOT NULL,
@@ -28,10 +45,13 @@ MIGRATIONS: list[list[str]] = [
             claim_until {real}
         )""",
         # partial indexes: only pending rows are listed, so only they pay for an index entry
-        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id) WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id) "
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending ON im_sessions (updated_ms, id) "
         "WHERE status = 'pending'",
-        """CREATE TABLE im_ledger (
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending_agent ON im_sessions (agent, updated_ms, id) "
+        "WHERE status = 'pending'",
+        """CREATE TABLE IF NOT EXISTS im_ledger (
             session_id TEXT NOT NULL,
             key TEXT NOT NULL,
             status TEXT NOT NULL,
@@ -47,20 +67,26 @@ MIGRATIONS: list[list[str]] = [
         # until their next save.
         "ALTER TABLE im_sessions ADD COLUMN events TEXT",
         "ALTER TABLE im_sessions ADD COLUMN events_n {int}",
-        """CREATE TABLE im_events (
+        """CREATE TABLE IF NOT EXISTS im_events (
             session_id TEXT NOT NULL,
             part {int} NOT NULL,
             n {int} NOT NULL,
             events TEXT NOT NULL,
             PRIMARY KEY (session_id, part)
         )""",
+        # the first release's (8aa3b5c and before) indexes, which migration 1 no longer
+        # makes: every save of such a store paid for them
+        "DROP INDEX IF EXISTS im_sessions_status",
+        "DROP INDEX IF EXISTS im_sessions_status_agent",
         # covering indexes where the dialect allows (SQLite): a page of pending() then
         # reads only index pages, not one table page per (snapshot-sized) row
-        "DROP INDEX im_sessions_pending",
-        "DROP INDEX im_sessions_pending_agent",
-        "CREATE INDEX im_sessions_pending ON im_sessions (updated_ms, id{cover}) "
+        "DROP INDEX IF EXISTS im_sessions_pending",
+        "DROP INDEX IF EXISTS im_sessions_pending_agent",
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending ON im_sessions (updated_ms, id{cover}) "
         "WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending_agent ON im_sessions (agent, updated_ms, id{cover}) "
         "WHERE status = 'pending'",
     ],
     [
@@ -73,22 +99,27 @@ MIGRATIONS: list[list[str]] = [
         # while it stays pending keep (updated_ms moves with every save, so a session
         # decided in part, still open, jumped past a reader's cursor and was skipped).
         "ALTER TABLE im_sessions ADD COLUMN pending_since {real}",
-        "UPDATE im_sessions SET pending_since = updated_ms WHERE status = 'pending'",
+        "UPDATE im_sessions SET pending_since = updated_ms "
+        "WHERE status = 'pending' AND pending_since IS NULL",
         # What a save wrote, to tell a row that cannot be read (cut short, written by a
         # newer intermission) without parsing it: listings report it instead of failing.
         # NULL: a row from before, taken as readable (a load still reports it).
         "ALTER TABLE im_sessions ADD COLUMN snapshot_len {int}",
         "ALTER TABLE im_sessions ADD COLUMN snapshot_schema {int}",
-        "DROP INDEX im_sessions_pending",
-        "DROP INDEX im_sessions_pending_agent",
+        "DROP INDEX IF EXISTS im_sessions_pending",
+        "DROP INDEX IF EXISTS im_sessions_pending_agent",
         # (a listing now reads each listed row for its length check, so covering columns
         # would only make every pause write a bigger index entry)
-        "CREATE INDEX im_sessions_pending ON im_sessions (pending_since, id) "
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending ON im_sessions (pending_since, id) "
         "WHERE status = 'pending'",
-        "CREATE INDEX im_sessions_pending_agent ON im_sessions (agent, pending_since, id) "
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_pending_agent ON im_sessions (agent, pending_since, id) "
         "WHERE status = 'pending'",
         # effects of unknown outcome (started, never ended) are few: listed from here
-        "CREATE INDEX im_ledger_started ON im_ledger (session_id, key) WHERE status = 'started'",
+        "CREATE INDEX IF NOT EXISTS "
+        "im_ledger_started ON im_ledger (session_id, key) "
+        "WHERE status = 'started'",
     ],
     AUDIT_MIGRATION,  # the audit trail (see audit_sql)
     [
@@ -97,14 +128,16 @@ MIGRATIONS: list[list[str]] = [
         # without one cost nothing — and where its approvals stand, for listings
         "ALTER TABLE im_sessions ADD COLUMN due_ms {real}",
         "ALTER TABLE im_sessions ADD COLUMN progress TEXT",
-        "CREATE INDEX im_sessions_due ON im_sessions (due_ms) WHERE due_ms IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS "
+        "im_sessions_due ON im_sessions (due_ms) "
+        "WHERE due_ms IS NOT NULL",
     ],
     [
         # the outbox: notifications written by the save that causes them, delivered by a
         # dispatcher (intermission.notify) that takes rows under a lease and deletes them
         # once delivered; a save adds one row and one key (no other index: the table holds
         # only what waits or failed, and a dispatcher reads it whole)
-        """CREATE TABLE im_outbox (
+        """CREATE TABLE IF NOT EXISTS im_outbox (
             key TEXT PRIMARY KEY,
             session_id TEXT NOT NULL,
             kind TEXT NOT NULL,
@@ -120,12 +153,22 @@ MIGRATIONS: list[list[str]] = [
         )""",
         # what was told once for good (an effect of unknown outcome), so that later saves
         # seeing it again write nothing
-        "CREATE TABLE im_outbox_told (mark TEXT PRIMARY KEY, at_ms {real} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS im_outbox_told (mark TEXT PRIMARY KEY, at_ms {real} NOT NULL)",
         # whether saves write notifications: every process opening the database follows
-        "CREATE TABLE im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
     AUDIT_HEAD_MIGRATION,  # the audit head in the session row (see audit_sql)
 ]
 
 SESSION_COLUMNS = "snapshot, version, events, events_n, family"
 """The columns a session is rebuilt from (see SQLStore._session)."""
+
+
+_ADD_COLUMN = re.compile(r"^\s*ALTER TABLE (\w+) ADD COLUMN (\w+)\b", re.IGNORECASE)
+
+
+def missing_column(statement: str) -> tuple[str, str] | None:
+    """``(table, column)`` when ``statement`` adds a column (run it only when the table
+    lacks it: SQLite has no ``ADD COLUMN IF NOT EXISTS``), else None."""
+    found = _ADD_COLUMN.match(statement)
+    return (found.group(1), found.group(2)) if found else None

@@ -93,6 +93,17 @@ class SQLiteStore(SQLStore):
         # A file this process may not write is no outage: waiting for it changes nothing
         return isinstance(exc, sqlite3.OperationalError) and not _read_only(exc)
 
+    def _migration_outage(self, exc: BaseException) -> bool:
+        # SQLite reports a missing index or a duplicate column as an OperationalError too:
+        # only a busy, locked, unreadable or full database is an outage there (and a file
+        # this process may not write keeps its own error, see _mapped)
+        if _read_only(exc):
+            return True
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF in _OUTAGE_CODES
+        return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
     def _mapped(self, exc: BaseException, conn: Any, *, committing: bool) -> StoreError:
         if not _read_only(exc):
             return super()._mapped(exc, conn, committing=committing)
@@ -121,6 +132,10 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+_OUTAGE_CODES = frozenset({5, 6, 10, 13, 14})
+"""SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN."""
 
 
 def _read_only(exc: BaseException) -> bool:
