@@ -1,7 +1,14 @@
 """Session stores: one contract, three backends (PostgresStore needs the ``postgres`` extra,
 which it imports when it is made)."""
 
-from .base import PendingPage, PendingSession, SessionStore, StuckSession, UnreadableSession
+from .base import (
+    PendingPage,
+    PendingSession,
+    SessionStore,
+    StuckSession,
+    UnreadableSession,
+    VersionCount,
+)
 from .decide import DecisionOutcome, decide_and_resume
 from .effects import resolve_unknown_effect
 from .memory import MemoryStore
@@ -21,6 +28,7 @@ __all__ = [
     "SessionStore",
     "StuckSession",
     "UnreadableSession",
+    "VersionCount",
     "decide_and_resume",
     "open_store",
     "resolve_unknown_effect",

@@ -42,7 +42,7 @@ from .outbox_sql import write as write_outbox
 from .rows import ledger_of, ledger_text, session_from
 from .sql_claims import SQLClaims
 from .sql_listings import PENDING_SELECT, SQLListings
-from .sql_schema import MIGRATIONS, SCHEMA_VERSION
+from .sql_schema import BACKFILLS, MIGRATIONS, SCHEMA_VERSION
 from .sql_schema import SESSION_COLUMNS as _ROW
 from .told import telling
 
@@ -177,6 +177,9 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version - 1]:
                 run(statement.format(int=self.int_type, real=self.real_type, cover=self.cover))
+            backfill = BACKFILLS.get(version)
+            if backfill is not None:  # (data a migration derives in Python, same transaction)
+                backfill(run)
             run("INSERT INTO im_schema (version) VALUES (?)", (version,))
 
     def close(self) -> None:
@@ -215,7 +218,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
             row.request_json, row.state_json, self.text_length(row.state_json), row.due_ms,
-            row.progress,
+            row.progress, row.agent_version,
         )  # fmt: skip
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
@@ -237,10 +240,11 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, snapshot_len, due_ms, progress, events, events_n, "
-                        "id, family, version, snapshot_schema, updated_ms, pending_since, "
-                        "audit_seq, audit_head) "  # (the id's chain so far: see audit_check)
-                        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {SNAPSHOT_SCHEMA}, "
+                        "request, snapshot, snapshot_len, due_ms, progress, agent_version, "
+                        "events, events_n, id, family, version, snapshot_schema, updated_ms, "
+                        "pending_since, audit_seq, audit_head) "  # (its chain: see audit_check)
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
+                        f"{SNAPSHOT_SCHEMA}, "
                         f"{self._now_sql}, {self._now_sql if pending else 'NULL'}, {_ID_HEAD})",
                         (*values, *inline_chunk, sid, session.family, *now,
                          *(now if pending else ()), sid, sid),
@@ -312,7 +316,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
             "deadline_ms = ?, request = ?, snapshot = ?, snapshot_len = ?, due_ms = ?, "
-            "progress = ?, family = ?, "
+            "progress = ?, agent_version = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql}, snapshot_schema = "
             f"{SNAPSHOT_SCHEMA}, updated_ms = {at}, pending_since = {since} "
             # the generation too: a copy of a deleted session must not overwrite the new
