@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     pending = add("pending", "list the sessions that wait for a person, newest first")
     pending.add_argument("--agent", help="only the sessions of the agent with this name")
     pending.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    from ._cli_versions import add_versions_parser
+
+    add_versions_parser(add, pending)
     add("show", "show one session: what it waits for, its decisions and effects").add_argument(
         "session_id", metavar="SESSION", help="the session's id"
     )

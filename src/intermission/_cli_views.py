@@ -10,6 +10,7 @@ import shlex
 from typing import Any
 
 from ._cli_parser import store_option
+from ._cli_versions import pending_filter
 from ._clock import SYSTEM_CLOCK, Clock
 from ._text import visible as _v
 from .errors import IntermissionError, _utc
@@ -19,6 +20,7 @@ from .hitl.graph import binding_deadline
 from .principals import label
 from .stores.base import SessionStore
 from .stores.effects import RESOLVED_KEY
+from .stores.listings import version_label
 
 __all__ = ["cmd_pending", "cmd_show"]
 
@@ -37,7 +39,8 @@ def _waiting_on(n_calls: int, request: Any) -> str:
 
 
 def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
-    items = store.pending(limit=args.limit, agent=args.agent)
+    filters = pending_filter(args)
+    items = store.pending(limit=args.limit, **filters)
     unreadable = [(u.session_id, u.why) for u in getattr(items, "unreadable", [])]
     rows: list[str] = []
     now = _clock_of(store).now_ms()
@@ -47,7 +50,9 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         except IntermissionError as exc:  # one bad row never hides the others
             unreadable.append((item.session_id, str(exc)))
             continue
-        agent, reason = _v(item.agent or "-"), _v(item.reason or "")
+        # (its agent version too: ops@2, as versions lists it and --version takes it)
+        agent = _v(item.version_label if item.agent is not None else "-")
+        reason = _v(item.reason or "")
         late = item.deadline_ms is not None and now >= item.deadline_ms
         reason += " [expired]" if late else ""
         reason += f" [{_v(item.progress)}]" if item.progress else ""
@@ -61,7 +66,9 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         print(f"unreadable: {_v(sid)}: {_v(why)}")
     stuck = getattr(store, "stuck", None)
     for entry in stuck(limit=args.limit) if stuck is not None else []:
-        if args.agent is not None and entry.agent != args.agent:
+        # (of the agent --agent or --version names: a stuck entry is listed for its
+        # session whatever the version, as it needs a person all the same)
+        if filters["agent"] is not None and entry.agent != filters["agent"]:
             continue
         sid, key = (_v(shlex.quote(x)) for x in (entry.session_id, entry.key))
         at = _v(store_option(args.store))  # (its password masked)
@@ -122,7 +129,9 @@ def _answer(s: Any) -> str | None:
 def cmd_show(args: argparse.Namespace, store: SessionStore) -> None:
     s = store.load(args.session_id)
     print(f"session:  {_v(s.session_id)}")
-    print(f"status:   {s.status}   agent: {_v(s.agent)}   version: {s.store_version}")
+    # (the agent as versions lists it, ops@2; the store version counts the row's saves)
+    agent = version_label(s.agent, s.agent_version)
+    print(f"status:   {s.status}   agent: {_v(agent)}   store version: {s.store_version}")
     if s.is_pending:
         print(f"reason:   {_v(s.pending_reason)}")
     if s.context.get("approval.request") is not None:

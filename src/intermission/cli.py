@@ -29,6 +29,7 @@ from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
 from ._cli_migrate import cmd_migrate
 from ._cli_parser import build_parser, store_option
+from ._cli_versions import check_version_option, cmd_versions
 from ._cli_views import cmd_pending, cmd_show
 from ._json import loads
 from ._secrets import mask_known, mask_process_output, mask_url, passwords_in, read_token
@@ -561,9 +562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notify": cmd_notify,
         "outbox": cmd_outbox,
         "migrate": cmd_migrate,
+        "versions": cmd_versions,
     }
     try:
         _check_seconds(args)
+        check_version_option(args)
         identity_of(args)  # a bad identity file fails first, in one line, before any store
         if args.command in ("approve", "reject", "resume", "serve", "migrate"):
             _table(args)  # a bad --agents fails first, in one line, before any store

@@ -275,6 +275,10 @@ OPEN = """
 def _as_schema_7(target: str) -> None:
     """Take the store back to schema 7, as the landed code before this change wrote it."""
     run = sql(target)
+    # (and before migration 9, which came later: the agent version's column and index)
+    run("DROP INDEX im_sessions_pending_version")
+    run("ALTER TABLE im_sessions DROP COLUMN agent_version")
+    run("DELETE FROM im_schema WHERE version = 9")
     run("ALTER TABLE im_sessions DROP COLUMN audit_seq")
     run("ALTER TABLE im_sessions DROP COLUMN audit_head")
     run("DELETE FROM im_schema WHERE version = 8")
@@ -295,7 +299,7 @@ def test_a_store_from_before_the_head_migrates_once_with_heads_computed(
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0 and out.strip() == "ok", err
     run = sql(target)
-    assert sorted(v for (v,) in run("SELECT version FROM im_schema")) == list(range(1, 9))
+    assert sorted(v for (v,) in run("SELECT version FROM im_schema")) == list(range(1, 10))
     (head,) = run("SELECT audit_seq, audit_head FROM im_sessions WHERE id = 's'")
     listed = cli("audit", "s", "--store", target, cwd=tmp_path)
     last = json.loads(listed.stdout.splitlines()[-1])

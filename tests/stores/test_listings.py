@@ -33,7 +33,10 @@ THREADS = 300
 
 
 def cli(*args: str, effects: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "IM_EFFECT_FILE": str(effects)}
+    # (this checkout's src first: an intermission installed from elsewhere is not the one
+    # that wrote the store)
+    path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+    env = {**os.environ, "PYTHONPATH": path, "IM_EFFECT_FILE": str(effects)}
     return subprocess.run(
         [sys.executable, "-m", "intermission", "--agents", AGENTS, *args],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,

@@ -2,7 +2,14 @@
 which it imports when it is made)."""
 
 from .._store_errors import StoreMigrationError, StoreSchemaError
-from .base import PendingPage, PendingSession, SessionStore, StuckSession, UnreadableSession
+from .base import (
+    PendingPage,
+    PendingSession,
+    SessionStore,
+    StuckSession,
+    UnreadableSession,
+    VersionCount,
+)
 from .decide import DecisionOutcome, decide_and_resume
 from .effects import resolve_unknown_effect
 from .memory import MemoryStore
@@ -24,6 +31,7 @@ __all__ = [
     "StoreSchemaError",
     "StuckSession",
     "UnreadableSession",
+    "VersionCount",
     "decide_and_resume",
     "open_store",
     "resolve_unknown_effect",

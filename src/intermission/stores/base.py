@@ -29,7 +29,14 @@ from ..errors import (
     UsageError,
 )
 from .lease import Leases
-from .listings import PendingPage, PendingSession, StuckSession, UnreadableSession
+from .listings import (
+    PendingPage,
+    PendingSession,
+    StuckSession,
+    UnreadableSession,
+    VersionCount,
+    version_filter,
+)
 from .rows import StoredRow, row_of
 from .told import telling
 
@@ -43,6 +50,7 @@ __all__ = [
     "StoredRow",
     "StuckSession",
     "UnreadableSession",
+    "VersionCount",
     "claim_token",
     "claimed",
     "row_of",
@@ -107,8 +115,11 @@ def check_saved(session: Any) -> InMemoryAgentSession:
     return session
 
 
-def check_page(limit: Any, agent: Any, before: Any) -> None:
-    """The arguments of ``pending()``."""
+def check_page(
+    limit: Any, agent: Any, before: Any, version: Any = None
+) -> tuple[str | None, str | None]:
+    """The arguments of ``pending()``; returns the ``(agent, version)`` it filters by (see
+    :func:`~intermission.stores.listings.version_filter`)."""
     from .. import _check
     from ..limits import MAX_PAGE
 
@@ -116,6 +127,7 @@ def check_page(limit: Any, agent: Any, before: Any) -> None:
     _check.text("agent", agent, optional=True)
     if before is not None and not isinstance(before, PendingSession):
         raise UsageError(f"before is an entry of pending(), not {type(before).__name__}")
+    return version_filter(version, agent)
 
 
 def check_options(lease_ms: Any, **flags: Any) -> None:
@@ -253,10 +265,14 @@ class SessionStore(Protocol):
       with :class:`~intermission.SessionBusyError` while someone else holds a claim.
     - ``load(session_id)``: the session, or :class:`~intermission.SessionNotFoundError`.
     - ``delete(session_id)``: remove the session and its ledger.
-    - ``pending(limit, agent, before)``: pending sessions, newest first by when they became
-      pending (saves while a session stays pending keep its place), one indexed query; page
-      with ``before=page.last``. Returns a :class:`PendingPage`: rows that cannot be read
-      are left out and reported in ``page.unreadable`` (id and why).
+    - ``pending(limit, agent, before, version)``: pending sessions, newest first by when
+      they became pending (saves while a session stays pending keep its place), one indexed
+      query; page with ``before=page.last``. Returns a :class:`PendingPage`: rows that
+      cannot be read are left out and reported in ``page.unreadable`` (id and why).
+      ``version="ops@2"``: only those paused under version ``2`` of agent ``ops``
+      (``"2"``: of any agent, or of ``agent``).
+    - ``versions()`` (the bundled stores): the pending sessions per agent name and version,
+      with when the oldest paused (:class:`VersionCount`), one grouped query.
     - ``clock``: the store's clock. It stamps and judges claims, leases and saves, and every
       session loaded or claimed from the store carries it (``session.clock``), so decision
       deadlines are judged alike in every process: PostgreSQL's own clock, the local one
@@ -302,7 +318,12 @@ class SessionStore(Protocol):
         ...
 
     def pending(
-        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
+        self,
+        limit: int = 50,
+        agent: str | None = None,
+        before: PendingSession | None = None,
+        *,
+        version: str | None = None,
     ) -> list[PendingSession]:
         """Pending sessions, newest first."""
         ...

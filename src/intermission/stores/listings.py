@@ -6,15 +6,58 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
 from ..decisions import HITLTask
-from ..errors import SnapshotSchemaError, _utc
+from ..errors import SnapshotSchemaError, UsageError, _utc
 
-__all__ = ["PendingPage", "PendingSession", "StuckSession", "UnreadableSession", "pending_of"]
+__all__ = [
+    "PendingPage",
+    "PendingSession",
+    "StuckSession",
+    "UnreadableSession",
+    "VersionCount",
+    "pending_of",
+    "sorted_versions",
+    "version_filter",
+    "version_label",
+]
 
-_Row = tuple[str, str | None, str | None, str, float | None, float, str, float, str | None]
+_Row = tuple[
+    str, str | None, str | None, str, float | None, float, str, float, str | None, str | None
+]
+
+
+def version_label(agent: str | None, version: str | None) -> str:
+    """How listings show an agent version: ``ops@2`` (``?`` for a session no agent ran
+    yet; the name alone for one paused before versions were recorded). The version is
+    shown whole, a fingerprint too (16 hex digits): the label is what ``--version`` takes
+    back."""
+    name = "?" if agent is None else agent
+    return name if version is None else f"{name}@{version}"
+
+
+def version_filter(version: str | None, agent: str | None = None) -> tuple[str | None, str | None]:
+    """The ``(agent, version)`` a ``version=`` filter of ``pending()`` means: ``"ops@2"``
+    is version ``2`` of agent ``ops`` (split at the last ``@``: names may hold one),
+    ``"2"`` version ``2`` of any agent (or of ``agent``, when given). Raises UsageError for
+    an empty part, or an ``agent`` other than the one named in ``version``."""
+    if version is None:
+        return agent, None
+    if not isinstance(version, str):
+        raise UsageError(f"version is a str ('ops@2' or '2'), not {type(version).__name__}")
+    name, at, number = version.rpartition("@")
+    if not number or (at and not name):
+        raise UsageError(
+            f"version is 'VERSION' or 'AGENT@VERSION' (say 'ops@2' or '2'), not {version!r}"
+        )
+    if not at:
+        return agent, number
+    if agent is not None and agent != name:
+        raise UsageError(f"version {version!r} names agent {name!r}, and agent is {agent!r}")
+    return name, number
 
 
 class PendingSession(_Row):
@@ -33,17 +76,18 @@ class PendingSession(_Row):
         request_json: str = "null",
         pending_since: float | None = None,
         progress: str | None = None,
+        agent_version: str | None = None,
     ) -> PendingSession:
         """An entry from its columns (stores build them with :meth:`from_rows`)."""
         since = updated_ms if pending_since is None else pending_since
         row = (session_id, agent, reason, tasks_json, deadline_ms, updated_ms, request_json, since,
-               progress)  # fmt: skip
+               progress, agent_version)  # fmt: skip
         return tuple.__new__(cls, row)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
         """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
-        pending_since, progress)`` (further columns are ignored)."""
+        pending_since, progress, agent_version)`` (further columns are ignored)."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
@@ -83,6 +127,18 @@ class PendingSession(_Row):
         none), e.g. ``deploy: 1 of 2 approvals (alice, sre) — waiting for one more from
         sre``."""
         return self[8] if len(self) > 8 else None
+
+    @property
+    def agent_version(self) -> str | None:
+        """The agent version the session paused under (``.version()``, else the agent's
+        fingerprint; None: paused before versions were recorded)."""
+        return self[9] if len(self) > 9 else None
+
+    @property
+    def version_label(self) -> str:
+        """Agent and version as listings show them, e.g. ``ops@2`` (see
+        :func:`version_label`)."""
+        return version_label(self[1], self.agent_version)
 
     @property
     def tasks(self) -> list[HITLTask]:
@@ -220,9 +276,38 @@ def pending_of(
     request_json: str,
     pending_since: float | None = None,
     progress: str | None = None,
+    agent_version: str | None = None,
 ) -> PendingSession:
     """Build a PendingSession from stored columns (nothing parsed yet)."""
     return PendingSession(
         session_id, agent, reason, tasks_json, deadline, updated, request_json, pending_since,
-        progress,
+        progress, agent_version,
     )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class VersionCount:
+    """One entry of ``store.versions()``: how many sessions of an agent version wait for
+    a person, and since when the oldest of them waits (by the store's clock)."""
+
+    agent: str | None
+    """The agent's name (None: sessions no agent ran yet)."""
+    version: str | None
+    """The version they paused under (None: paused before versions were recorded)."""
+    count: int
+    """How many of them are pending."""
+    oldest_ms: float
+    """When the one pending longest became pending (epoch ms)."""
+
+    @property
+    def label(self) -> str:
+        """``ops@2``, as ``pending --version`` takes it (see :func:`version_label`)."""
+        return version_label(self.agent, self.version)
+
+
+def sorted_versions(counts: Iterable[VersionCount]) -> list[VersionCount]:
+    """``versions()`` order: by agent name (sessions of no agent last), then the version
+    waiting longest first (the one draining, on a blue-green deploy), same on every store."""
+    return sorted(
+        counts, key=lambda c: (c.agent is None, c.agent or "", c.oldest_ms, c.version or "")
+    )

@@ -38,7 +38,7 @@ from .base import (
     row_of,
 )
 from .lease import Leases
-from .listings import pending_of
+from .listings import VersionCount, pending_of, sorted_versions
 from .outbox_memory import MemoryOutbox
 from .outbox_rules import derive
 from .rows import column_text, session_from
@@ -65,33 +65,58 @@ class _Entry:
     """The last audit record written while it is stored: ``(seq, hash)`` (see audit_check)."""
 
 
+_Filter = tuple[str | None, ...]
+"""Which sessions an ordered list of :class:`_PendingIndex` holds: ``("all",)``,
+``("agent", agent)``, ``("version", version)`` or ``("both", agent, version)``."""
+
+
 class _PendingIndex:
-    """Pending sessions ordered by (pending_since, id), overall and per agent: a page of
-    ``pending()`` reads its rows from the end instead of scanning every session (as the
-    SQL stores' partial indexes do)."""
+    """Pending sessions ordered by (pending_since, id), overall, per agent, per version
+    and per agent version: a page of ``pending()`` reads its rows from the end instead of
+    scanning every session (as the SQL stores' partial indexes do), and ``versions()``
+    reads each agent version's count and oldest from its list."""
 
     def __init__(self) -> None:
-        self.all: list[tuple[float, str]] = []
-        self.by_agent: dict[str | None, list[tuple[float, str]]] = {}
+        self.lists: dict[_Filter, list[tuple[float, str]]] = {}
+
+    @staticmethod
+    def _filters(entry: _Entry) -> tuple[_Filter, ...]:
+        agent, version = entry.row.agent, entry.row.agent_version
+        return ("all",), ("agent", agent), ("version", version), ("both", agent, version)
 
     def add(self, entry: _Entry) -> None:
         key = (entry.pending_since, entry.row.session_id)
-        insort(self.all, key)
-        insort(self.by_agent.setdefault(entry.row.agent, []), key)
+        for found in self._filters(entry):
+            insort(self.lists.setdefault(found, []), key)
 
     def remove(self, entry: _Entry) -> None:
         key = (entry.pending_since, entry.row.session_id)
-        for keys in (self.all, self.by_agent.get(entry.row.agent, [])):
+        for found in self._filters(entry):
+            keys = self.lists.get(found, [])
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
                 del keys[i]
+            if not keys:  # (versions() lists only agent versions that have sessions)
+                self.lists.pop(found, None)
 
     def page(
-        self, limit: int, agent: str | None, before: tuple[float, str] | None, filtered: bool
+        self, limit: int, agent: str | None, version: str | None, before: tuple[float, str] | None
     ) -> list[tuple[float, str]]:
-        keys = self.by_agent.get(agent, []) if filtered else self.all
+        found: _Filter
+        if version is None:
+            found = ("all",) if agent is None else ("agent", agent)
+        else:
+            found = ("version", version) if agent is None else ("both", agent, version)
+        keys = self.lists.get(found, [])
         end = bisect_left(keys, before) if before is not None else len(keys)
         return keys[max(0, end - limit) : end][::-1]
+
+    def versions(self) -> list[VersionCount]:
+        return [
+            VersionCount(found[1], found[2], len(keys), keys[0][0])
+            for found, keys in self.lists.items()
+            if found[0] == "both"
+        ]
 
 
 class MemoryStore(StoreMethods):
@@ -275,24 +300,36 @@ class MemoryStore(StoreMethods):
                 self._ledgers.pop(family, None)
 
     def pending(
-        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
+        self,
+        limit: int = 50,
+        agent: str | None = None,
+        before: PendingSession | None = None,
+        *,
+        version: str | None = None,
     ) -> PendingPage:
         """Pending sessions, newest first by when they became pending; page with
-        ``before=page.last`` (rows here are always readable: ``unreadable`` stays empty)."""
-        check_page(limit, agent, before)
+        ``before=page.last`` (rows here are always readable: ``unreadable`` stays empty).
+        ``version``: ``"ops@2"`` or ``"2"`` (see :class:`SessionStore`)."""
+        agent, bare = check_page(limit, agent, before, version)
         start = (before.pending_since, before.session_id) if before is not None else None
         with self._lock:
-            filtered = agent is not None
-            keys = self._pending.page(limit, column_text(agent), start, filtered)
+            # (filters as the rows keep them, see row_of)
+            keys = self._pending.page(limit, column_text(agent), column_text(bare), start)
             entries = [self._rows[sid] for _, sid in keys]
         return PendingPage(
             pending_of(
                 e.row.session_id, e.row.agent, e.row.reason, e.row.tasks_json,
                 e.row.deadline_ms, e.updated_ms, e.row.request_json, e.pending_since,
-                e.row.progress,
+                e.row.progress, e.row.agent_version,
             )
             for e in entries
         )  # fmt: skip
+
+    def versions(self) -> list[VersionCount]:
+        """The pending sessions per agent name and version: how many, and when the one
+        waiting longest became pending (see :meth:`SQLStore.versions`)."""
+        with self._lock:
+            return sorted_versions(self._pending.versions())
 
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions with an effect of unknown outcome that nobody runs now (see

@@ -38,6 +38,8 @@ class StoredRow:
     index; None: nothing scheduled)."""
     progress: str | None = None
     """Where its approvals with a policy stand (see PendingSession.progress)."""
+    agent_version: str | None = None
+    """The agent version it runs on (see PendingSession.agent_version)."""
 
 
 def column_text(text: str | None) -> str | None:
@@ -81,6 +83,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
         state_json=state_json(session),
         due_ms=due,
         progress=progress,
+        agent_version=column_text(session.agent_version),
     )
 
 

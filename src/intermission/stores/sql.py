@@ -45,7 +45,7 @@ from .outbox_sql import write as write_outbox
 from .rows import ledger_of, ledger_text, session_from
 from .sql_claims import SQLClaims
 from .sql_listings import PENDING_SELECT, SQLListings
-from .sql_schema import MIGRATIONS, ONE_NUMBERING, SCHEMA_VERSION, missing_column
+from .sql_schema import BACKFILLS, MIGRATIONS, ONE_NUMBERING, SCHEMA_VERSION, missing_column
 from .sql_schema import SESSION_COLUMNS as _ROW
 from .told import telling
 
@@ -203,6 +203,9 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                     if self._migration_outage(exc):
                         raise  # the database went away (or may not be written): the store maps it
                     raise StoreMigrationError(version, sql, self._said_of(exc)) from exc
+            backfill = BACKFILLS.get(version)
+            if backfill is not None:  # (data a migration derives in Python, same transaction)
+                backfill(run)
             if version > current:
                 run("INSERT INTO im_schema (version) VALUES (?)", (version,))
 
@@ -251,7 +254,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         values = (
             row.status, row.agent, row.reason, row.tasks_json, row.deadline_ms,
             row.request_json, row.state_json, self.text_length(row.state_json), row.due_ms,
-            row.progress,
+            row.progress, row.agent_version,
         )  # fmt: skip
         log = session.events
         replace, chunk, count, part = log.unsaved_chunk()
@@ -273,10 +276,11 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                 try:
                     run(
                         "INSERT INTO im_sessions (status, agent, reason, tasks, deadline_ms, "
-                        "request, snapshot, snapshot_len, due_ms, progress, events, events_n, "
-                        "id, family, version, snapshot_schema, updated_ms, pending_since, "
-                        "audit_seq, audit_head) "  # (the id's chain so far: see audit_check)
-                        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, {SNAPSHOT_SCHEMA}, "
+                        "request, snapshot, snapshot_len, due_ms, progress, agent_version, "
+                        "events, events_n, id, family, version, snapshot_schema, updated_ms, "
+                        "pending_since, audit_seq, audit_head) "  # (its chain: see audit_check)
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
+                        f"{SNAPSHOT_SCHEMA}, "
                         f"{self._now_sql}, {self._now_sql if pending else 'NULL'}, {_ID_HEAD})",
                         (*values, *inline_chunk, sid, session.family, *now,
                          *(now if pending else ()), sid, sid),
@@ -348,7 +352,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         cur = run(
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
             "deadline_ms = ?, request = ?, snapshot = ?, snapshot_len = ?, due_ms = ?, "
-            "progress = ?, family = ?, "
+            "progress = ?, agent_version = ?, family = ?, "
             f"{inline_sql}version = version + 1, {claim_sql}, snapshot_schema = "
             f"{SNAPSHOT_SCHEMA}, updated_ms = {at}, pending_since = {since} "
             # the generation too: a copy of a deleted session must not overwrite the new

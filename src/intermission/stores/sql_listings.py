@@ -11,7 +11,14 @@ from .. import _check
 from ..core.ledger import LedgerEntry
 from ..core.snapshot import SCHEMA_VERSION as SNAPSHOT_SCHEMA
 from .base import check_page
-from .listings import PendingPage, PendingSession, StuckSession, UnreadableSession
+from .listings import (
+    PendingPage,
+    PendingSession,
+    StuckSession,
+    UnreadableSession,
+    VersionCount,
+    sorted_versions,
+)
 from .rows import column_text, ledger_of
 
 if TYPE_CHECKING:
@@ -21,7 +28,7 @@ __all__ = ["PENDING_SELECT", "SQLListings"]
 
 PENDING_SELECT = (
     "SELECT id, agent, reason, tasks, deadline_ms, updated_ms, request, pending_since, "
-    "progress, snapshot_schema, snapshot_len - {length} FROM im_sessions "
+    "progress, agent_version, snapshot_schema, snapshot_len - {length} FROM im_sessions "
     "WHERE status = 'pending'"
 )
 """The pending rows (``{length}``: the dialect's length of the stored snapshot)."""
@@ -39,14 +46,22 @@ class SQLListings:
         def _tx(self, mode: str = "write") -> Tx: ...
 
     def pending_query(
-        self, limit: int, agent: str | None, before: PendingSession | None
+        self,
+        limit: int,
+        agent: str | None,
+        before: PendingSession | None,
+        version: str | None = None,
     ) -> tuple[str, tuple[Any, ...]]:
-        """The SQL of :meth:`pending` (exposed so tests can EXPLAIN it)."""
+        """The SQL of :meth:`pending` (exposed so tests can EXPLAIN it); ``version``: the
+        bare version (see :func:`~intermission.stores.listings.version_filter`)."""
         sql = self._pending_sql
         params: tuple[Any, ...] = ()
         if agent is not None:
             sql += " AND agent = ?"
             params += (column_text(agent),)  # as the column keeps it (see row_of)
+        if version is not None:
+            sql += " AND agent_version = ?"
+            params += (column_text(version),)
         if before is not None:
             since = before.pending_since
             sql += " AND (pending_since < ? OR (pending_since = ? AND id < ?))"
@@ -55,27 +70,47 @@ class SQLListings:
         return sql, (*params, limit)
 
     def pending(
-        self, limit: int = 50, agent: str | None = None, before: PendingSession | None = None
+        self,
+        limit: int = 50,
+        agent: str | None = None,
+        before: PendingSession | None = None,
+        *,
+        version: str | None = None,
     ) -> PendingPage:
         """Pending sessions, newest first, by when they became pending (a key saves while
         a session stays pending do not move); page with ``before=page.last``. A row that
-        cannot be read is left out and reported in ``page.unreadable``."""
-        check_page(limit, agent, before)
-        sql, params = self.pending_query(limit, agent, before)
+        cannot be read is left out and reported in ``page.unreadable``. ``version``:
+        ``"ops@2"`` or ``"2"`` (see :class:`~intermission.stores.SessionStore`)."""
+        agent, bare = check_page(limit, agent, before, version)
+        sql, params = self.pending_query(limit, agent, before, bare)
         with self._tx("query") as run:
             rows = run(sql, params).fetchall()
-        # columns 9 and 10: the schema the row was written with, and how much of the
+        # columns 10 and 11: the schema the row was written with, and how much of the
         # snapshot a save wrote is missing (NULL in rows from before these stamps)
-        ok = [not r[10] and (r[9] is None or r[9] == SNAPSHOT_SCHEMA) for r in rows]
+        ok = [not r[11] and (r[10] is None or r[10] == SNAPSHOT_SCHEMA) for r in rows]
         if all(ok):
             return PendingPage(PendingSession.from_rows(rows))
         bad = [
-            UnreadableSession(r[0], _why(r[9], r[10], self.length_unit), r[7])
+            UnreadableSession(r[0], _why(r[10], r[11], self.length_unit), r[7])
             for r, fine in zip(rows, ok, strict=True)
             if not fine
         ]
         good = [r for r, fine in zip(rows, ok, strict=True) if fine]
         return PendingPage(PendingSession.from_rows(good), bad, [r[0] for r in rows])
+
+    def versions(self) -> list[VersionCount]:
+        """The pending sessions per agent name and version: how many, and when the one
+        waiting longest became pending (one grouped query on a partial index). Ordered by
+        agent, then the version waiting longest first."""
+        with self._tx("query") as run:
+            rows = run(
+                "SELECT agent, agent_version, COUNT(*), MIN(pending_since) FROM im_sessions "
+                "WHERE status = 'pending' GROUP BY agent, agent_version"
+            ).fetchall()
+        return sorted_versions(
+            VersionCount(agent, version, int(n), float(oldest or 0.0))
+            for agent, version, n, oldest in rows
+        )
 
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions that need a person: an effect they started never recorded its outcome

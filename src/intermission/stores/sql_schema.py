@@ -13,13 +13,24 @@ rewritten, and a new one must be as replayable (those stores replay it too)."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 from .audit_sql import AUDIT_HEAD_MIGRATION, AUDIT_MIGRATION
+from .rows import column_text
 
-__all__ = ["MIGRATIONS", "ONE_NUMBERING", "SCHEMA_VERSION", "SESSION_COLUMNS", "missing_column"]
+__all__ = [
+    "BACKFILLS",
+    "MIGRATIONS",
+    "ONE_NUMBERING",
+    "SCHEMA_VERSION",
+    "SESSION_COLUMNS",
+    "missing_column",
+]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 ONE_NUMBERING = 8
 """From this version on every release numbered the migrations alike (each landed commit
@@ -158,7 +169,59 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE IF NOT EXISTS im_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
     AUDIT_HEAD_MIGRATION,  # the audit head in the session row (see audit_sql)
+    [
+        # the agent version a session runs on (R62), for pending(version=) and versions();
+        # filled from the snapshots by the backfill below. One partial index serves both:
+        # a page of one agent's version is an ordered range of it, and versions() groups
+        # the pending rows by its leading columns without reading the table
+        "ALTER TABLE im_sessions ADD COLUMN agent_version TEXT",
+        "CREATE INDEX IF NOT EXISTS im_sessions_pending_version ON im_sessions "
+        "(agent, agent_version, pending_since, id) WHERE status = 'pending'",
+    ],
 ]
+
+_BATCH = 200
+_MARK = '%"agent_version":"%'
+"""Rows whose snapshot may name a version (a LIKE prefilter: the others stay NULL)."""
+
+
+def _backfill_agent_version(run: Callable[..., Any]) -> None:
+    """Migration 9's data: each row's ``agent_version`` from its snapshot (absent in rows
+    written before versions were recorded: NULL). Parsed in Python, a batch at a time, not
+    with the dialects' JSON functions: those differ, and PostgreSQL's refuse the escaped
+    lone surrogates a snapshot may hold. A row that cannot be parsed (cut short) keeps NULL:
+    its load reports it, as before."""
+    after = ""
+    while True:
+        rows = run(
+            "SELECT id, snapshot FROM im_sessions WHERE id > ? AND snapshot LIKE ? "
+            "ORDER BY id LIMIT ?",
+            (after, _MARK, _BATCH),
+        ).fetchall()
+        for session_id, snapshot in rows:
+            version = _version_in(snapshot)
+            if version is not None:
+                run(
+                    "UPDATE im_sessions SET agent_version = ? WHERE id = ?",
+                    (column_text(version), session_id),
+                )
+        if len(rows) < _BATCH:
+            return
+        after = rows[-1][0]
+
+
+def _version_in(snapshot: str) -> str | None:
+    """The top-level ``agent_version`` of a stored snapshot, if it is a string."""
+    try:
+        data = json.loads(snapshot)
+    except ValueError:
+        return None
+    version = data.get("agent_version") if isinstance(data, dict) else None
+    return version if isinstance(version, str) else None
+
+
+BACKFILLS: dict[int, Callable[[Callable[..., Any]], None]] = {9: _backfill_agent_version}
+"""Data a migration derives in Python, run right after its statements (same transaction)."""
 
 SESSION_COLUMNS = "snapshot, version, events, events_n, family"
 """The columns a session is rebuilt from (see SQLStore._session)."""
