@@ -225,9 +225,12 @@ def _old_rows(execute: Callable[..., Any], mark: str) -> dict[str, str | None]:
         s = paused_ops(sid)
         s.agent_version = version
         rows[sid] = (s.to_json(), version)
-    rows["none"] = (paused_ops("none").to_json(), None)  # from before versions: NULL
+    before = paused_ops("none")
+    before.agent_version = before.release = None  # from before versions: NULL
+    rows["none"] = (before.to_json(), None)
     # a row whose context names an agent_version: only the top-level key counts
     s = paused_ops("nested")
+    s.agent_version = s.release = None
     s.context.put("agent_version", "not-this")
     rows["nested"] = (s.to_json(), None)
     # a row cut short: unreadable, keeps NULL (its load reports it), the migration goes on
