@@ -31,6 +31,7 @@ WIDGETS = {
     "09_mcp_tools.ipynb": ".hitl-panel",
     "10_approve_from_anywhere.ipynb": ".inbox",
     "11_two_person_approval.ipynb": ".approval-widget",
+    "13_versions.ipynb": ".inbox",
 }
 
 
@@ -45,7 +46,7 @@ def test_run_all_leaves_no_error_and_renders_every_widget(lab: Lab, page: Any, n
     # nothing was decided for the person: the cells after a widget say where to click
     if name in ("01_quickstart.ipynb", "04_graph_approval.ipynb", "05_persistence.ipynb",
                 "08_what_if.ipynb", "09_mcp_tools.ipynb",
-                "11_two_person_approval.ipynb"):  # fmt: skip
+                "11_two_person_approval.ipynb", "13_versions.ipynb"):  # fmt: skip
         assert "Not decided yet" in nb.output_of("what this page taught")
 
 
@@ -193,6 +194,26 @@ def test_09_a_person_approves_an_mcp_call_in_the_hitl_panel(lab: Lab, page: Any)
         nb, "response = panel.code_twin(",
         "server calls: ['add_note', 'delete_user', 'get_user']", shown_by='print("server calls:"',
     )  # fmt: skip
+
+
+def test_13_a_person_approves_the_migrated_call_from_the_inbox(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "13_versions.ipynb")
+    nb.run_all()
+    inbox = nb.panel.locator(".inbox")
+    table = inbox.locator(".inbox-table")
+    expect(table).to_contain_text("ops@2")  # each session's version (R62)
+    inbox.locator(".inbox-picker select").select_option("ticket-2")
+    inbox.locator("button.inbox-open").click()
+    panel = inbox.locator(".hitl-panel")
+    panel.wait_for(state="visible", timeout=60_000)
+    expect(panel).to_contain_text("agent ops@2")
+    expect(panel).to_contain_text("replicas")  # the rewritten call is what is approved
+    panel.locator("button.hitl-approve").first.click()
+    expect(panel.locator(".approval-result")).to_contain_text("Done.", timeout=60_000)
+    shot(inbox, "13-after-approve")
+    goes_on(nb, "response = inbox.code_twin(", "Done.")
 
 
 def readme_picture(page: Any, before: Path, after: Path) -> None:
