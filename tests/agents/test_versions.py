@@ -28,6 +28,7 @@ from intermission import (
     ReActAgent,
     ScriptedModel,
     TeamAgent,
+    UnknownTaskError,
     UsageError,
 )
 from intermission.agents._base import RELEASE
@@ -189,6 +190,32 @@ def test_a_migration_under_the_claim_is_audited_by_the_decider_and_its_approval_
     assert again.session.status == "done"
     assert V.RUNS == [("2", ZONED)]
     assert _actions(store).count("agent.migrated") == 1
+
+
+def test_an_approval_addressed_to_the_call_before_its_rewrite_is_refused() -> None:
+    # a reviewer who saw the old arguments (a card, `show`, a widget row opened before the
+    # migration) approves by call UUID: the rewritten call has another, so nothing is
+    # approved that the reviewer never saw, and the same effect keeps its effect id
+    store = _stored(V.ops_v1())
+    before = store.load("s")
+    (old,) = [t.call_uuid for t in before.hitl.tasks]
+    effect = before.traces["ops"].effect_ids[old]
+    table = AgentTable({"ops": [V.ops_v1(), V.ops_v2()]})
+    with store.resume("s") as s:
+        table.migrate(s, to="2")
+    migrated = store.load("s")
+    (task,) = migrated.hitl.tasks
+    assert task.call_uuid == f"{old}.r1" and task.args == ZONED
+    assert migrated.traces["ops"].effect_ids == {task.call_uuid: effect}
+
+    def stale(s: Any) -> None:
+        HITL.submit(s, old, HITLDecision.approve())
+
+    with pytest.raises(UnknownTaskError):
+        decide_and_resume(store, "s", stale, table)
+    assert V.RUNS == [] and store.load("s").hitl.decisions == {}
+    decide_and_resume(store, "s", _approve, table)
+    assert V.RUNS == [("2", ZONED)]
 
 
 def test_rewritten_arguments_void_the_votes_of_a_quorum() -> None:

@@ -1,7 +1,13 @@
 """Rewriting a pending call's arguments on purpose — what a migration does when a tool
 changed under a paused session (R62). The approval given to the old arguments is void:
 its votes and decision are dropped, so the resume pauses again and a reviewer approves
-what will now run."""
+what will now run.
+
+The rewritten call gets a new call UUID (``<old>.r1``): an approval is addressed by call
+UUID (a console card, ``approve --call``, a widget row opened before the migration), and a
+reviewer who saw the old arguments must not approve the new ones by that address — a
+decision on the old UUID is refused as a call that no longer waits. The effect keeps its
+identity (its effect id), so a ledger entry is never run twice under two names."""
 
 from __future__ import annotations
 
@@ -53,16 +59,19 @@ def rewrite_args(
         )
     fitted, schema = _fitted(found, args, agent if agent is not None else _MIGRATING_TO.get())
     voided = len(found.votes) + (1 if uuid in state.decisions else 0)
+    fresh = _fresh_uuid(session, uuid)
     rewritten: HITLTask = found.model_copy(
-        update={"args": fitted, "votes": [], "args_schema": schema}
+        update={"call_uuid": fresh, "args": fitted, "votes": [], "args_schema": schema}
     )
     state.tasks = [rewritten if t.call_uuid == uuid else t for t in state.tasks]
     state.decisions.pop(uuid, None)
-    _rewrite_batches(session, uuid, fitted)
+    state.expired = [fresh if u == uuid else u for u in state.expired]
+    for trace in session.traces.values():
+        _rekey(trace, uuid, fresh, fitted)
     note(session, AuditEntry(
-        action="task.rewritten", target=uuid, via="system",
+        action="task.rewritten", target=fresh, via="system",
         reason=f"arguments of {found.tool_name} rewritten; its approval starts over",
-        detail={"tool": found.tool_name, "voided": voided},
+        detail={"tool": found.tool_name, "voided": voided, "replaces": uuid},
     ))  # fmt: skip
     return rewritten
 
@@ -101,28 +110,49 @@ def _fitted(task: HITLTask, args: Any, agent: Any) -> tuple[dict[str, Any], Any]
     return plain, task.args_schema
 
 
-def _rewrite_batches(session: Any, uuid: str, args: dict[str, Any]) -> None:
-    """The arguments the resume will run, wherever the agent keeps the call (a team's
-    members keep their own traces; a trace may be loaded or still JSON): the batch in
-    progress, and the model's proposal the next batch is built from (``last_reason``,
-    and the same message in working memory)."""
+def _fresh_uuid(session: Any, uuid: str) -> str:
+    """``<uuid>.r<n>``: a call UUID nothing in the session uses yet."""
+    taken = {t.call_uuid for t in session.hitl.tasks}
     for trace in session.traces.values():
-        for call in _calls(trace, uuid):
-            if isinstance(call, dict):
-                call["args"] = dict(args)
-            else:
-                call.args = dict(args)
+        for message in [_get(trace, "last_reason"), *(_get(trace, "working_memory") or ())]:
+            if message is not None:
+                taken.update(_get(c, "id") for c in _get(message, "tool_calls") or ())
+                taken.add(_get(message, "tool_call_id"))
+    base, _, n = uuid.rpartition(".r")
+    start = int(n) + 1 if base and n.isdigit() else 1
+    root = base if base and n.isdigit() else uuid
+    k = start
+    while f"{root}.r{k}" in taken:
+        k += 1
+    return f"{root}.r{k}"
 
 
-def _calls(trace: Any, uuid: str) -> list[Any]:
-    """Every record of call ``uuid`` in ``trace`` (objects or JSON)."""
-    def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+def _rekey(trace: Any, uuid: str, fresh: str, args: dict[str, Any]) -> None:
+    """Call ``uuid`` becomes ``fresh`` with ``args`` wherever the agent keeps it (a team's
+    members keep their own traces; a trace may be loaded or still JSON): the batch in
+    progress and the model's proposal the next batch is built from (``last_reason``, the
+    same message in working memory); its effect id stays the one minted for it."""
+    for call in _get(trace, "batch") or ():
+        if _get(call, "call_uuid") == uuid:
+            _set(call, call_uuid=fresh, args=dict(args))
+    found = False
+    for message in [_get(trace, "last_reason"), *(_get(trace, "working_memory") or ())]:
+        for call in (_get(message, "tool_calls") or ()) if message is not None else ():
+            if _get(call, "id") == uuid:
+                _set(call, id=fresh, args=dict(args))
+                found = True
+    effects = _get(trace, "effect_ids")
+    if found and isinstance(effects, dict):
+        effects[fresh] = effects.pop(uuid, uuid)  # (the same effect, whatever its address)
 
-    found = [c for c in get(trace, "batch") or () if get(c, "call_uuid") == uuid]
-    messages = [get(trace, "last_reason"), *(get(trace, "working_memory") or ())]
-    for message in messages:
-        if message is None:
-            continue
-        found.extend(c for c in get(message, "tool_calls") or () if get(c, "id") == uuid)
-    return found
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _set(obj: Any, **values: Any) -> None:
+    for key, value in values.items():
+        if isinstance(obj, dict):
+            obj[key] = value
+        else:
+            setattr(obj, key, value)
