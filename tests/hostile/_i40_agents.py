@@ -41,3 +41,34 @@ def ops(version: str) -> Any:
 
 V1: dict[str, Any] = {"ops": [lambda: ops("1")]}
 V2: dict[str, Any] = {"ops": [lambda: ops("2")]}
+
+
+def legacy_v1() -> Any:
+    """tests/legacy/agents.py's ``legacy-ops`` itself (unlabelled; the fixtures' agent)."""
+    from tests.legacy.agents import build_agent
+
+    return build_agent()
+
+
+def legacy_v2() -> Any:
+    """``legacy-ops`` version 2: ``delete_user`` gained a parameter (other code, no
+    migration from the legacy version)."""
+    from intermission import HITLInterceptor
+
+    @tool
+    def delete_user(user_id: int, hard: bool = True) -> str:
+        """Delete a user account (irreversible); ``hard`` also purges backups."""
+        _ran(f"v2 {user_id} hard={hard}")
+        return f"user {user_id} deleted by v2"
+
+    from tests.legacy.agents import AGENT_NAME, _script as legacy_script
+
+    return (
+        ReActAgent.of(ScriptedModel(legacy_script)).name(AGENT_NAME).version("2")
+        .system_prompt("You manage user accounts.").tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user")).build()
+    )  # fmt: skip
+
+
+LEGACY_BOTH: dict[str, Any] = {"legacy-ops": [legacy_v1, legacy_v2]}
+"""The legacy agent as it was (unlabelled), and a labelled v2 beside it."""
