@@ -61,7 +61,8 @@ def legacy_v2() -> Any:
         _ran(f"v2 {user_id} hard={hard}")
         return f"user {user_id} deleted by v2"
 
-    from tests.legacy.agents import AGENT_NAME, _script as legacy_script
+    from tests.legacy.agents import AGENT_NAME
+    from tests.legacy.agents import _script as legacy_script
 
     return (
         ReActAgent.of(ScriptedModel(legacy_script)).name(AGENT_NAME).version("2")
