@@ -134,7 +134,10 @@ class AgentTable:
             # fingerprints) is accepted by every version of its name: it goes to the
             # oldest served, the one of its time — never to newer code it was not
             # approved on while that one is still served
-            blind = getattr(session, "agent_fingerprint", None) is None
+            # (a thread created for its first request, "new", starts on the newest)
+            blind = getattr(session, "agent_fingerprint", None) is None and getattr(
+                session, "status", None
+            ) not in (None, "new")
             for agent in agents if blind else reversed(agents):
                 try:
                     owner_check(session, agent)
