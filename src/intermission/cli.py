@@ -206,9 +206,10 @@ def _chosen_calls(s: Any, only: list[str]) -> list[str]:
 def cmd_resume(args: argparse.Namespace, store: SessionStore) -> None:
     """Resume with the decisions already recorded; a task past its deadline is rejected
     (``system:deadline``)."""
+    # (a migration or an adoption it runs is on the audit trail as the CLI's principal)
     _applied(decide_and_resume(
         store, args.session_id, lambda s: None, _table(args),
-        wait_s=args.wait, adopt=args.adopt,
+        wait_s=args.wait, adopt=args.adopt, principal=cli_actor(args=args),
     ))  # fmt: skip
 
 

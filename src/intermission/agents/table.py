@@ -130,8 +130,15 @@ class AgentTable:
         if unlabelled and not any(paused in getattr(a, "migrations", {}) for a in agents):
             # unversioned (an earlier release) or versioned by fingerprint: whoever owns it
             # by fingerprint (an earlier algorithm's too), else the newest, whose check
-            # names what differs
-            for agent in reversed(agents):
+            # names what differs. A session that recorded no fingerprint (paused before
+            # fingerprints) is accepted by every version of its name: it goes to the
+            # oldest served, the one of its time — never to newer code it was not
+            # approved on while that one is still served
+            # (a thread created for its first request, "new", starts on the newest)
+            blind = getattr(session, "agent_fingerprint", None) is None and getattr(
+                session, "status", None
+            ) not in (None, "new")
+            for agent in agents if blind else reversed(agents):
                 try:
                     owner_check(session, agent)
                 except IntermissionError:
