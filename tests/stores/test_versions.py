@@ -99,6 +99,23 @@ def test_versions_counts_the_paused_sessions_per_agent_version(make_store: Made)
     assert {v.label for v in found} >= {"ops@1", "billing", "?"}
 
 
+def test_versions_counts_sessions_stopped_otherwise_pinned_to_their_version(
+    make_store: Made,
+) -> None:
+    # a session stopped by a step budget or an error (paused, failed) resumes on its own
+    # version too: retiring that version would strand it, so versions() counts it
+    store = make_store()
+    store.save(waiting("p1", "ops", "1"))
+    for sid, status in (("s1", "paused"), ("s2", "failed"), ("s3", "done")):
+        s = waiting(sid, "ops", "0" if sid != "s1" else "1", pending=False)
+        s.status = status
+        store.save(s)
+    got = {(v.agent, v.version): v.count for v in store.versions()}
+    assert got == {("ops", "1"): 2, ("ops", "0"): 1}
+    (one,) = [v for v in store.versions() if v.version == "1"]
+    assert one.oldest_ms <= store.pending()[0].pending_since
+
+
 def test_a_decided_or_moved_session_leaves_its_version(make_store: Made) -> None:
     store = make_store()
     _fill(store)

@@ -326,10 +326,23 @@ class MemoryStore(StoreMethods):
         )  # fmt: skip
 
     def versions(self) -> list[VersionCount]:
-        """The pending sessions per agent name and version: how many, and when the one
-        waiting longest became pending (see :meth:`SQLStore.versions`)."""
+        """The sessions waiting to be resumed, per agent name and version: how many, and
+        since when the oldest waits (see :meth:`SQLStore.versions`)."""
         with self._lock:
-            return sorted_versions(self._pending.versions())
+            counts = {(c.agent, c.version): c for c in self._pending.versions()}
+            # stopped otherwise (a step budget, an error): still pinned to its version,
+            # so counted too — retiring the version would strand it (few such sessions)
+            for entry in self._rows.values():
+                row = entry.row
+                if row.status not in ("paused", "failed"):
+                    continue
+                key = (row.agent, row.agent_version)
+                had = counts.get(key)
+                counts[key] = VersionCount(
+                    row.agent, row.agent_version, (had.count if had else 0) + 1,
+                    min(had.oldest_ms, entry.updated_ms) if had else entry.updated_ms,
+                )  # fmt: skip
+            return sorted_versions(counts.values())
 
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions with an effect of unknown outcome that nobody runs now (see

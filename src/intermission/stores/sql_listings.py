@@ -99,18 +99,29 @@ class SQLListings:
         return PendingPage(PendingSession.from_rows(good), bad, [r[0] for r in rows])
 
     def versions(self) -> list[VersionCount]:
-        """The pending sessions per agent name and version: how many, and when the one
-        waiting longest became pending (one grouped query on a partial index). Ordered by
+        """The sessions waiting to be resumed per agent name and version — pending, and
+        also stopped otherwise (``paused``, ``failed``: still pinned to their version) —
+        how many, and since when the oldest waits (pending: since it became pending;
+        stopped: its last save). Two grouped queries, each on a partial index. Ordered by
         agent, then the version waiting longest first."""
+        counts: dict[tuple[Any, Any], VersionCount] = {}
         with self._tx("query") as run:
             rows = run(
                 "SELECT agent, agent_version, COUNT(*), MIN(pending_since) FROM im_sessions "
                 "WHERE status = 'pending' GROUP BY agent, agent_version"
             ).fetchall()
-        return sorted_versions(
-            VersionCount(agent, version, int(n), float(oldest or 0.0))
-            for agent, version, n, oldest in rows
-        )
+            rows += run(
+                "SELECT agent, agent_version, COUNT(*), MIN(updated_ms) FROM im_sessions "
+                "WHERE status IN ('paused', 'failed') GROUP BY agent, agent_version"
+            ).fetchall()
+        for agent, version, n, oldest in rows:
+            had = counts.get((agent, version))
+            since = float(oldest or 0.0)
+            counts[(agent, version)] = VersionCount(
+                agent, version, int(n) + (had.count if had else 0),
+                min(since, had.oldest_ms) if had else since,
+            )  # fmt: skip
+        return sorted_versions(counts.values())
 
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions that need a person: an effect they started never recorded its outcome

@@ -177,6 +177,10 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE im_sessions ADD COLUMN agent_version TEXT",
         "CREATE INDEX IF NOT EXISTS im_sessions_pending_version ON im_sessions "
         "(agent, agent_version, pending_since, id) WHERE status = 'pending'",
+        # sessions stopped otherwise (a step budget, an error) are pinned to their version
+        # too: versions() counts them from this one (few rows: a small index)
+        "CREATE INDEX IF NOT EXISTS im_sessions_stopped_version ON im_sessions "
+        "(agent, agent_version, updated_ms) WHERE status IN ('paused', 'failed')",
     ],
 ]
 
