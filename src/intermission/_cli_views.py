@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from typing import Any
 
@@ -38,6 +39,19 @@ def _waiting_on(n_calls: int, request: Any) -> str:
     return "approval" if request is not None else "-"
 
 
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def _agent_column(item: Any) -> str:
+    """``ops@2`` for a labelled version, ``ops`` for one that is a fingerprint, ``-``."""
+    if item.agent is None:
+        return "-"
+    version = item.agent_version
+    if version is None or _FINGERPRINT.fullmatch(version):
+        return str(item.agent)
+    return str(item.version_label)
+
+
 def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
     filters = pending_filter(args)
     items = store.pending(limit=args.limit, **filters)
@@ -50,8 +64,9 @@ def cmd_pending(args: argparse.Namespace, store: SessionStore) -> None:
         except IntermissionError as exc:  # one bad row never hides the others
             unreadable.append((item.session_id, str(exc)))
             continue
-        # (its agent version too: ops@2, as versions lists it and --version takes it)
-        agent = _v(item.version_label if item.agent is not None else "-")
+        # (its agent version too: ops@2, as versions lists it and --version takes it; an
+        # unlabelled agent's version is its fingerprint: `versions` and `show` print it)
+        agent = _v(_agent_column(item))
         reason = _v(item.reason or "")
         late = item.deadline_ms is not None and now >= item.deadline_ms
         reason += " [expired]" if late else ""

@@ -109,7 +109,7 @@ class AgentTable:
     def serves(self, session: Any) -> bool:
         """True when this table runs ``session`` as it is or migrates it."""
         try:
-            self.for_session(session)
+            owner_check(session, self.for_session(session))
         except IntermissionError:
             return False
         return True
@@ -118,7 +118,9 @@ class AgentTable:
         """The agent that resumes ``session``: its own version (pinned), else the newest
         version that migrates from it; a session of no agent yet gets nothing (use
         :meth:`newest`). Raises AgentVersionError — nothing changed — when no served
-        version runs or migrates it."""
+        version runs or migrates it. A session versioned by its fingerprint (no label)
+        goes to the served version that owns it by fingerprint, else to the newest, whose
+        ownership check then refuses it (AgentMismatchError), as before versions."""
         name = getattr(session, "agent", None)
         if name is None:
             raise UsageError(
@@ -144,8 +146,9 @@ class AgentTable:
                 except IntermissionError:
                     continue
                 return agent
-            if paused is None:
-                return agents[-1]
+            # owned by none: the newest, whose check refuses it as another agent's (other
+            # tools or policy; AgentMismatchError says how to adopt it on purpose)
+            return agents[-1]
         for agent in agents:
             if version_of(agent) == paused:
                 return agent

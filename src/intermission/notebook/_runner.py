@@ -15,6 +15,7 @@ from .._concurrency import Job, Ticker, background
 from ..agents.versions import owner_check
 from ..core.session import AgentSession
 from ..errors import (
+    AgentMismatchError,
     AgentVersionError,
     DecisionConflictError,
     IntermissionError,
@@ -101,7 +102,18 @@ def agent_for(agent: Any, session: Any) -> Any:
     served (a plain agent of another version that does not migrate it, too); another
     mismatch is left to the decision's own check, which says what differs."""
     if hasattr(agent, "for_session"):
-        return runner_for(agent, session)
+        runner = runner_for(agent, session)
+        try:  # (an unlabelled session no served version owns: that version is not here)
+            owner_check(session, runner)
+        except AgentVersionError:
+            raise
+        except AgentMismatchError as exc:
+            name = str(getattr(session, "agent", None))
+            raise AgentVersionError(
+                session.session_id, name, getattr(session, "agent_version", None),
+                agent.versions(name),
+            ) from exc  # fmt: skip
+        return runner
     if hasattr(agent, "prompt"):
         try:
             owner_check(session, agent)
