@@ -201,12 +201,14 @@ BROWSER_12 = (
 )
 NOT_IN_BROWSER = {"09_": BROWSER_09, "10_": BROWSER_10, "12_": BROWSER_12}
 """Tutorials shown as text in the site, each with why."""
-IN_MEMORY = {"05_": "tutorial-05.sqlite", "11_": "tutorial-11.sqlite"}
+IN_MEMORY = {
+    "05_": "tutorial-05.sqlite", "11_": "tutorial-11.sqlite", "13_": "tutorial-13.sqlite",
+}  # fmt: skip
 """Tutorials whose SQLite file lives in the page's memory (``/tmp``) in the site."""
 
 
 def tutorials(dest: Path) -> None:
-    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09, 10 and 11
+    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09, 10, 11 and 13
     told what a browser changes."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text())
