@@ -10,6 +10,7 @@ again; a migration that runs nothing must tell too."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,38 @@ def test_an_approval_of_the_old_call_runs_nothing_and_the_effect_keeps_its_id(
     assert (out.session.status, RAN) == ("done", [("v2", "api", 3)])
     started = [e.target for e in store.audit("t7") if e.action == "effect.started"]
     assert len(started) == 1 and effect in started[0]
+
+
+def test_an_agui_resume_naming_the_old_interrupt_is_refused(tmp_path: Path) -> None:
+    from ag_ui import core as ag
+
+    from intermission.agui.interrupts import Refusal, open_interrupts, plan
+
+    store, table, old = _paused(tmp_path)
+    with store.resume("t7") as s:
+        table.migrate(s, to="2")
+    s = store.load("t7")
+    assert [i.id for i in open_interrupts(s)] == [f"{old}.r1"]
+    entry = ag.ResumeEntry(interrupt_id=old, status="resolved", payload={"approved": True})
+    with pytest.raises(Refusal) as refused:
+        plan(s, [entry], None, time.time() * 1000)
+    assert refused.value.code == "UNKNOWN_INTERRUPT"
+    assert RAN == []
+
+
+def test_a_widget_opened_before_the_migration_cannot_approve_the_old_row(
+    tmp_path: Path,
+) -> None:
+    from intermission.notebook.hitl_panel import HITLPanel
+
+    store, table, old = _paused(tmp_path)
+    panel = HITLPanel(table, store.load("t7"), store=store)  # opened on the old call
+    with store.resume("t7") as s:  # meanwhile, another process migrates it
+        table.migrate(s, to="2")
+    try:
+        panel.approve(old)
+    except Exception as exc:  # a refusal, typed or shown: either way nothing ran
+        assert "intermission" in type(exc).__module__
+    s = store.load("t7")
+    assert (s.status, [t.call_uuid for t in s.hitl.tasks]) == ("pending", [f"{old}.r1"])
+    assert s.hitl.decisions == {} and RAN == []
