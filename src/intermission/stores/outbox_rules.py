@@ -23,6 +23,7 @@ from .outbox import Written, new_key
 
 __all__ = ["AUDIT_RULES", "EVENT_RULES", "derive"]
 
+_REWRITTEN = "task.rewritten"  # (hitl.rewrite.rewrite_args)
 _DEADLINE = "system:deadline"  # (hitl.graph.DEADLINE_REVIEWER: a decision the clock took)
 
 EVENT_RULES: dict[str, Callable[[Any], str | None]] = {
@@ -174,9 +175,14 @@ def derive(session: Any, now_ms: float, row: StoredRow | None = None) -> list[Wr
         # a run paused with no event saying so (a graph run by the engine alone, or a log
         # kept off): the console names such an approval by the last pausing end event
         pause = (log.next_seq, None)
+    noted = audit.noted(session)
+    if pause is None and session.is_pending and any(e.action == _REWRITTEN for e in noted):
+        # a migration rewrote a waiting call (R62): it waits under a new UUID with other
+        # arguments and nothing ran to say so — the reviewer is told of it as a new pause
+        pause = (log.next_seq, None)
     if pause is not None and session.is_pending:
         out.append(_pause(session, row or row_of(session), pause, now_ms))
-    for entry in audit.noted(session):
+    for entry in noted:
         kind = AUDIT_RULES.get(entry.action)
         if kind is not None:
             drafts.append(_from_audit(session, kind, entry))
