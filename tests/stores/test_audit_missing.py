@@ -277,6 +277,7 @@ def _as_schema_7(target: str) -> None:
     run = sql(target)
     # (and before migration 9, which came later: the agent version's column and index)
     run("DROP INDEX im_sessions_pending_version")
+    run("DROP INDEX im_sessions_stopped_version")
     run("ALTER TABLE im_sessions DROP COLUMN agent_version")
     run("DELETE FROM im_schema WHERE version = 9")
     run("ALTER TABLE im_sessions DROP COLUMN audit_seq")
