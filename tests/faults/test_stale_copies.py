@@ -34,6 +34,7 @@ from intermission import (
     FlowEngine,
     NothingToResumeError,
 )
+from intermission.stores import resolve_unknown_effect
 from intermission.testing.workers import append_effect, effect_graph
 
 KILL_TRIALS = 50
@@ -173,8 +174,13 @@ def _recover(store: Any, sid: str, effect_file: Path) -> str:
         if lines(effect_file):  # it did happen: record it by hand
             s.resolve_effect(EFFECT_KEY, "applied change-001")
             verdict = "unknown → resolved"
-        else:  # it did not: let the next resume run it
-            s.forget_effect(EFFECT_KEY)
+        else:  # it did not: let the next resume run it — forgetting an approved effect
+            # reopens its approval (R60), so the operator forgets it under the claim and the
+            # reviewer approves it again
+            resolve_unknown_effect(store, sid, EFFECT_KEY, forget=True, reviewer="alice")
+            with store.claim(sid) as again:
+                again.context.put("approval.decision", "APPROVE")
+                again.context.put("approval.operator", "alice")
             verdict = "unknown → forgotten"
         assert resume_effect_in_process(store, sid, effect_file) == "ran"
         return verdict
@@ -235,3 +241,40 @@ def test_a_copy_of_a_deleted_session_never_reruns_its_approved_mcp_call(
             agent.prompt().session(again).call()
     calls = [json.loads(line)["tool"] for line in counts.read_text().splitlines()]
     assert calls.count("delete_user") == 1
+
+
+_DIES_MID_EFFECT = """
+import os, sys
+from intermission import FlowEngine
+from intermission.stores import open_store
+from intermission.testing.workers import effect_graph
+
+store = open_store(sys.argv[1], lease_ms=300)
+with store.resume(sys.argv[2]) as s:  # the process dies once 'started' is durable
+    FlowEngine().eval(effect_graph(lambda change_id: os._exit(0)), s.context)
+"""
+
+
+def test_an_approved_effect_that_never_happened_is_forgotten_under_its_approval(
+    tmp_path: Path,
+) -> None:
+    # the branch of _recover a SIGKILL reaches only by luck (killed between the ledger's
+    # 'started' and the effect): forgetting reopens the approval, which is approved again,
+    # and the effect then runs once
+    from intermission.stores import open_store
+
+    target = str(tmp_path / "s.sqlite")
+    store = open_store(target, lease_ms=300)
+    approved_effect_session(store, "k")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", _DIES_MID_EFFECT, target, "k"], env=env,
+                   check=True, timeout=120)  # fmt: skip
+    time.sleep(0.35)  # the dead holder's claim lapses
+    assert store.load("k").ledger[EFFECT_KEY].status == "started"
+    effect_file = tmp_path / "effect.log"
+    assert _recover(store, "k", effect_file) == "unknown → forgotten"
+    final = store.load("k")
+    assert final.status == "done" and final.ledger[EFFECT_KEY].status == "completed"
+    assert lines(effect_file) == 1
+    assert "effect.forgotten" in [r.action for r in store.audit("k")]
+    store.close()
