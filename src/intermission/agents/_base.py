@@ -221,7 +221,7 @@ class AgentBase:
 
 def _adopted(session: AgentSession, agent: AgentBase) -> None:
     """Note an adoption on the audit trail: the session changes hands on purpose."""
-    from ..audit import AuditEntry, note
+    from ..audit import by_hand, note
     from ..hitl.deciding import default_principal
     from ..principals import actor_of
 
@@ -233,10 +233,8 @@ def _adopted(session: AgentSession, agent: AgentBase) -> None:
         return  # (its own already: nothing changes hands)
     who = actor_of(default_principal(None), via="api")
     old = f"{session.agent}@{session.agent_version or session.agent_fingerprint or '?'}"
-    note(session, AuditEntry(
-        action="agent.adopted", actor=who.name if who else None,
-        roles=list(who.roles) if who else [], via=who.via if who else None,
-        authenticated=bool(who and who.authenticated), target=agent.name,
+    note(session, by_hand(
+        "agent.adopted", agent.name, who, via=who.via if who else None,
         reason=f"adopted {old} by {agent.name}@{agent.version}",
         detail={"from_agent": session.agent, "from_version": session.agent_version,
                 "from_fingerprint": session.agent_fingerprint, "agent": agent.name,

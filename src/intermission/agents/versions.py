@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..audit import AuditEntry, note
+from ..audit import by_hand, note
 from ..errors import AgentMigrationError, AgentMismatchError, AgentVersionError
 
 __all__ = ["Migration", "check_owner", "migrate_session", "owner_check", "version_of"]
@@ -139,10 +139,8 @@ def migrate_session(session: Any, agent: Any, from_version: str) -> None:
     session.agent_version = to
     session.agent_fingerprint = getattr(agent, "fingerprint", None)
     who = actor_of(default_principal(None), via="api")
-    note(session, AuditEntry(
-        action="agent.migrated", actor=who.name if who else None,
-        roles=list(who.roles) if who else [], via=who.via if who else None,
-        authenticated=bool(who and who.authenticated), target=name,
+    note(session, by_hand(
+        "agent.migrated", name, who, via=who.via if who else None,
         reason=f"migrated {name} {from_version} → {to}",
         detail={"agent": name, "from": from_version, "to": to},
     ))  # fmt: skip
