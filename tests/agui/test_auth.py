@@ -174,10 +174,15 @@ def test_whoami_and_a_resume_decided_by_the_principal_not_the_typed_name(rsa_key
     auth = TokenAuth({"tok-carol": Principal("carol", {"ops"}),
                       "tok-alice": Principal("alice", {"sre"})})  # fmt: skip
     client, store = _client(auth=auth)
-    assert client.get("/whoami").status_code == 401
+    # asked without credentials, it says what sign-in the server needs (the console shows
+    # a token field only); a wrong token is still refused
+    nobody = client.get("/whoami")
+    assert nobody.status_code == 200 and nobody.json() == {
+        "name": None, "roles": [], "authenticated": False, "signIn": "token"}  # fmt: skip
+    assert client.get("/interrupts").status_code == 401  # (whoami only: no data without it)
     assert client.get("/whoami", headers={"Authorization": bearer("tok-x")}).status_code == 401
     me = client.get("/whoami", headers={"Authorization": bearer("tok-alice")}).json()
-    assert me == {"name": "alice", "roles": ["sre"], "authenticated": True}
+    assert me == {"name": "alice", "roles": ["sre"], "authenticated": True, "signIn": "token"}
     assert client.get("/").status_code == 200  # the console page itself holds no data
     body = {"threadId": "T", "runId": "r1", "messages": [
         {"id": "u", "role": "user", "content": "go"}]}  # fmt: skip
@@ -206,12 +211,13 @@ def test_whoami_and_a_resume_decided_by_the_principal_not_the_typed_name(rsa_key
 def test_one_token_is_one_principal_and_not_both(rsa_key: Any) -> None:
     client, _ = _client(token="only")
     me = client.get("/whoami", headers={"Authorization": bearer("only")}).json()
-    assert me == {"name": "token-holder", "roles": [], "authenticated": True}
+    assert me == {"name": "token-holder", "roles": [], "authenticated": True, "signIn": "token"}
     assert client.get("/whoami", headers={"Authorization": bearer("nope")}).status_code == 401
     with pytest.raises(UsageError, match="not both"):
         agui_app(AGENTS, MemoryStore(), token="t", auth=TokenAuth({"t": Principal("x")}))
     open_client, _ = _client()
-    assert open_client.get("/whoami").json() == {"name": None, "roles": [], "authenticated": False}
+    assert open_client.get("/whoami").json() == {
+        "name": None, "roles": [], "authenticated": False, "signIn": "name"}  # fmt: skip
 
 
 def test_serve_takes_an_auth_file(tmp_path: Path, rsa_key: Any) -> None:
@@ -229,8 +235,8 @@ def test_serve_takes_an_auth_file(tmp_path: Path, rsa_key: Any) -> None:
                              timeout=30)  # fmt: skip
 
         assert whoami("tok-a").json()["name"] == "alice"
-        assert whoami(token(rsa_key)).json() == {"name": "bob", "roles": ["sre"],
-                                                 "authenticated": True}  # fmt: skip
+        assert whoami(token(rsa_key)).json() == {
+            "name": "bob", "roles": ["sre"], "authenticated": True, "signIn": "token"}  # fmt: skip
         assert whoami("tok-b").status_code == 401
         assert whoami(token(rsa_key, exp=time.time() - 5)).status_code == 401
     finally:

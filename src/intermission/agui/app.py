@@ -37,6 +37,7 @@ from ..errors import (
     SnapshotError,
     UsageError,
 )
+from ..outcomes import approval_outcomes
 from ..principals import Principal, actor_of
 from ..stores.base import PendingSession, SessionStore
 from ..stores.effects import resolve_unknown_effect
@@ -257,6 +258,42 @@ def _listing(
     return data
 
 
+def _outcomes_of(session: Any) -> list[dict[str, Any]]:
+    """The session's decided approvals with their outcome, each with its ``interruptId``
+    (the tool call's id, or the graph approval's ``approval-<seq>``)."""
+    ids = {d.seq: iid for iid, d in decided(session).items() if d.applied}
+    out = []
+    for o in approval_outcomes(session):
+        iid = o["callId"] or ids.get(o["seq"])
+        if iid is not None:
+            out.append({"interruptId": iid, **o})
+    return out
+
+
+DECIDED = 20
+"""``GET /decided`` lists this many recently decided approvals unless asked otherwise."""
+MAX_DECIDED = 100
+
+
+def _decided_listing(store: SessionStore, served: Served, limit: int) -> dict[str, Any]:
+    """``GET /decided``: the approvals decided last, newest first, each with its outcome
+    (:func:`~intermission.outcomes.approval_outcomes`), read from the ``limit`` sessions
+    saved last (a store that cannot list them lists none). A session that cannot be read
+    is skipped here: ``GET /interrupts`` reports it."""
+    recent = getattr(store, "recent", None)
+    found: list[dict[str, Any]] = []
+    for sid in recent(limit) if recent is not None else []:
+        try:
+            session = store.load(sid)
+        except (SessionNotFoundError, SnapshotError):
+            continue
+        version = served.describe(session)
+        found += [{"threadId": sid, "agent": session.agent, **version, **o}
+                  for o in _outcomes_of(session)]  # fmt: skip
+    found.sort(key=lambda o: o["atMs"] or 0.0, reverse=True)
+    return {"decided": found[:limit]}
+
+
 async def _effect_body(request: Request, signed_in: bool) -> dict[str, Any]:
     """The JSON body of ``POST /threads/{id}/effects`` (UsageError when it is not one);
     ``signed_in``: the caller is an authenticated principal (a reviewer name is then
@@ -306,9 +343,13 @@ def agui_app(
 
     Routes: ``POST /agents/{name}`` (AG-UI run: ``RunAgentInput`` in, SSE out),
     ``GET /interrupts`` (``?limit=&after=``; ``next`` is the cursor of the following
-    page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts and
-    decisions), ``GET /threads/{thread_id}/events`` (SSE replay after ``Last-Event-ID``),
-    ``GET /whoami`` (the caller's principal), ``GET /`` (reviewer console),
+    page, null on the last), ``GET /threads/{thread_id}`` (a thread's interrupts,
+    decisions and each decided approval's outcome), ``GET /threads/{thread_id}/events``
+    (SSE replay after ``Last-Event-ID``),
+    ``GET /whoami`` (the caller's principal, and ``signIn``: what the server needs,
+    ``token`` or a reviewer ``name``; asked without credentials it answers who is nobody
+    rather than 401), ``GET /decided`` (``?limit=``: the approvals decided last, each
+    with who decided, what ran and its result), ``GET /`` (reviewer console),
     ``POST /threads/{thread_id}/effects`` (a person records that an effect of unknown
     outcome happened, ``{"key", "action": "resolve", "result", "reviewer"}``, or did not,
     ``"action": "forget"``). ``GET /interrupts`` also lists ``unreadable`` threads (id and
@@ -344,6 +385,8 @@ def agui_app(
     allowed_hosts = {h.strip("[]").lower() for h in (*LOCAL_HOSTS, *hosts)}
     allowed_origins = {o.rstrip("/").lower() for o in origins}
     runs = Runs(served, store, float(drain_s))
+    sign_in = "name" if auth is None else "token"
+    """What the console asks for: a bearer token (auth on), or a reviewer name (off)."""
 
     def principal_of(request: Request) -> Principal | None:
         """The caller's principal; None: refused (with auth) or nobody (without)."""
@@ -471,6 +514,7 @@ def agui_app(
                 "status": session.status,
                 "interrupts": _interrupts_of(session, served),
                 "decisions": decisions,
+                "outcomes": _outcomes_of(session),
             }
         )
 
@@ -503,10 +547,18 @@ def agui_app(
             "name": who.name if who is not None else None,
             "roles": sorted(who.roles) if who is not None else [],
             "authenticated": who is not None,
+            "signIn": sign_in,
         })  # fmt: skip
+
+    async def recently_decided(request: Request) -> Response:
+        text = request.query_params.get("limit", str(DECIDED))
+        if not (text.isascii() and text.isdigit() and 0 < int(text) <= MAX_DECIDED):
+            return _error(400, f"limit is a whole number from 1 to {MAX_DECIDED}")
+        return JSONResponse(await run_in_threadpool(_decided_listing, store, served, int(text)))
 
     routes = [
         Route("/whoami", whoami, methods=["GET"]),
+        Route("/decided", recently_decided, methods=["GET"]),
         Route("/agents/{name}", run, methods=["POST"]),
         Route("/interrupts", interrupts, methods=["GET"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
@@ -536,6 +588,11 @@ def agui_app(
             return
         if auth is not None:
             who = principal_of(request)
+            if who is None and scope["path"] == "/whoami" and not request.headers.get(
+                "authorization"
+            ):  # nobody signed in yet: the console learns it needs a token, not a 401
+                await app(scope, receive, send)
+                return
             if who is None:
                 response: Response = _error(401, "missing or wrong bearer token")
                 response.headers["WWW-Authenticate"] = "Bearer"

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..agents.request import AgentResponse
 from ..hitl.expiry import THE_DEADLINE, by_deadline
+from ..outcomes import decisions_of
 from ..principals import label
 from ._html import esc, short_id
 
@@ -36,29 +37,6 @@ def when(ms: float) -> str:
     """Epoch milliseconds as ``YYYY-MM-DD HH:MM:SS UTC``."""
     stamp = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
     return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def decisions_of(session: Any) -> list[dict[str, Any]]:
-    """The decisions of the session's last decided request, oldest first: verdict,
-    reviewer, time, reason or comment, and the tool for a tool call."""
-    found: list[dict[str, Any]] = []
-    for e in reversed(list(getattr(session, "events", []))):
-        if e.kind == "approval_decided":
-            found.append({"verdict": e.verdict, "reviewer": e.reviewer, "at": e.ts,
-                          "reason": e.reason, "comment": e.comment, "tool": None,
-                          "display": getattr(e, "display", None),
-                          "timed_out": getattr(e, "timed_out", False),
-                          "votes": getattr(e, "votes", [])})  # fmt: skip
-        elif e.kind == "hitl_decided":
-            d = e.decision
-            found.append({"verdict": d.verdict, "reviewer": d.reviewer, "at": d.time_ms,
-                          "reason": d.comment if d.verdict == "reject" else None,
-                          "comment": None if d.verdict == "reject" else d.comment,
-                          "tool": e.tool_name, "display": d.display, "timed_out": d.timed_out,
-                          "votes": d.votes})  # fmt: skip
-        elif found and e.kind in ("run_start", "team_start"):
-            break  # the decisions of one resume sit together
-    return found[::-1]
 
 
 def decision_html(d: dict[str, Any]) -> str:

@@ -279,6 +279,8 @@ class SessionStore(Protocol):
       for SQLite and memory, or the clock a test gives the store.
     - ``stuck(limit)`` (the bundled stores): sessions with an effect of unknown outcome
       that nobody holds, for a person to resolve (:class:`StuckSession`).
+    - ``recent(limit)`` (the bundled stores): the ids of the sessions saved last, newest
+      first (the console's recently decided approvals are read from these).
     - ``resume(session_id)``: claim, load, yield, save and release atomically on a clean
       exit; release without saving on any error (the save's own included). A second
       resumer is refused with ``SessionBusyError`` before anything runs; a session that

@@ -344,6 +344,13 @@ class MemoryStore(StoreMethods):
                 )  # fmt: skip
             return sorted_versions(counts.values())
 
+    def recent(self, limit: int = 50) -> list[str]:
+        """The ids of the sessions saved last, newest first (see :meth:`SQLStore.recent`)."""
+        _check.count("limit", limit, 1, 1000)
+        with self._lock:
+            found = sorted(((e.updated_ms, sid) for sid, e in self._rows.items()), reverse=True)
+        return [sid for _, sid in found[:limit]]
+
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions with an effect of unknown outcome that nobody runs now (see
         :class:`StuckSession`)."""

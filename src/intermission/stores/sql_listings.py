@@ -123,6 +123,17 @@ class SQLListings:
             )  # fmt: skip
         return sorted_versions(counts.values())
 
+    def recent(self, limit: int = 50) -> list[str]:
+        """The ids of the sessions saved last, newest first (what the console's recently
+        decided list reads; ``limit`` bounds what a call costs: no index orders every
+        session by its last save, so the query reads the ids and save times of all)."""
+        _check.count("limit", limit, 1, 1000)
+        with self._tx("query") as run:
+            rows = run(
+                "SELECT id FROM im_sessions ORDER BY updated_ms DESC, id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def stuck(self, limit: int = 100) -> list[StuckSession]:
         """Sessions that need a person: an effect they started never recorded its outcome
         and nobody holds their claim now (see :class:`StuckSession`)."""

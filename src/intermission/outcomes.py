@@ -1,0 +1,125 @@
+"""What became of a session's approvals, as plain data read from its events and ledger:
+who decided each (every voter of a quorum), approved or rejected and why, and what ran —
+the tool and the arguments it ran with, its result or its error. Every surface that tells
+a person what happened (the console, a notebook view, a chat message) reads it from here,
+so they all tell the same story (R63)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["approval_outcomes", "decisions_of"]
+
+
+def decisions_of(session: Any) -> list[dict[str, Any]]:
+    """The decisions of the session's last decided request, oldest first: verdict,
+    reviewer, time, reason or comment, and the tool for a tool call."""
+    found: list[dict[str, Any]] = []
+    for e in reversed(list(getattr(session, "events", []))):
+        if e.kind == "approval_decided":
+            found.append({"verdict": e.verdict, "reviewer": e.reviewer, "at": e.ts,
+                          "reason": e.reason, "comment": e.comment, "tool": None,
+                          "display": getattr(e, "display", None),
+                          "timed_out": getattr(e, "timed_out", False),
+                          "votes": getattr(e, "votes", [])})  # fmt: skip
+        elif e.kind == "hitl_decided":
+            d = e.decision
+            found.append({"verdict": d.verdict, "reviewer": d.reviewer, "at": d.time_ms,
+                          "reason": d.comment if d.verdict == "reject" else None,
+                          "comment": None if d.verdict == "reject" else d.comment,
+                          "tool": e.tool_name, "display": d.display, "timed_out": d.timed_out,
+                          "votes": d.votes})  # fmt: skip
+        elif found and e.kind in ("run_start", "team_start"):
+            break  # the decisions of one resume sit together
+    return found[::-1]
+
+
+def _deciders(
+    reviewer: str | None, roles: Any, via: Any, display: str | None, at: Any, votes: Any
+) -> list[dict[str, Any]]:
+    """Who decided: each voter of a quorum, else the one decider (none for a timeout
+    with nobody named)."""
+    if votes:
+        return [{"name": v.name, "roles": list(v.roles), "via": v.via, "display": v.display,
+                 "verdict": str(v.verdict).lower(), "atMs": v.time_ms} for v in votes]  # fmt: skip
+    if reviewer is None:
+        return []
+    return [{"name": reviewer, "roles": list(roles or ()), "via": via, "display": display,
+             "atMs": at}]  # fmt: skip
+
+
+def _ran_of_call(events: list[Any], seq: int, call_uuid: str) -> dict[str, Any] | None:
+    """The run of the approved tool call after its decision (``seq``): its tool, the
+    arguments it ran with, its result or error (None: it has not run yet)."""
+    for e in events:
+        if e.seq > seq and e.kind == "tool_call_end" and e.call_uuid == call_uuid:
+            return {"tool": e.tool_name, "args": dict(e.args), "result": e.observation,
+                    "error": e.error}  # fmt: skip
+    return None
+
+
+def _ran_of_graph(session: Any, at: Any) -> list[dict[str, Any]]:
+    """The effects a graph approval decided at ``at`` authorised (from the ledger)."""
+    out = []
+    for key, entry in sorted(getattr(session, "ledger", {}).items()):
+        approval = entry.approval
+        if approval is None or approval.tool_name is not None or approval.decided_ms != at:
+            continue
+        out.append({"effect": key, "status": entry.status, "result": entry.result,
+                    "error": entry.error})  # fmt: skip
+    return out
+
+
+def _answer_after(events: list[Any], seq: int, agent: str | None) -> dict[str, Any] | None:
+    """The answer of the run that went on after the decision at ``seq`` (None: none yet,
+    or it paused again)."""
+    for e in events:
+        if e.seq <= seq or e.kind not in ("run_end", "team_end"):
+            continue
+        if agent is not None and getattr(e, "agent", agent) != agent:
+            continue  # (a team member's own run)
+        if getattr(e, "pending", False):
+            return None
+        return {"content": e.content, "abnormal": bool(e.is_abnormal)}
+    return None
+
+
+def approval_outcomes(session: Any) -> list[dict[str, Any]]:
+    """Every decided approval of the session, oldest first, as JSON-ready data.
+
+    Each holds ``seq`` (the log event that applied the decision), ``callId`` (the tool
+    call's id; None for a graph approval), ``tool`` and ``args`` (what was asked),
+    ``verdict`` (``approve``/``reject``), ``reason`` (a rejection's), ``comment``,
+    ``atMs``, ``timedOut``, ``deciders`` (each voter: name, roles, via, display),
+    ``ran`` (the tool call as it ran, with its ``result`` or ``error``; None when it was
+    rejected or has not run yet), ``effects`` (a graph approval's effects from the
+    ledger) and ``answer`` (the run's answer after it, when it finished)."""
+    events = list(getattr(session, "events", []))
+    agent = getattr(session, "agent", None)
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if e.kind == "hitl_decided":
+            d = e.decision
+            verdict = str(d.verdict).lower()
+            out.append({
+                "seq": e.seq, "callId": e.call_uuid, "tool": e.tool_name, "args": dict(e.args),
+                "editedArgs": d.modified_args, "verdict": verdict,
+                "reason": d.comment if verdict == "reject" else None,
+                "comment": None if verdict == "reject" else d.comment,
+                "atMs": d.time_ms, "timedOut": bool(d.timed_out),
+                "deciders": _deciders(d.reviewer, d.roles, d.via, d.display, d.time_ms, d.votes),
+                "ran": _ran_of_call(events, e.seq, e.call_uuid) if verdict == "approve" else None,
+                "effects": [], "answer": _answer_after(events, e.seq, agent),
+            })  # fmt: skip
+        elif e.kind == "approval_decided":
+            verdict = str(e.verdict).lower()
+            out.append({
+                "seq": e.seq, "callId": None, "tool": None, "args": None, "editedArgs": None,
+                "verdict": verdict, "reason": e.reason, "comment": e.comment, "atMs": e.ts,
+                "timedOut": bool(e.timed_out),
+                "deciders": _deciders(e.reviewer, e.roles, e.via, e.display, e.ts, e.votes),
+                "ran": None,
+                "effects": _ran_of_graph(session, e.ts) if verdict == "approve" else [],
+                "answer": _answer_after(events, e.seq, agent),
+            })  # fmt: skip
+    return out
