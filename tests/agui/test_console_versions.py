@@ -45,7 +45,7 @@ def test_a_card_of_a_version_not_served_here_is_marked_and_not_decidable(
 ) -> None:
     waiting = "waiting for ops@1, not served here (this server serves ops@2)"
     card = _card(tmp_path, _item(version="ops@1", served=False, waiting=waiting))
-    assert "agent ops · ops@1 · tool_call" in card["text"]
+    assert "agent ops · ops@1 · tool call" in card["text"]
     assert card["note"] == waiting
     assert card["attrs"]["data-served"] == "false"
     assert card["approve"] == {"disabled": True, "title": waiting}

@@ -110,6 +110,9 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         def card(thread: str) -> Any:
             return page.locator(f'[data-testid="interrupt"][data-thread="{thread}"]')
 
+        def done(thread: str) -> Any:  # its card once decided: in "Recently decided"
+            return page.locator(f'[data-testid="decided"][data-thread="{thread}"]')
+
         # hostile text is text: shown literally, never run
         expect(card(d).get_by_test_id("args")).to_contain_text(HOSTILE)
         assert page.evaluate("window.pwned") is None
@@ -138,21 +141,24 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
             timeout=120,
         )
         assert cli.returncode == 0, cli.stderr
-        expect(card(c)).to_have_attribute("data-state", "taken")
-        # the OS user decided; carol is the name typed on the command line
-        expect(card(c).get_by_test_id("outcome")).to_contain_text(
-            f"approved by carol ({os_principal().name})"
+        # it leaves the waiting list, with its outcome: the OS user decided (carol is the
+        # name typed on the command line), what ran and its result
+        expect(done(c).get_by_test_id("verdict")).to_have_text(
+            f"Approved by carol ({os_principal().name})"
         )
-        expect(card(c).get_by_test_id("approve")).to_have_count(0)
+        expect(done(c).get_by_test_id("result")).to_have_text("result: user 1001 deleted")
+        expect(card(c)).to_have_count(0)
 
         # a rejection needs a reason
         card(b).get_by_test_id("reject").click()
         expect(card(b).get_by_test_id("outcome")).to_contain_text("needs a reason")
         card(b).get_by_test_id("reason").fill("too risky")
         card(b).get_by_test_id("reject").click()
-        expect(card(b).get_by_test_id("outcome")).to_contain_text("rejected by you (rita)")
+        expect(done(b).get_by_test_id("outcome")).to_contain_text("rejected by you (rita)")
+        expect(done(b).get_by_test_id("verdict")).to_have_text("Rejected by rita (sre): too risky")
+        expect(done(b).get_by_test_id("ran")).to_have_text("nothing ran: it was rejected")
         card(a).get_by_test_id("approve").click()
-        expect(card(a).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
+        expect(done(a).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
 
         # the store records who decided what: the token's principal, via the console
         (approved,) = _decisions(db, a)
@@ -179,7 +185,7 @@ def test_a_person_approves_one_rejects_another_and_sees_the_cli_decision(
         late = other.locator(f'[data-testid="interrupt"][data-thread="{e}"]')
         expect(late).to_have_count(1)
         card(e).get_by_test_id("approve").click()
-        expect(card(e).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
+        expect(done(e).get_by_test_id("outcome")).to_contain_text("approved by you (rita)")
         late.get_by_test_id("reason").fill("no")
         late.get_by_test_id("reject").click()
         expect(late).to_have_attribute("data-state", "refused")
@@ -227,13 +233,12 @@ def test_bidi_controls_are_shown_as_escapes_never_applied(browser: Any, tmp_path
         server.run("ops", {"threadId": other, "runId": "r2", "messages": [], "resume": [
             {"interruptId": i, "status": "resolved", "payload": {"approved": True},
              "metadata": {"reviewer": "\u202eecila"}} for i in ids]})  # fmt: skip
-        taken = page.locator(f'[data-testid="interrupt"][data-thread="{other}"]')
-        expect(taken).to_have_attribute("data-state", "taken")
-        expect(taken.get_by_test_id("outcome")).to_contain_text("approved by \\u202eecila")
+        taken = page.locator(f'[data-testid="decided"][data-thread="{other}"]')
+        expect(taken.get_by_test_id("verdict")).to_contain_text("Approved by \\u202eecila")
         shown = page.evaluate("document.body.innerText")
         assert not any(c in shown for c in BIDI), [c for c in BIDI if c in shown]
         style = "(n) => getComputedStyle(n).unicodeBidi"
-        assert taken.get_by_test_id("outcome").evaluate(style) == "isolate"
+        assert taken.get_by_test_id("verdict").evaluate(style) == "isolate"
     finally:
         server.stop()
 
@@ -292,8 +297,10 @@ def test_two_people_approve_a_call_that_needs_two_approvals(browser: Any, tmp_pa
         # sam's console shows it within a poll, and sam completes it
         expect(theirs.get_by_test_id("progress")).to_contain_text("1 of 2 approvals (rita, sre)")
         theirs.get_by_test_id("approve").click()
-        expect(theirs.get_by_test_id("outcome")).to_contain_text("approved by you (sam)")
-        expect(theirs.get_by_test_id("outcome")).to_contain_text("the run went on")
+        outcome = sam.locator(f'[data-testid="decided"][data-thread="{thread}"]')
+        expect(outcome.get_by_test_id("outcome")).to_have_text(
+            "approved by you (sam); the run went on")
+        expect(theirs).to_have_count(0)
         assert effects(log, thread) == ["delete_user 1001"]
         (done,) = _decisions(db, thread)
         assert [(v.name, v.via) for v in done.votes] == [("rita", "console"), ("sam", "console")]
