@@ -45,7 +45,7 @@ textarea{width:100%;box-sizing:border-box}.err{color:#a00}.ok{color:#070}
 button{margin-right:.4rem}.card.focus{border:2px solid #06c}
 .meta,pre,input,[data-testid=message],[data-testid=outcome],[data-testid=verdict],[data-testid=ran],[data-testid=result],[data-testid=answer],[data-testid=whoami]{unicode-bidi:isolate}
 #login{border:1px solid #888;padding:.8rem;border-radius:6px}#login label{display:block;margin:.3rem 0}
-#who{display:flex;gap:.6rem;align-items:center}#who[hidden],#login[hidden],[hidden]{display:none}
+#who{display:flex;gap:.6rem;align-items:center}[hidden]{display:none !important}
 </style></head><body>
 <h1>Approvals waiting</h1>
 <form id="login" data-testid="login" hidden>
