@@ -63,8 +63,10 @@ def _ran_of_graph(session: Any, at: Any) -> list[dict[str, Any]]:
     out = []
     for key, entry in sorted(getattr(session, "ledger", {}).items()):
         approval = entry.approval
-        if approval is None or approval.tool_name is not None or approval.decided_ms != at:
+        if approval is None or approval.tool_name is not None or approval.decided_ms is None:
             continue
+        if not isinstance(at, (int, float)) or abs(approval.decided_ms - at) >= 1.0:
+            continue  # another decision's (its time key keeps whole milliseconds)
         out.append({"effect": key, "status": entry.status, "result": entry.result,
                     "error": entry.error})  # fmt: skip
     return out
