@@ -425,6 +425,7 @@ def test_with_a_token_every_route_needs_the_bearer(tmp_path: Path) -> None:
             for method, path in (
                 ("POST", "/agents/ops"),
                 ("GET", "/interrupts"),
+                ("GET", "/decided"),
                 ("GET", "/threads/t"),
                 ("GET", "/threads/t/events"),
             ):
