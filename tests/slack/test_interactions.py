@@ -226,3 +226,45 @@ def test_the_message_is_updated_once_per_outcome_when_the_first_delivery_fails(
     assert "Approved by ann" in update["text"]
     assert SECRET not in str(world.store.audit("M"))
     assert "/respond/9" not in str(world.store.audit("M"))  # the response_url: never there
+
+
+def test_on_postgresql_a_slack_vote_and_a_console_vote_complete_it_updated_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tests._helpers import fresh_pg
+
+    monkeypatch.setenv("AGUI_EFFECTS", str(tmp_path / "effects"))
+    w = World(fresh_pg(outbox=True), tmp_path)
+    w.effects = tmp_path / "effects"  # type: ignore[attr-defined]
+    try:
+        iid = w.pause("quorum", "PG")
+        value = w.buttons("PG")["approve"]["value"]
+        assert "1 of 2" in w.click("U-ANN", "approve", value).json()["text"]
+        w.console_approve("t-ben", "quorum", "PG", iid)
+        assert w.store.load("PG").status == "done" and ran(w) == ["PG delete_user 1001"]
+        replay = w.click("U-ANN", "approve", value, "/respond/2")
+        assert "no longer waits" in replay.json()["text"] and ran(w) == ["PG delete_user 1001"]
+        w.notifier.deliver_pending()
+        # decided in the console: its message is not Slack's to update (no click completed it)
+        assert w.slack.updates("/respond/1") == []
+    finally:
+        w.stop()
+
+
+def test_a_slow_decision_is_answered_at_once_and_goes_on(world: World, monkeypatch: Any) -> None:
+    """Slack wants an answer within 3 s: past ``answer_within_s`` the click is answered and
+    the decision goes on in the background (its outcome reaches the message)."""
+    from tests.notify._receivers import wait_until
+
+    from intermission.slack import interactions
+
+    monkeypatch.setattr(interactions, "answer_within_s", 0.0)
+    world.pause("ops", "B")
+    value = world.buttons("B")["approve"]["value"]
+    r = world.click("U-ANN", "approve", value)
+    assert "being recorded" in r.json()["text"]
+    wait_until(lambda: world.store.load("B").status == "done", 30, "the decision")
+    wait_until(lambda: world.notifier.deliver_pending() >= 0
+               and bool(world.slack.updates("/respond/1")), 30, "the update")  # fmt: skip
+    (update,) = world.slack.updates("/respond/1")
+    assert "user 1001 deleted" in update["text"]

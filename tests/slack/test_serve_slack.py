@@ -70,8 +70,9 @@ def test_serve_takes_a_signed_click_and_updates_the_message(tmp_path: Path) -> N
         wait_until(lambda: bool(slack.updates("/respond/1")), 30, "the update")
         (update,) = slack.updates("/respond/1")
         assert "Approved by ann" in update["text"]
+        wrong = signed(raw, int(time.time()), "wrong-secret-wrong")
         forged = httpx.post(f"{server.url}/slack/interactions", content=raw, timeout=60,
-                            headers=signed(raw, int(time.time()), "wrong-secret-wrong"))  # fmt: skip
+                            headers=wrong)  # fmt: skip
         assert forged.status_code == 401
     finally:
         code = server.stop()

@@ -189,19 +189,10 @@ class SlackInteractions:
             self._decide, who, target, url, sid, iid, approve))  # fmt: skip
         try:
             return await asyncio.wait_for(asyncio.shield(job), answer_within_s)
-        except asyncio.TimeoutError:  # goes on in the background: answered now
-            job.add_done_callback(lambda done: self._later(done, url))
+        except asyncio.TimeoutError:  # goes on in the background (it tells its refusals)
             verdict = "approval" if approve else "rejection"
             return (f"your {verdict} is being recorded; this message will show what "
                     "became of it")
-
-    def _later(self, done: asyncio.Future[str], url: str | None) -> None:
-        """A background decision's answer, when it is one a person must read."""
-        if done.cancelled() or done.exception() is not None:
-            return
-        text = done.result()
-        if not text.startswith(("your approval is recorded", "the same decision")):
-            self._tell(url, text)
 
     def _tell(self, url: str | None, text: str) -> str:
         """``text`` as an ephemeral answer: returned, and posted to ``url`` (best effort,
@@ -242,7 +233,9 @@ class SlackInteractions:
                               "click again in a moment")  # fmt: skip
         except IntermissionError as exc:  # a refusal of the policy, a conflict, a deadline
             return self._tell(url, "not done: " + _first_line(exc))
-        return _said(outcome, approve)
+        if outcome.waiting is not None or outcome.applied_elsewhere:
+            return self._tell(url, _said(outcome, approve))
+        return _said(outcome, approve)  # (the message itself shows the outcome)
 
 
 def _said(outcome: DecisionOutcome, approve: bool) -> str:
