@@ -58,7 +58,7 @@ __all__ = [
     "noted",
 ]
 
-Via = Literal["api", "cli", "notebook", "agui", "console", "system"]
+Via = Literal["api", "cli", "notebook", "agui", "console", "slack", "system"]
 """The surface an action came through (``system``: intermission itself, e.g. an expiry)."""
 
 

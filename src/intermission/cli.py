@@ -290,19 +290,21 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
 
         auth = auth_of(identity)
     token = _serve_token(args, auth is not None)
-    # the table itself: new threads start on the newest version, stored ones run on their
-    # own (or one that migrates them), others are refused (R62: blue-green on one store)
-    app = agui_app(table, store, token=token, auth=auth, hosts=[args.host],
-                   origins=args.allow_origin or (), drain_s=args.drain)  # fmt: skip
     notifier = None
-    if args.notify:  # the dispatcher runs for the app's lifespan
-        from .notify import with_notifier
-
+    if args.notify:
         # links: the flag's URL, else the file's, else this server's own (an IPv6 address
         # in brackets; with --port 0, known once it listens: see ready)
         host = f"[{args.host}]" if ":" in args.host else args.host
         own = f"http://{host}:{args.port}" if args.port else None
         notifier = _notifier(args, store, args.public_url, own)
+    # the table itself: new threads start on the newest version, stored ones run on their
+    # own (or one that migrates them), others are refused (R62: blue-green on one store)
+    app = agui_app(table, store, token=token, auth=auth, hosts=[args.host],
+                   origins=args.allow_origin or (), drain_s=args.drain,
+                   signed_routes=_slack_routes(notifier, store, table, identity))  # fmt: skip
+    if notifier is not None:  # the dispatcher runs for the app's lifespan
+        from .notify import with_notifier
+
         app = with_notifier(app, notifier)
 
     def ready(url: str) -> None:  # said once the socket listens and the app started
@@ -323,6 +325,25 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
     finally:
         if sweeper is not None:
             sweeper.stop()
+
+
+def _slack_routes(notifier: Any, store: SessionStore, table: Any,
+                  identity: IdentityMap | None) -> dict[str, Any]:  # fmt: skip
+    """``POST /slack/interactions`` when the notify config has an interactive Slack target
+    (its clicks decide, as the identity file's ``slack_users:`` map them)."""
+    secrets = {t.name: t.signing_secret for t in getattr(notifier, "targets", ())
+               if getattr(t, "interactive", False) and t.signing_secret}  # fmt: skip
+    if not secrets:
+        return {}
+    if identity is None or not identity.slack_users:
+        raise UsageError(
+            "an interactive Slack target decides as the people its Slack users are: give "
+            "--auth FILE (or INTERMISSION_AUTH) with slack_users: mapping Slack user ids to "
+            "people"
+        )
+    from .slack.interactions import SlackInteractions
+
+    return {"/slack/interactions": SlackInteractions(store, table, identity, secrets)}
 
 
 def _serve_token(args: argparse.Namespace, has_auth: bool) -> str | None:

@@ -327,6 +327,7 @@ def agui_app(
     hosts: Iterable[str] = (),
     origins: Iterable[str] = (),
     drain_s: float = DEFAULT_DRAIN_S,
+    signed_routes: Mapping[str, ASGIApp] | None = None,
 ) -> AGUIApp:
     """An ASGI app serving ``agents`` on the sessions of ``store``: name → agent (one
     instance serves every run) or name → factory (called once per run, for agents that
@@ -369,7 +370,11 @@ def agui_app(
     one of :data:`LOCAL_HOSTS` or ``hosts`` (DNS rebinding; else 403), and an ``Origin``,
     when sent, must be the server's own or one of ``origins`` (else 403).
 
-    ``drain_s``: how long a stop waits for the runs in flight (see :class:`AGUIApp`)."""
+    ``drain_s``: how long a stop waits for the runs in flight (see :class:`AGUIApp`).
+
+    ``signed_routes``: path → ASGI app for requests that carry their own signature and are
+    authenticated by it, not by a bearer token nor the Host/Origin checks (``POST
+    /slack/interactions``: see :mod:`intermission.slack`)."""
     from .. import _check
 
     _check.number("drain_s", drain_s, 0, 86400)
@@ -576,6 +581,10 @@ def agui_app(
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        signed = (signed_routes or {}).get(scope["path"])
+        if signed is not None:  # (its own signature is its authentication)
+            await signed(scope, receive, send)
             return
         request = Request(scope)
         # the console page itself holds no data: it asks for the token, then sends it

@@ -15,6 +15,8 @@
       - type: slack
         url_env: SLACK_WEBHOOK_URL                # the URL is a credential: keep it out
         roles: [sre]                              # only approvals sre may decide
+        interactive: true                         # Approve / Reject / Open buttons; serve
+        signing_secret_env: SLACK_SIGNING_SECRET  # takes the clicks (intermission.slack)
       - type: email
         smtp: {host: smtp.example.com, port: 587, starttls: true,
                username: intermission, password_env: SMTP_PASSWORD}
@@ -22,7 +24,8 @@
         to: [oncall@example.com]
         to_roles: {finance: [cfo@example.com], sre: [sre-team@example.com]}
 
-Secrets (a webhook's ``secret``, an SMTP ``password``, any ``url``) come from the
+Secrets (a webhook's ``secret``, an SMTP ``password``, a Slack app's
+``signing_secret``, any ``url``) come from the
 environment (``…_env: NAME``) or a file (``…_file: PATH``, its text stripped of the final
 newline); a secret written in the file itself is refused. Nothing read from either is ever
 logged or put in an error message.
@@ -70,6 +73,9 @@ class _SlackSpec(_Strict):
     url: str | None = None
     url_env: str | None = None
     url_file: str | None = None
+    interactive: bool = False
+    signing_secret_env: str | None = None
+    signing_secret_file: str | None = None
     kinds: list[str] | None = None
     roles: list[str] | None = None
     timeout_s: float = Field(10.0, gt=0, le=300)
@@ -110,7 +116,7 @@ class NotifyConfig(_Strict):
     ] = Field(min_length=1)
 
 
-_INLINE_SECRETS = ("secret", "password")
+_INLINE_SECRETS = ("secret", "password", "signing_secret")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHOWN_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
@@ -196,7 +202,10 @@ def _target(spec: _WebhookSpec | _SlackSpec | _EmailSpec, at: str) -> Target:
         assert secret is not None
         return Webhook(_url(spec, at), secret, timeout_s=spec.timeout_s, **common)
     if isinstance(spec, _SlackSpec):
-        return SlackWebhook(_url(spec, at), timeout_s=spec.timeout_s, **common)
+        signing = _secret(spec.signing_secret_env, spec.signing_secret_file,
+                          f"{at}.signing_secret", required=spec.interactive)  # fmt: skip
+        return SlackWebhook(_url(spec, at), timeout_s=spec.timeout_s,
+                            interactive=spec.interactive, signing_secret=signing, **common)
     smtp = spec.smtp
     password = _secret(smtp.password_env, smtp.password_file, f"{at}.smtp.password",
                        required=smtp.username is not None)  # fmt: skip

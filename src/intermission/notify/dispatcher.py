@@ -166,7 +166,7 @@ class Notifier:
             n = self._notification(row)
             if n is None:
                 continue
-            due = [t for t in self.targets if t.name not in row.done and t.routes(n)]
+            due = [t for t in self.targets if t.name not in row.done and _routes(t, n)]
             sent.append((row, [(t, self._submit(t, attempt, n)) for t in due]))
         delivered, handed_back = 0, False
         for row, futures in sent:
@@ -295,6 +295,15 @@ class Notifier:
 
     def __repr__(self) -> str:
         return f"Notifier({[t.name for t in self.targets]})"
+
+
+def _routes(target: Target, n: Notification) -> bool:
+    """Whether ``target`` sends ``n``: an update of a message a person acted on goes
+    through the one target that sent that message, every other notification by the
+    target's own routing."""
+    if n.reply is not None:
+        return n.reply.get("target") == target.name
+    return target.routes(n)
 
 
 def with_notifier(app: Any, notifier: Notifier, poll_s: float | None = None) -> Any:

@@ -110,9 +110,10 @@ def _task(task: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     args = _shown_args(task.get("args"), task.get("notify_args"))
     done = given.get(uuid)
     reason = task.get("reason")
+    shown = summarize(args)
     return {
         "id": uuid, "type": "tool_call", "tool": _text(task.get("tool_name")),
-        "arguments": summarize(args),
+        "arguments": shown, "whole": args == task.get("args") and shown == args,
         "reason": _text(reason), "deadline_ms": task.get("deadline_ms"),
         "policy": _policy(task.get("policy"), task.get("approvers"),
                           len(done) if isinstance(done, list) else 0),
@@ -131,9 +132,11 @@ def _shown_args(args: Any, notify_args: Any) -> dict[str, Any]:
 
 def _approval(approval: Mapping[str, Any], reason: Any) -> dict[str, Any]:
     request = approval.get("request")
+    args = {"request": request} if request is not None else {}
+    shown = summarize(args)
     return {
         "id": approval.get("id"), "type": "confirmation", "tool": None,
-        "arguments": summarize({"request": request}) if request is not None else {},
+        "arguments": shown, "whole": shown == args,
         "reason": _text(reason), "deadline_ms": approval.get("deadline_ms"),
         "policy": _policy(approval.get("policy"), None, 0),
     }  # fmt: skip

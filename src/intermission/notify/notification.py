@@ -77,7 +77,8 @@ class Notification:
     deadline_ms: float | None
     interrupts: tuple[Mapping[str, Any], ...]
     """Each: ``id``, ``type`` (``tool_call`` or ``confirmation``), ``tool``, ``arguments``
-    (a bounded summary), ``reason``, ``deadline_ms``, ``policy``, ``link``."""
+    (a bounded summary), ``whole`` (the summary is the whole arguments: nothing cut,
+    redacted or left out), ``reason``, ``deadline_ms``, ``policy``, ``link``."""
     roles: tuple[str, ...]
     """Roles that may decide (empty: the policy names none)."""
     detail: Mapping[str, Any]
@@ -87,6 +88,10 @@ class Notification:
     attempt: int = 1
     fixed_body: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """The body as written with the outbox row (what :meth:`body` returns then)."""
+    reply: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """An update of a message a person acted on (a Slack click's outcome): ``target``
+    (the one target that sends it), ``url`` (where: a credential, never in the body nor a
+    log) and ``message``. Kept beside the body, never in it."""
 
     @classmethod
     def of(cls, row: OutboxRow, public_url: str | None) -> Notification:
@@ -111,6 +116,7 @@ class Notification:
             deadline_ms=min(deadlines) if deadlines else None, interrupts=interrupts,
             roles=tuple(roles), detail=redact(dict(p.get("detail") or {})),
             link=link(public_url, sid, first), attempt=row.attempts + 1,
+            reply=_reply(p),
         )  # fmt: skip
 
     @classmethod
@@ -129,6 +135,7 @@ class Notification:
             deadline_ms=_ms(body.get("deadline_at")), interrupts=interrupts,
             roles=tuple(map(str, body.get("roles") or ())), detail=dict(body.get("detail") or {}),
             link=body.get("link"), attempt=row.attempts + 1, fixed_body=body,
+            reply=_reply(row.payload),
         )  # fmt: skip
 
     def body(self) -> dict[str, Any]:
@@ -208,6 +215,11 @@ class Notification:
             out.append(f"Open: {self.link}")
         out += ["", f"Notification {self.key} (the same on every delivery of it)"]
         return out
+
+
+def _reply(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    reply = payload.get("reply")
+    return reply if isinstance(reply, Mapping) else None
 
 
 def _ms(iso: Any) -> float | None:

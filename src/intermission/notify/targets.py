@@ -9,7 +9,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -28,7 +28,7 @@ from ..stores.outbox import KINDS
 from .notification import Notification
 from .signing import KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
-__all__ = ["SlackWebhook", "Target", "Webhook", "check_routing"]
+__all__ = ["SECTION_MAX", "SlackWebhook", "Target", "Webhook", "button_value", "check_routing"]
 
 
 @runtime_checkable
@@ -223,8 +223,9 @@ class _HTTP(_Routed):
             logging.getLogger("httpx").addFilter(_HideTargetURLs())
         _HideTargetURLs.urls.add(url)
 
-    def _post(self, body: bytes, headers: dict[str, str], key: str) -> None:
+    def _post(self, body: bytes, headers: dict[str, str], key: str, url: str | None = None) -> None:
         httpx = require("httpx", "notify")
+        url = url or self.url
         if self._client is None:
             # no redirects: a signed body goes where it was configured to, nowhere else
             self._client = httpx.Client(
@@ -240,7 +241,7 @@ class _HTTP(_Routed):
         started = time.monotonic()
         _deadline.at = started + self.timeout_s
         try:
-            response = self._client.post(self.url, content=body, headers=headers)
+            response = self._client.post(url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             whole = ""
             if isinstance(exc, httpx.TimeoutException):
@@ -334,12 +335,32 @@ def _mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+SECTION_MAX = 3000
+"""Slack's limit on a section block's text: arguments that do not fit whole are not
+approvable from Slack."""
+_ASKING = ("pending", "warning", "escalated")
+"""Kinds whose message asks for a decision (interactive: with Approve and Reject)."""
+
+
+def button_value(target: str, session_id: str, interrupt_id: str) -> str:
+    """What an interactive button carries: ids intermission minted (the thread, the
+    interrupt, the target that sent it), never text a model wrote."""
+    return json.dumps({"n": target, "t": session_id, "i": interrupt_id}, separators=(",", ":"))
+
+
 class SlackWebhook(_HTTP):
     """POST a Slack incoming-webhook message: ``text`` (the notification in one line, for
     clients that show no blocks) and ``blocks`` (a header, the interrupts, a context line,
     and a button per interrupt that opens the console's page for it — with a public URL).
     Slack-compatible receivers (Mattermost, Rocket.Chat, Discord's ``/slack`` endpoint)
-    take the same payload."""
+    take the same payload.
+
+    ``interactive=True`` (with the Slack app's ``signing_secret``; ``serve --notify``
+    takes its clicks at ``POST /slack/interactions``, see :mod:`intermission.slack`): a
+    message asking for a decision shows each interrupt's arguments whole with Approve,
+    Reject and Open buttons. Arguments it cannot show whole (cut, redacted, longer than a
+    section holds) get Open only; Reject opens the console card where the policy needs a
+    reason (a button press carries none)."""
 
     def __init__(
         self,
@@ -349,30 +370,48 @@ class SlackWebhook(_HTTP):
         kinds: Iterable[str] | None = None,
         roles: Iterable[str] | None = None,
         timeout_s: float = 10.0,
+        interactive: bool = False,
+        signing_secret: str | None = None,
     ) -> None:
         super().__init__(_check_url(url, "url"), check_timeout(timeout_s))
         self.name = check_name(name) or _default_name("slack", url)
         self.kinds, self.roles = check_routing(kinds, roles)
+        if not isinstance(interactive, bool):
+            raise NotifyConfigError(f"interactive is true or false, not {shown(interactive)}")
+        if interactive and (not isinstance(signing_secret, str) or len(signing_secret) < 16):
+            raise NotifyConfigError("an interactive Slack target needs the Slack app's "
+                                    "signing secret (16 characters or more; not shown)")
+        if not interactive and signing_secret is not None:
+            raise NotifyConfigError("a signing secret is for an interactive Slack target "
+                                    "(interactive: true)")
+        self.interactive = interactive
+        self._signing_secret = signing_secret
+
+    @property
+    def signing_secret(self) -> str | None:
+        """The Slack app's signing secret (interactive only): what verifies its clicks."""
+        return self._signing_secret
+
+    def payload(self, n: Notification) -> dict[str, Any]:
+        """The message for ``n``."""
+        if self.interactive and n.kind in _ASKING and n.interrupts:
+            return self._asking(n)
+        return self.plain(n)
 
     @staticmethod
-    def payload(n: Notification) -> dict[str, Any]:
-        """The message for ``n``."""
+    def plain(n: Notification) -> dict[str, Any]:
+        """The message for ``n``, with links only."""
         lines = [f"*{_mrkdwn(n.what(i))}*" for i in range(len(n.interrupts))]
         if n.reason:
             lines.append(_mrkdwn(f"Reason: {visible(n.reason)}"))
         for name in ("verdict", "reviewer", "comment", "resolution", "effect"):
             if n.detail.get(name) is not None:
                 lines.append(_mrkdwn(f"{name.capitalize()}: {visible(n.detail[name])}"))
-        context = f"session `{_mrkdwn(visible(n.session_id))}`"
-        if n.agent:
-            context += f" · agent {_mrkdwn(visible(n.agent))}"
-        if n.deadline_ms is not None:
-            context += f" · decide by {n.body()['deadline_at']}"
         blocks: list[dict[str, Any]] = [
             {"type": "header", "text": {"type": "plain_text", "text": n.headline[:150]}},
             {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]
                                          or _mrkdwn(n.subject())}},
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]},
+            _context(n),
         ]  # fmt: skip
         buttons = [
             {"type": "button", "action_id": f"open-{i}", "url": item["link"],
@@ -388,10 +427,93 @@ class SlackWebhook(_HTTP):
         text = _mrkdwn(n.subject()) + (f" <{_mrkdwn(n.link)}|open>" if n.link else "")
         return {"text": text, "blocks": blocks}
 
+    def _asking(self, n: Notification) -> dict[str, Any]:
+        """A message asking for a decision, with buttons per interrupt (up to 5)."""
+        blocks: list[dict[str, Any]] = [
+            {"type": "header", "text": {"type": "plain_text", "text": n.headline[:150]}},
+        ]
+        if n.reason:
+            blocks.append({"type": "section", "text": {
+                "type": "mrkdwn", "text": _mrkdwn(f"Reason: {visible(n.reason)}")[:SECTION_MAX]}})
+        for i, item in enumerate(n.interrupts[:5]):
+            text, whole = _shown_whole(n, i)
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+            blocks.append({"type": "actions", "block_id": f"decide-{i}",
+                           "elements": self._buttons(n, item, whole)})  # fmt: skip
+            if not whole:
+                blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": (
+                    "The arguments are too long (or partly hidden) to show here whole: "
+                    "decide in the console.")}]})  # fmt: skip
+        blocks.append(_context(n))
+        return {"text": _mrkdwn(n.subject()), "blocks": blocks}
+
+    def _buttons(self, n: Notification, item: Mapping[str, Any], whole: bool) -> list[Any]:
+        value = button_value(self.name, n.session_id, str(item.get("id")))
+        link = item.get("link")
+        out: list[dict[str, Any]] = []
+        if whole:
+            out.append({"type": "button", "action_id": "approve", "style": "primary",
+                        "value": value, "text": {"type": "plain_text", "text": "Approve"}})
+            policy = item.get("policy") or {}
+            if isinstance(policy, Mapping) and policy.get("reason_to_reject") is False:
+                out.append({"type": "button", "action_id": "reject", "style": "danger",
+                            "value": value, "text": {"type": "plain_text", "text": "Reject"}})
+            elif link:  # a reason is needed: a button press carries none
+                out.append({"type": "button", "action_id": "reject-open", "url": link,
+                            "text": {"type": "plain_text", "text": "Reject (give a reason)"}})
+        if link:
+            out.append({"type": "button", "action_id": "open", "url": link,
+                        "text": {"type": "plain_text", "text": "Open"}})
+        return out or [{"type": "button", "action_id": "none", "value": value,
+                        "text": {"type": "plain_text", "text": "Decide in the console"}}]
+
     def send(self, n: Notification) -> None:
-        """POST the message."""
+        """POST the message (an update of a message a person acted on: to its
+        ``response_url``)."""
+        if n.reply is not None:
+            self._reply(n)
+            return
         body = json.dumps(self.payload(n), ensure_ascii=False).encode()
         self._post(body, {"Content-Type": "application/json"}, n.key)
 
+    def _reply(self, n: Notification) -> None:
+        assert n.reply is not None
+        url = _check_url(n.reply.get("url"), "the reply's response_url")
+        message = n.reply.get("message")
+        if not isinstance(message, Mapping):
+            raise DeliveryRefusedError("the reply holds no message", target=self.name,
+                                       status=0, key=n.key)  # fmt: skip
+        body = json.dumps({"replace_original": True, **message}, ensure_ascii=False).encode()
+        _HideTargetURLs.urls.add(url)  # (a response_url is a credential: never logged)
+        try:
+            self._post(body, {"Content-Type": "application/json"}, n.key, url)
+        finally:
+            _HideTargetURLs.urls.discard(url)
+
     def __repr__(self) -> str:
         return f"SlackWebhook(name={self.name!r})"
+
+
+def _context(n: Notification) -> dict[str, Any]:
+    context = f"session `{_mrkdwn(visible(n.session_id))}`"
+    if n.agent:
+        context += f" · agent {_mrkdwn(visible(n.agent))}"
+    if n.deadline_ms is not None:
+        context += f" · decide by {n.body()['deadline_at']}"
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]}
+
+
+def _shown_whole(n: Notification, i: int) -> tuple[str, bool]:
+    """An interrupt's section text, and whether it shows the arguments whole (nothing cut,
+    redacted or left out; within a section's length; no code fence to break out of)."""
+    item = n.interrupts[i]
+    args = item.get("arguments") or {}
+    title = f"*{_mrkdwn(visible(item['tool']))}*" if item.get("tool") else "*Approval*"
+    shown_args = json.dumps(args, ensure_ascii=False, indent=1)
+    text = f"{title}\n```{_mrkdwn(shown_args)}```"
+    if item.get("reason") and item.get("reason") != n.reason:
+        text += "\n" + _mrkdwn(f"Why: {visible(item['reason'])}")
+    whole = bool(item.get("whole")) and "```" not in shown_args and len(text) <= SECTION_MAX
+    if len(text) > SECTION_MAX:
+        text = f"{title}\n{_mrkdwn(n.what(i))}"[:SECTION_MAX]
+    return text, whole

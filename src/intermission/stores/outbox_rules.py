@@ -190,6 +190,9 @@ def derive(session: Any, now_ms: float, row: StoredRow | None = None) -> list[Wr
         drafts += _unknown_outcomes(session)
     if drafts:
         out += _written(session, drafts, now_ms)
+    extra = getattr(session, "outbox_extra", None)
+    if callable(extra):  # a surface's own rows in this save's commit (a Slack reply)
+        out += extra(session)
     return out
 
 

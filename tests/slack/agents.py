@@ -1,0 +1,53 @@
+"""Agents the Slack tests serve: one tool call each, under different policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.agui.agents import _effect, _script
+
+from intermission import ApprovalPolicy, HITLInterceptor, ReActAgent, tool
+from intermission.core.session import AgentSession
+from intermission.messages import ToolCall
+
+
+@tool
+def delete_user(user_id: int, session: AgentSession) -> str:
+    """Delete a user account (irreversible)."""
+    _effect(f"{session.session_id} delete_user {user_id}")
+    return f"user {user_id} deleted"
+
+
+@tool
+def post_note(text: str, session: AgentSession) -> str:
+    """Post a note."""
+    _effect(f"{session.session_id} post_note {len(text)}")
+    return "posted"
+
+
+def _agent(name: str, call: ToolCall, policy: ApprovalPolicy) -> Callable[[], Any]:
+    def make() -> Any:
+        return (
+            ReActAgent.of(_script([call])).name(name).tools(delete_user, post_note)
+            .interceptor(HITLInterceptor().on_tool(call.name, policy=policy))
+            .build()
+        )  # fmt: skip
+
+    return make
+
+
+DELETE = ToolCall("delete_user", {"user_id": 1001})
+LONG = "x" * 5000
+"""A note longer than a Slack section can show whole."""
+
+AGENTS: dict[str, Callable[[], Any]] = {
+    # a rejection needs a reason (the default): Reject opens the console card
+    "ops": _agent("ops", DELETE, ApprovalPolicy()),
+    # no reason needed: Reject works from Slack
+    "lax": _agent("lax", DELETE, ApprovalPolicy(reason_to_reject=False)),
+    # two people, not the one who asked
+    "quorum": _agent("quorum", DELETE, ApprovalPolicy(approvals=2, not_requester=True)),
+    "long": _agent("long", ToolCall("post_note", {"text": LONG}), ApprovalPolicy()),
+    "brief": _agent("brief", DELETE, ApprovalPolicy(expires_after_ms=1)),
+}
