@@ -109,10 +109,10 @@ def cli_actor(display: str | None = None, args: argparse.Namespace | None = None
 
 def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     from .core.session import InMemoryAgentSession
-    from .examples import build_change_graph
+    from .examples import build_served_change_graph
 
     session = InMemoryAgentSession.of(args.session)
-    build_change_graph().prompt("Upgrade the order service and migrate the database").session(
+    build_served_change_graph().prompt("Upgrade the order service and migrate the database").session(
         session
     ).principal(cli_actor(args=args)).call()
     store.save(session)
