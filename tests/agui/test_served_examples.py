@@ -15,8 +15,8 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from intermission._cli_agents import load_agents  # noqa: E402
 from intermission.agui import agui_app  # noqa: E402
-from intermission.examples import build_change_graph  # noqa: E402
 from intermission.cli import main  # noqa: E402
+from intermission.examples import build_change_graph  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
 from ._server import parse_sse  # noqa: E402

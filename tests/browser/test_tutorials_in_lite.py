@@ -3,8 +3,8 @@ Chromium, served from 127.0.0.1 with every other host refused (a request to one 
 test). 01 and 04 run with real clicks — Approve; Reject with a reason, then Approve in a
 second run — and every other tutorial but 09 and 10 runs to its own checks with the code
 twins deciding; 09 (MCP over a subprocess), 10 (an AG-UI server) and 12 (the OpenTelemetry
-SDK) are Markdown in the site that says first that a browser cannot run them. This is where the concurrency
-seam's browser path (``pyodide.ffi.run_sync``, asyncio tasks) runs for real.
+SDK) are Markdown in the site that says first that a browser cannot run them. This is where
+the concurrency seam's browser path (``pyodide.ffi.run_sync``, asyncio tasks) runs for real.
 
 The site is the one ``make lite`` built (``INTERMISSION_LITE_SITE`` points elsewhere); under
 CI=true a missing site or Chromium fails. Open-to-kernel-idle times are printed (and written
