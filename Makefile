@@ -30,8 +30,8 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
-# The marimo tutorials (notebooks/marimo/*.py) in marimo's editor; `marimo run FILE` shows
-# one as an app. Press Run (the ▶ at the bottom right) on a notebook you open.
+# The marimo tutorials (notebooks/marimo/*.py) in marimo's editor, run as they open
+# (pyproject.toml's [tool.marimo.runtime]); `marimo run FILE` shows one as an app.
 marimo: setup
 	$(VENV)/bin/marimo edit notebooks/marimo
 

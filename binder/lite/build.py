@@ -11,8 +11,9 @@ Everything comes from the registries, nothing from a CDN at run time:
 - the package's own wheel, and the kernel's wheels from its labextension;
 - a ``pyodide-lock.json`` written here (Pyodide's own lock points at wheels it rebuilt, whose
   hashes differ from PyPI's), so ``import intermission`` works with no install cell;
-- the tutorials, with what a browser needs said in them (05 keeps its database in memory;
-  09 and 10 cannot run there and are shown as text);
+- the tutorials, with what a browser needs said in them (05, 11 and 13 keep their database
+  in memory); 09, 10 and 12 cannot run there: they are Markdown files (``NN_name.md``) that
+  say so first, so opening one starts no kernel and downloads nothing;
 - a loading message: while Pyodide loads, every page says what it downloads, how much and
   how far (``loader.mjs`` reports each download from the kernel's worker, ``loading.js``
   shows it).
@@ -35,6 +36,7 @@ import tarfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -207,11 +209,33 @@ IN_MEMORY = {
 """Tutorials whose SQLite file lives in the page's memory (``/tmp``) in the site."""
 
 
+def as_text(nb: dict[str, Any], why: str) -> str:
+    """A tutorial a browser cannot run, as Markdown: its title, why it cannot run here, then
+    its prose and its code as code blocks. A Markdown file opens in the site's editor with no
+    kernel, so nobody waits for (and downloads) a Python that could not run it."""
+    parts = []
+    for cell in nb["cells"]:
+        source = "".join(cell["source"]).rstrip()
+        parts.append(source if cell["cell_type"] == "markdown" else f"```python\n{source}\n```")
+    title, _, rest = parts[0].partition("\n")  # the note right under the title
+    return "\n\n".join([title, why, rest.strip(), *parts[1:]]) + "\n"
+
+
+def lite_name(path: Path) -> str:
+    """A tutorial's file name in the site: a notebook if a browser can run it, else its
+    Markdown text (see :func:`as_text`)."""
+    return path.stem + ".md" if path.name[:3] in NOT_IN_BROWSER else path.name
+
+
 def tutorials(dest: Path) -> None:
-    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 09, 10, 11 and 13
-    told what a browser changes."""
+    """Copy the tutorials without outputs, for the Pyodide kernel, with 05, 11 and 13 told
+    what a browser changes; 09, 10 and 12 as Markdown that says first why they cannot run."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text())
+        why = NOT_IN_BROWSER.get(path.name[:3])
+        if why is not None:
+            (dest / lite_name(path)).write_text(as_text(nb, why))
+            continue
         nb["metadata"]["kernelspec"] = {
             "name": "python", "display_name": "Python (Pyodide)", "language": "python",
         }  # fmt: skip
@@ -228,15 +252,7 @@ def tutorials(dest: Path) -> None:
                 old, f'DB = pathlib.Path("/tmp/{db}")  # memory: gone on reload'
             )
             nb["cells"].insert(1, _md(BROWSER_DB))
-        why = NOT_IN_BROWSER.get(path.name[:3])
-        if why is not None:
-            cells = []
-            for cell in nb["cells"]:
-                if cell["cell_type"] == "code":
-                    cell = _md("```python\n" + "".join(cell["source"]) + "\n```")
-                cells.append(cell)
-            nb["cells"] = [cells[0], _md(why), *cells[1:]]
-        (dest / path.name).write_text(json.dumps(nb, indent=1) + "\n")
+        (dest / lite_name(path)).write_text(json.dumps(nb, indent=1) + "\n")
 
 
 # -- what the page says while Python loads ------------------------------------------------

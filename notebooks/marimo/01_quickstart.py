@@ -16,6 +16,11 @@ def _(mo):
     mo.md(r"""
     # 1 · Quickstart in marimo: an agent that asks before it acts
 
+    > **Opening this page in marimo's editor** (`make marimo`): it runs as it opens — this
+    > repository's `pyproject.toml` sets marimo's `auto_instantiate`. If the cells show as
+    > stale (greyed, nothing below them), press **Run** (▶ at the bottom right, or
+    > Ctrl/Cmd-Shift-R) once. `marimo run FILE` shows it as an app, already run.
+
     `intermission` runs agents whose sessions can **pause for a human** and **resume later**.
     Here a ReAct agent wants to call `delete_user`; an `HITLInterceptor` stops the run *before*
     the tool runs, you approve in a widget, and the same session goes on.

@@ -16,6 +16,11 @@ def _(mo):
     mo.md(r"""
     # 4 · Graph approval in marimo: the change graph, live
 
+    > **Opening this page in marimo's editor** (`make marimo`): it runs as it opens — this
+    > repository's `pyproject.toml` sets marimo's `auto_instantiate`. If the cells show as
+    > stale (greyed, nothing below them), press **Run** (▶ at the bottom right, or
+    > Ctrl/Cmd-Shift-R) once. `marimo run FILE` shows it as an app, already run.
+
     A team graph proposes a change, waits for a human, then executes it — or finishes with
     the rejection:
 

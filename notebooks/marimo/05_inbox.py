@@ -16,6 +16,11 @@ def _(mo):
     mo.md(r"""
     # 5 · The Inbox in marimo: what waits for a human, decided from here or anywhere
 
+    > **Opening this page in marimo's editor** (`make marimo`): it runs as it opens — this
+    > repository's `pyproject.toml` sets marimo's `auto_instantiate`. If the cells show as
+    > stale (greyed, nothing below them), press **Run** (▶ at the bottom right, or
+    > Ctrl/Cmd-Shift-R) once. `marimo run FILE` shows it as an app, already run.
+
     A paused session is versioned JSON in a store — `SQLiteStore` on one machine,
     `PostgresStore` when many kernels and workers share one database. `Inbox(store, agents)`
     lists the pending sessions of a store, newest first, with the first one selected; it

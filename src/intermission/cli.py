@@ -109,12 +109,13 @@ def cli_actor(display: str | None = None, args: argparse.Namespace | None = None
 
 def cmd_demo(args: argparse.Namespace, store: SessionStore) -> None:
     from .core.session import InMemoryAgentSession
-    from .examples import build_change_graph
+    from .examples import build_served_change_graph
 
     session = InMemoryAgentSession.of(args.session)
-    build_change_graph().prompt("Upgrade the order service and migrate the database").session(
-        session
-    ).principal(cli_actor(args=args)).call()
+    prompt = "Upgrade the order service and migrate the database"
+    build_served_change_graph().prompt(prompt).session(session).principal(
+        cli_actor(args=args)
+    ).call()
     store.save(session)
     # the lines below are to be pasted into a shell: quoted, whatever the id or path holds
     sid, target = _v(shlex.quote(session.session_id)), _v(store_option(args.store))

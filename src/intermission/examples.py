@@ -23,6 +23,7 @@ __all__ = [
     "APPLIED",
     "build_change_graph",
     "build_ops_agent",
+    "build_served_change_graph",
     "change_approval_task",
 ]
 
@@ -30,13 +31,33 @@ APPLIED: list[str] = []
 """Changes applied by the default effect of the change graph (for demos and tests)."""
 
 
-def _after_tool(answer: Callable[[str], str], call: ToolCall) -> ScriptedModel:
+def _after_tool(
+    answer: Callable[[str], str], call: ToolCall | Callable[[str], ToolCall]
+) -> ScriptedModel:
+    """A model that makes ``call`` (or the call made of the prompt), then answers with
+    what the tool returned."""
+
     def script(messages: list[ChatMessage], tools: Any) -> Any:
         last_user = max(i for i, m in enumerate(messages) if m.role == "user")
         observations = [m.content for m in messages[last_user:] if m.role == "tool"]
-        return answer(observations[-1]) if observations else [call]
+        if observations:
+            return answer(observations[-1])
+        return [call if isinstance(call, ToolCall) else call(messages[last_user].content)]
 
     return ScriptedModel(script)
+
+
+_APPLY = "Apply the approved change: "
+"""How the executor of a served change graph is told which change it applies (its thread's)."""
+
+
+def _apply_this_sessions_change(ctx: FlowContext) -> str:
+    assert ctx.session is not None
+    return _APPLY + ctx.session.session_id
+
+
+def _apply_named_change(prompt: str) -> ToolCall:
+    return ToolCall("apply_change", {"change_id": prompt.removeprefix(_APPLY)})
 
 
 def build_ops_agent(user_id: int = 1001) -> ReActAgent:
@@ -104,13 +125,15 @@ def _default_effect(change_id: str) -> str:
 
 def build_change_graph(
     effect: Callable[[str], str] = _default_effect,
-    change_id: str = "change-001",
+    change_id: str | None = "change-001",
     *,
     checkpoints: str = "request",
     deadline_ms: float | None = None,
     policy: ApprovalPolicy | None = None,
 ) -> TeamAgent:
     """``proposal_agent → approval → approval_route → executor_agent | reject_finish``;
+    ``change_id``: the change it applies; None: each session applies its own, named by
+    the session's id (a served thread's id: see :func:`build_served_change_graph`);
     ``checkpoints="node"`` records a checkpoint at every node as well (R43);
     ``deadline_ms``: the review must be decided within that many ms of being asked;
     ``policy``: who may decide the review, how many must approve, what its deadline does."""
@@ -137,7 +160,9 @@ def build_change_graph(
         ReActAgent.of(
             _after_tool(
                 lambda obs: f"Change executed: {obs}",
-                ToolCall("apply_change", {"change_id": change_id}),
+                _apply_named_change
+                if change_id is None
+                else ToolCall("apply_change", {"change_id": change_id}),
             )
         )
         .name("executor_agent")
@@ -160,13 +185,26 @@ def build_change_graph(
         when=lambda ctx: ctx.get("approval.decision") == "APPROVE",
         title="APPROVE",
     ).link_add("reject_finish", title="otherwise")
-    spec.add_agent(executor_agent).link_add(END)
+    executor = spec.add_agent(executor_agent)
+    if change_id is None:  # (a prompt function is no part of the agent's fingerprint)
+        executor.prompt(_apply_this_sessions_change)
+    executor.link_add(END)
     spec.add_activity("reject_finish").task(_reject_finish).link_add(END)
     spec.add_end()
     return TeamAgent.of().name("change").graph(spec).checkpoints(checkpoints).build()
 
 
-AGENTS: dict[str, Callable[[], Any]] = {"change": build_change_graph, "ops": build_ops_agent}
+def build_served_change_graph() -> TeamAgent:
+    """The change graph as ``serve`` and the CLI run it: each session (an AG-UI thread)
+    applies its own change, named by its id — thread ``change-042`` applies
+    ``change-042`` (idempotency key ``change-042/execute``)."""
+    return build_change_graph(change_id=None)
+
+
+AGENTS: dict[str, Callable[[], Any]] = {
+    "change": build_served_change_graph,
+    "ops": build_ops_agent,
+}
 """The examples by agent name: what ``python -m intermission`` runs without ``--agents`` —
 for the ``demo`` command's sessions only (a session another agent made, even under one of
 these names, is refused: see :mod:`intermission._cli_agents`)."""

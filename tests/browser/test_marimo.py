@@ -356,3 +356,23 @@ def test_approve_all_after_rejecting_one_call_of_a_batch_keeps_the_rejection(
         ]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("name", ["01_quickstart.py", "04_graph_approval.py"])
+def test_a_marimo_tutorial_opens_ready_in_marimo_edit(
+    page: Any, tmp_path: Path, tool_log: Path, name: str
+) -> None:
+    """``make marimo`` opens a tutorial already run (the repository's pyproject.toml sets
+    marimo's ``auto_instantiate``): its widget shows with no Run pressed, and its first
+    cell says how to run it should the cells be stale."""
+    from playwright.sync_api import expect
+
+    server = _server(tmp_path, "edit", ROOT / "notebooks" / "marimo", tool_log)
+    try:
+        page.goto(f"{server.base}/?file={name}", timeout=120_000)
+        expect(page.get_by_text("press Run")).to_be_visible(timeout=120_000)
+        widget = page.locator(".hitl-panel, .approval-widget").first
+        widget.wait_for(state="visible", timeout=120_000)  # nobody pressed Run
+        shot(widget, f"edit-opens-ready-{name[:2]}")
+    finally:
+        server.stop()

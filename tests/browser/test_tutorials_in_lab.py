@@ -264,3 +264,69 @@ def test_11_two_people_approve_one_change_in_two_views(lab: Lab, page: Any) -> N
     expect(bob.locator(".im-progress")).to_be_hidden()  # decided: nothing more is needed
     shot(bob, "11-after-both")
     goes_on(nb, "response = bob_view.code_twin(", "Change executed: applied change-011")
+
+
+def test_11_alice_clicks_approve_twice_and_the_cells_below_still_pass(
+    lab: Lab, page: Any
+) -> None:
+    """A person does what the page invites: alice approves, then clicks Approve again (each
+    try after her vote is refused and recorded; a button that is off by then takes no
+    click); bob approves; the cells from alice's code twin down all pass, and the check
+    cell says ok — it asserts the refusals that must be there, not how many a person added."""
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, "11_two_person_approval.ipynb")
+    nb.run_all()
+    alice = nb.widget(".approval-widget")
+    bob = nb.panel.locator(".approval-widget").nth(1)
+    approve = alice.locator("button.approval-approve")
+    approve.click()
+    expect(alice.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice", timeout=60_000)
+    if approve.is_enabled():  # (a widget that offers only what is allowed has turned it off)
+        approve.click()
+        expect(alice.locator(".im-error")).to_be_visible(timeout=60_000)  # refused, recorded
+    shot(alice, "11-alice-clicked-twice")
+    expect(bob.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice", timeout=30_000)
+    bob.locator("button.approval-approve").click()
+    expect(bob.locator(".approval-result")).to_contain_text(
+        "Change executed: applied change-011", timeout=60_000
+    )
+    goes_on(nb, "alice_view.code_twin(")
+    assert "what ran: applied change-011" in nb.output_of('print("what ran:"')
+
+
+TRACE_WIDTHS = (1000, 1600)
+READABLE_PX = 240  # about 30 characters of the trace tree's monospace
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_12_the_trace_tree_and_the_timeline_are_readable_trusted_and_not(
+    lab: Lab, browser: Any, theme: str
+) -> None:
+    """Tutorial 12's trace tree and timeline, as stored (a fresh copy: untrusted, shown
+    through Lab's sanitizer) and after Run All (trusted), at 1000 and 1600 px: each has a
+    readable width (once, side by side, the tree had 16 px: a letter or two a line)."""
+    lab.set_theme(theme)
+    try:
+        for width in TRACE_WIDTHS:
+            context = browser.new_context(viewport={"width": width, "height": 1400})
+            try:
+                nb = Notebook(context.new_page(), lab, "12_traces.ipynb")
+                for state in ("stored", "run"):
+                    if state == "run":
+                        nb.run_all()
+                        assert nb.problems() == []
+                    cell = nb.cell("Timeline(resumed)")
+                    tree = cell.locator(".jp-OutputArea-output pre", has_text="invoke_agent ops")
+                    timeline = cell.locator(".jp-OutputArea-output table").first
+                    tree.scroll_into_view_if_needed()
+                    sizes = {"tree": tree.bounding_box(), "timeline": timeline.bounding_box()}
+                    shot(cell, f"12-{state}-{width}-{theme.split()[-1].lower()}")
+                    for what, box in sizes.items():
+                        assert box is not None, f"{what} not shown ({state}, {width} px)"
+                        assert box["width"] >= READABLE_PX, (what, state, width, theme, box)
+            finally:
+                context.close()
+                lab.shut_down_kernels()
+    finally:
+        lab.set_theme("JupyterLab Light")
