@@ -27,6 +27,7 @@ from intermission.examples import build_change_graph
 from intermission.hitl import decide_graph
 from intermission.stores import open_store
 from intermission.stores.decide import decide_and_resume
+from intermission.stores.sql_schema import SCHEMA_VERSION
 from intermission.testing.conformance import paused_change, paused_ops
 from intermission.testing.conformance_audit import ANN
 
@@ -275,7 +276,10 @@ OPEN = """
 def _as_schema_7(target: str) -> None:
     """Take the store back to schema 7, as the landed code before this change wrote it."""
     run = sql(target)
-    # (and before migration 9, which came later: the agent version's column and index)
+    # (and before migrations 9 and 10, which came later: the agent version's column and
+    # indexes, the index of the sessions saved last)
+    run("DROP INDEX im_sessions_updated")
+    run("DELETE FROM im_schema WHERE version = 10")
     run("DROP INDEX im_sessions_pending_version")
     run("DROP INDEX im_sessions_stopped_version")
     run("ALTER TABLE im_sessions DROP COLUMN agent_version")
@@ -300,7 +304,8 @@ def test_a_store_from_before_the_head_migrates_once_with_heads_computed(
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0 and out.strip() == "ok", err
     run = sql(target)
-    assert sorted(v for (v,) in run("SELECT version FROM im_schema")) == list(range(1, 10))
+    versions = sorted(v for (v,) in run("SELECT version FROM im_schema"))
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
     (head,) = run("SELECT audit_seq, audit_head FROM im_sessions WHERE id = 's'")
     listed = cli("audit", "s", "--store", target, cwd=tmp_path)
     last = json.loads(listed.stdout.splitlines()[-1])

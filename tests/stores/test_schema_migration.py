@@ -58,7 +58,7 @@ def test_a_version_1_row_loads_resumes_and_moves_its_log(kind: str, tmp_path: Pa
     store = _version_1_store(kind, tmp_path, full)
     try:
         with store._tx("read") as run:
-            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 9
+            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 10
             assert SCHEMA_VERSION == len(MIGRATIONS)
             assert run("SELECT COUNT(*) FROM im_events").fetchone()[0] == 0
         loaded = store.load("old")

@@ -301,7 +301,7 @@ def test_migration_9_backfills_the_agent_version_from_the_snapshots(
     store = open_it()
     try:
         with store._tx("read") as run:
-            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 9
+            assert run("SELECT MAX(version) FROM im_schema").fetchone()[0] == SCHEMA_VERSION == 10
             stored = dict(run("SELECT id, agent_version FROM im_sessions").fetchall())
         assert stored == expected
         assert ids(store.pending(version="ops@1")) == ["v3", "v1"]
@@ -320,7 +320,7 @@ def test_migration_9_backfills_the_agent_version_from_the_snapshots(
     try:
         with again._tx("read") as run:
             versions = [v for (v,) in run("SELECT version FROM im_schema ORDER BY version")]
-        assert versions == list(range(1, 10))
+        assert versions == list(range(1, SCHEMA_VERSION + 1))
     finally:
         again.close()
 

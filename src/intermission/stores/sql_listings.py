@@ -125,8 +125,7 @@ class SQLListings:
 
     def recent(self, limit: int = 50) -> list[str]:
         """The ids of the sessions saved last, newest first (what the console's recently
-        decided list reads; ``limit`` bounds what a call costs: no index orders every
-        session by its last save, so the query reads the ids and save times of all)."""
+        decided list reads, from the head of migration 10's index)."""
         _check.count("limit", limit, 1, 1000)
         with self._tx("query") as run:
             rows = run(

@@ -30,7 +30,7 @@ __all__ = [
     "missing_column",
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 ONE_NUMBERING = 8
 """From this version on every release numbered the migrations alike (each landed commit
@@ -181,6 +181,11 @@ MIGRATIONS: list[list[str]] = [
         # too: versions() counts them from this one (few rows: a small index)
         "CREATE INDEX IF NOT EXISTS im_sessions_stopped_version ON im_sessions "
         "(agent, agent_version, updated_ms) WHERE status IN ('paused', 'failed')",
+    ],
+    [
+        # the sessions saved last (the console's recently decided list polls them): read
+        # from the head of this index, not by sorting every row
+        "CREATE INDEX IF NOT EXISTS im_sessions_updated ON im_sessions (updated_ms, id)",
     ],
 ]
 
