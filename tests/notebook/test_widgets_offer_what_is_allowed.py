@@ -42,7 +42,11 @@ def _view(store: Any, who: Principal) -> ApprovalWidget:
 
 
 def test_after_one_of_two_votes_each_viewer_is_offered_what_the_policy_allows(store: Any) -> None:
+    before = store.raw_row("c-1")
     alice, bob, carol = _view(store, ALICE), _view(store, BOB), _view(store, CAROL)
+    # judging what each viewer may do writes nothing (no refusal in the trail either)
+    assert store.raw_row("c-1") == before
+    assert [r.action for r in store.audit("c-1")] == ["approval.opened"]
     # before any vote: alice and bob may decide, carol (who asked) may not
     for view in (alice, bob):
         assert (view.can_approve, view.can_reject) == (True, True)
