@@ -516,4 +516,11 @@ def test_after_one_of_two_votes_each_view_offers_only_what_its_viewer_may_do(
     expect(bob.locator(".im-why")).to_be_hidden()
     expect(carol.locator(".im-why")).to_have_text(f"Approve and Reject are off: {asked}")
     shot(bob, "r63-bob-after-alices-vote")
+    # the Reviewer field names who decides: another name is judged as that person
+    carol.locator(".approval-reviewer input").fill("dan")
+    carol.locator(".approval-reviewer input").press("Tab")
+    expect(carol.locator(".im-why")).to_have_text(
+        "Approve and Reject are off: only someone with the role sre may decide this, and you "
+        "hold no role"
+    )  # fmt: skip
     assert nb.problems() == []

@@ -289,6 +289,10 @@ function whyOff(ctx, offs) {
 
 function askViewer(ctx, input) {
   // the Reviewer field names who decides: once it changes, the kernel judges what that
-  // person may do (the buttons follow)
-  input.addEventListener("change", () => ctx.send("viewer", { reviewer: input.value }));
+  // person may do (the buttons follow). Sent beside ctx.send's one-at-a-time queue (no
+  // seq, no ack): the change fires as the field loses focus to a button, whose click
+  // must not be dropped as a second action
+  input.addEventListener("change", () => {
+    if (!ctx.dead) ctx.model.send({ action: "viewer", reviewer: input.value });
+  });
 }
