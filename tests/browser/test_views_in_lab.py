@@ -443,3 +443,84 @@ def test_a_panel_under_a_policy_says_who_decides_and_rejects_without_a_reason(
     expect(reviewer).to_have_value("alice")
     expect(panel.locator(".im-progress")).to_be_hidden()
     shot(panel, "views-policy-panel")
+
+
+QUORUM_VIEWS = [
+    "import pathlib\n"
+    "from intermission import ApprovalPolicy, InMemoryAgentSession, Principal\n"
+    "from intermission.examples import build_change_graph\n"
+    "from intermission.notebook import ApprovalWidget\n"
+    "from intermission.stores import SQLiteStore\n"
+    "\n"
+    "for leftover in pathlib.Path('.').glob('quorum-views.sqlite*'):\n"
+    "    leftover.unlink()\n"
+    "store = SQLiteStore('quorum-views.sqlite')\n"
+    "policy = ApprovalPolicy(roles={'sre'}, approvals=2, not_requester=True, asserted_ok=True)\n"
+    "team = build_change_graph(change_id='q-1', policy=policy)\n"
+    "carol, alice, bob = (Principal(name, {'sre'}) for name in ('carol', 'alice', 'bob'))\n"
+    "asked = InMemoryAgentSession.of('q-1')\n"
+    "team.prompt('Upgrade the order service').session(asked).principal(carol).call()\n"
+    "store.save(asked)",
+    "ApprovalWidget(team, store.load('q-1'), store=store, principal=alice)",
+    "ApprovalWidget(team, store.load('q-1'), store=store, principal=bob)",
+    "ApprovalWidget(team, store.load('q-1'), store=store, principal=carol)",
+]
+
+
+def test_after_one_of_two_votes_each_view_offers_only_what_its_viewer_may_do(
+    lab: Lab, page: Any
+) -> None:
+    """R63, as a person sees it: alice's Approve goes off after her vote, saying why, and her
+    header says what is still needed; bob's view (within a poll) still offers Approve, and
+    Reject once a reason is typed; carol, who asked, is offered nothing and told why."""
+    from playwright.sync_api import expect
+
+    nb = Notebook(page, lab, notebook_file(lab, "quorum-views.ipynb", QUORUM_VIEWS))
+    nb.run_all()
+    alice = nb.widget(".approval-widget")
+    views = nb.panel.locator(".approval-widget")
+    bob, carol = views.nth(1), views.nth(2)
+    asked = "you asked for this approval, so someone else must decide it"
+    reason = "a rejection needs a reason — write one above"
+    expect(carol.locator("button.approval-approve")).to_be_disabled()
+    expect(carol.locator("button.approval-reject")).to_be_disabled()
+    expect(carol.locator(".im-why")).to_have_text(f"Approve and Reject are off: {asked}")
+    expect(alice.locator("button.approval-approve")).to_be_enabled()
+    expect(alice.locator(".im-why")).to_have_text(f"Reject is off: {reason}")
+
+    alice.locator("button.approval-approve").click()
+    mine = "you approved — waiting for one more from sre (not carol, who asked)"
+    expect(alice.locator(".im-why")).to_have_text(
+        f"Approve and Reject are off: {mine}", timeout=60_000
+    )
+    expect(alice.locator("button.approval-approve")).to_be_disabled()
+    expect(alice.locator("button.approval-approve")).to_have_attribute("title", mine)
+    expect(alice.locator("button.approval-reject")).to_be_disabled()
+    request = alice.locator(".approval-request")
+    expect(request).to_contain_text("Waiting for one more approval:")
+    expect(request).not_to_contain_text("Waiting for a decision")
+    expect(alice.locator(".approval-status")).to_have_text(
+        "Your approval is recorded. Waiting for one more approval."
+    )
+    shot(alice, "r63-alice-after-her-vote")
+
+    # bob's view re-reads the store every few seconds: the same header, his buttons his own
+    expect(bob.locator(".approval-request")).to_contain_text(
+        "Waiting for one more approval:", timeout=30_000
+    )
+    expect(bob.locator("button.approval-approve")).to_be_enabled()
+    expect(bob.locator("button.approval-reject")).to_be_disabled()
+    expect(bob.locator(".im-why")).to_have_text(f"Reject is off: {reason}")
+    bob.locator(".approval-reason input").fill("not during the sale")
+    expect(bob.locator("button.approval-reject")).to_be_enabled()
+    expect(bob.locator(".im-why")).to_be_hidden()
+    expect(carol.locator(".im-why")).to_have_text(f"Approve and Reject are off: {asked}")
+    shot(bob, "r63-bob-after-alices-vote")
+    # the Reviewer field names who decides: another name is judged as that person
+    carol.locator(".approval-reviewer input").fill("dan")
+    carol.locator(".approval-reviewer input").press("Tab")
+    expect(carol.locator(".im-why")).to_have_text(
+        "Approve and Reject are off: only someone with the role sre may decide this, and you "
+        "hold no role"
+    )  # fmt: skip
+    assert nb.problems() == []

@@ -113,7 +113,8 @@ def test_a_refused_action_from_the_page_is_shown_and_acknowledged_never_raised(
     panel._received(panel, {"action": "decide", "seq": 8, "call_uuid": uuid,
                             "verdict": "explode"}, [])  # fmt: skip
     assert sent == [{"ack": 7}, {"ack": 8}]
-    assert "InvalidDecisionError" in panel.status and session.to_json() == before
+    assert "Not recorded: a verdict is approve, reject or skip" in panel.status
+    assert "Error" not in panel.status and session.to_json() == before
 
 
 def test_a_decision_bumps_the_revision_and_the_outcome_says_what_it_came_to() -> None:

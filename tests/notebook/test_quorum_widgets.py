@@ -48,21 +48,28 @@ def test_the_approval_widget_and_the_inbox_show_the_quorum(store: Any) -> None:
     assert alice.progress.startswith("0 of 2 approvals")
     assert alice.approve(comment="fine") is None  # a vote: nothing resumed
     assert alice.runner.note == f"recorded; {ONE}"
-    assert alice.progress == ONE and "recorded; 1 of 2" in alice.status
-    assert alice.can_decide  # (open for others: this view can change hands)
+    assert alice.progress == ONE
+    assert alice.status == "<b>Your vote is recorded.</b> Waiting for one more approval."
+    assert alice.can_decide  # (open for others: this view can change hands) ...
+    assert not alice.can_approve and not alice.can_reject  # ... but not for alice again
     assert not alice.decided  # a vote decides nothing yet
     inbox = Inbox(store, {"change": team}, poll_s=None)
     assert ONE in inbox.table
     # alice again, in another view: refused, shown, nothing changed, and kept in the trail
     again = inbox.open_session("c-1")
-    again.reviewer = "alice"  # a typed name holds no roles ...
+    again.click("viewer", reviewer="alice")  # a typed name holds no roles ...
+    held = "only someone with the role sre may decide this, and you hold no role"
+    assert again.why_not == {"approve": held, "reject": held}
     with pytest.raises(ReviewerNotAllowedError, match="held: none"):
         again.approve()
     again.principal = Principal("alice", {"sre"})  # ... alice's principal does
     before = store.raw_row("c-1")
     with pytest.raises(Exception, match="counts once"):
         again.approve()
-    assert store.raw_row("c-1") == before and "counts once" in again.status
+    assert store.raw_row("c-1") == before and again.status == (
+        "<span class='im-error'>Not recorded: you already approved this; it is still waiting "
+        "for one more from sre (not carol, who asked).</span>"
+    )  # fmt: skip
     carol = ApprovalWidget(team, store.load("c-1"), store=store,
                            principal=Principal("carol", {"sre"}))  # fmt: skip
     with pytest.raises(ReviewerNotAllowedError):
@@ -193,7 +200,13 @@ def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_c
     alice.click("all", verdict="approve")  # what Approve all sends
     alice.wait()
     one = "1 of 2 approvals (alice, sre) — waiting for one more from sre"
-    assert alice.runner.note.startswith("recorded; ") and one in alice.status
+    assert alice.runner.note.startswith("recorded; ")
+    assert alice.status == "<b>Your approvals are recorded.</b> Waiting for more approvals."
+    mine = "you approved — waiting for one more from sre"
+    assert [(c["can_approve"], c["can_reject"], c["why_not"]["approve"]) for c in alice.calls] == [
+        (False, False, mine)
+    ] * 2  # fmt: skip
+    assert not alice.can_approve and alice.why_not["approve"] == mine
     assert alice.progress == f"deploy ({a}): {one}; deploy ({b}): {one}"
     assert [c["open"] for c in alice.calls] == [True, True] and alice.can_all
     assert ran == [] and not alice.decided and alice.outcome["progress"] == alice.progress
@@ -201,7 +214,8 @@ def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_c
     before = store.raw_row("b-1")
     alice.click("decide", call_uuid=first, verdict="approve")
     alice.wait()
-    assert "counts once" in alice.status and store.raw_row("b-1") == before
+    assert "Not recorded: you already approved this" in alice.status
+    assert store.raw_row("b-1") == before
     assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [
         "twice"
     ]
@@ -209,6 +223,7 @@ def test_a_batch_under_a_quorum_is_voted_by_clicks_and_its_progress_names_each_c
     bob = HITLPanel(_two_deploys(ran), store.load("b-1"), store=store,
                     principal=Principal("bob", {"sre"}))  # fmt: skip
     assert bob.progress == alice.progress and bob.needs_reason
+    assert bob.can_approve and all(c["can_approve"] and c["can_reject"] for c in bob.calls)
     bob.click("decide", call_uuid=first, verdict="reject", reason="")
     assert "needs a reason" in bob.status and store.raw_row("b-1") == before
     assert [r.detail["rule"] for r in store.audit("b-1") if r.action == "decision.refused"] == [

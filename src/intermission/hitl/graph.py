@@ -65,6 +65,7 @@ __all__ = [
     "ApprovalKeys",
     "approval_deadline",
     "binding_deadline",
+    "check_graph",
     "checked_keys",
     "decide_graph",
     "decided_in_time",
@@ -257,15 +258,34 @@ def decide_graph(
         raise
 
 
-def _decide(
+def check_graph(
+    session: AgentSession,
+    verdict: Literal["APPROVE", "REJECT"],
+    *,
+    principal: Actor,
+    reason: str | None = None,
+    keys: ApprovalKeys = ApprovalKeys(),
+    approvers: Iterable[str] | Callable[[str | None], bool] | None = None,
+    now_ms: float | None = None,
+) -> None:
+    """Raise what :func:`decide_graph` would raise for this decision by ``principal``, and
+    write nothing (no refusal noted either): how a view tells what its viewer may do now,
+    by the very rules that judge the click. The same verdict recorded already passes.
+    ``now_ms``: judge deadlines by then (default: the session's clock)."""
+    _judged(session, verdict, principal, reason, checked_keys(keys), approvers, now_ms)
+
+
+def _judged(
     session: AgentSession,
     verdict: Literal["APPROVE", "REJECT"],
     actor: Actor | None,
     reason: str | None,
-    comment: str | None,
     keys: ApprovalKeys,
     approvers: Iterable[str] | Callable[[str | None], bool] | None,
-) -> None:
+    now_ms: float | None = None,
+) -> tuple[Ask | None, float, bool]:
+    """Judge a graph decision (nothing changes): the approval's Ask, the time it was
+    judged at, and True when the same verdict is recorded already (a no-op)."""
     ctx = session.context
     if not session.is_pending:
         raise InvalidDecisionError(f"session {session.session_id!r} is not waiting for a decision")
@@ -294,7 +314,7 @@ def _decide(
                 f"reviewer {name!r} may not decide this approval", rule="approvers",
                 reviewer=name, verdict=verdict.lower(), session_id=session.session_id,
             )  # fmt: skip
-    now = float(session.clock.now_ms())
+    now = float(session.clock.now_ms()) if now_ms is None else float(now_ms)
     ask = graph_ask(session, keys)
     timed = ask is not None and ask.policy.expires_after_ms is not None
     deadline = approval_deadline(session, keys)
@@ -316,7 +336,7 @@ def _decide(
         by = ctx.get(keys.by)
         timed_out = isinstance(by, dict) and by.get("timed_out")
         if existing == verdict and not timed_out:  # (a timeout's verdict is nobody's)
-            return
+            return ask, now, True
         shown = by.get("display") if isinstance(by, dict) else None
         raise DecisionConflictError(
             session.session_id, "the approval", str(existing),
@@ -326,6 +346,24 @@ def _decide(
     ours: Verdict = "approve" if verdict == "APPROVE" else "reject"
     judged = ask or Ask(DEFAULT_POLICY)
     judge(judged, actor, ours, reason=reason, now_ms=now, session_id=session.session_id)
+    return ask, now, False
+
+
+def _decide(
+    session: AgentSession,
+    verdict: Literal["APPROVE", "REJECT"],
+    actor: Actor | None,
+    reason: str | None,
+    comment: str | None,
+    keys: ApprovalKeys,
+    approvers: Iterable[str] | Callable[[str | None], bool] | None,
+) -> None:
+    ask, now, same = _judged(session, verdict, actor, reason, keys, approvers)
+    if same:
+        return
+    ctx = session.context
+    ours: Verdict = "approve" if verdict == "APPROVE" else "reject"
+    timed = ask is not None and ask.policy.expires_after_ms is not None
     if timed:
         apply_graph_deadlines(session, keys, now)  # a warning or escalation due by now
     if ask is None or (ask.policy.approvals == 1 and ask.policy.rejections == 1):

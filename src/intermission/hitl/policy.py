@@ -52,6 +52,7 @@ __all__ = [
     "satisfied",
     "tally",
     "vote_of",
+    "waiting_text",
 ]
 
 DEFAULT_POLICY = ApprovalPolicy()
@@ -358,15 +359,34 @@ def progress_text(
             outcome, outcome
         )
         return f"{verb} by {names}"
-    who_may = _anyone(policy.roles if roles is None else roles)
     parts = []
-    need = policy.approvals - len(yes)
     head = ""
     if policy.approvals > 1:
         head = f"{len(yes)} of {policy.approvals} approvals"
         if yes:
             head += " (" + "; ".join(_who(v) for v in yes) + ")"
         head += " — "
+    parts.append(head + waiting_text(policy, votes, roles=roles, requester=requester))
+    if no and policy.rejections > 1:
+        parts.append(
+            f"{len(no)} of {policy.rejections} rejections (" + "; ".join(_who(v) for v in no) + ")"
+        )
+    return "; ".join(parts)
+
+
+def waiting_text(
+    policy: ApprovalPolicy | None,
+    votes: Sequence[Vote | Principal | Actor],
+    *,
+    roles: Iterable[str] | None = None,
+    requester: Principal | Actor | None = None,
+) -> str:
+    """What an open approval still waits for, the tail of :func:`progress_text`: ``waiting
+    for one more from sre (not carol, who asked)`` (arguments as there)."""
+    policy = policy or DEFAULT_POLICY
+    yes = [v for v in votes if getattr(v, "verdict", "approve") == "approve"]
+    who_may = _anyone(policy.roles if roles is None else roles)
+    need = policy.approvals - len(yes)
     if not yes:
         more = "an approval" if need == 1 else f"{need} approvals"
     else:
@@ -377,12 +397,7 @@ def progress_text(
         tail += f" (not {requester.name}, who asked)"
     if policy.not_requester and not _known(policy, requester):
         tail += f" — {NO_REQUESTER}"
-    parts.append(head + tail)
-    if no and policy.rejections > 1:
-        parts.append(
-            f"{len(no)} of {policy.rejections} rejections (" + "; ".join(_who(v) for v in no) + ")"
-        )
-    return "; ".join(parts)
+    return tail
 
 
 @dataclass(frozen=True)
@@ -409,6 +424,12 @@ class Progress:
     def needed(self) -> int:
         """How many more approvals it takes."""
         return max(0, self.policy.approvals - len(self.approvals))
+
+    @property
+    def waiting(self) -> str:
+        """What it still waits for: ``waiting for one more from sre`` (see
+        :func:`waiting_text`)."""
+        return waiting_text(self.policy, self.votes, roles=self.roles, requester=self.requester)
 
     @property
     def text(self) -> str:

@@ -24,6 +24,7 @@ from ..errors import (
 from ..hitl.deciding import deciding_as
 from ..principals import Actor
 from ..stores.decide import decide_and_resume, runner_for
+from ._allowed import refusal_text, waiting_head
 from ._decided import (
     decided_html,
     decisions_of,
@@ -299,9 +300,9 @@ class ResumeRunner:
             text = unserved_text(error, self.session)
             self.view.status = f"<span class='im-error'>{esc(text)}</span>"
             return
-        self.view.status = (
-            f"<span class='im-error'>error: {esc(type(error).__name__)}: {esc(error)}</span>"
-        )
+        # a sentence for the person who clicked, never an exception's class name
+        text = refusal_text(error, self.session, self.actor)
+        self.view.status = f"<span class='im-error'>{esc(text)}</span>"
 
     def lost(self, verb: str, error: BaseException | None = None) -> None:
         """Say that a click's decision was not recorded because another one came first
@@ -326,8 +327,11 @@ class ResumeRunner:
         self._seen = self._state_key()
         self.refresh()
         self._show_state()
-        if self.note:  # another resume applied the same decision meanwhile: say by whom
-            self.view.status += f" <i class='im-note'>{esc(self.note)}</i>"
+        if self.voted:  # a vote an approval's policy counts: what it still waits for
+            self.view.status = _vote_line(verb, self.session)
+        elif self.note:  # another resume applied the same decision meanwhile: say by whom
+            note = self.note[:1].upper() + self.note[1:]
+            self.view.status += f" <i class='im-note'>{esc(note)}.</i>"
         self._redraw()
         self._settled()
 
@@ -421,8 +425,8 @@ class ResumeRunner:
         s = self.session
         view = self.view
         if s.is_pending:
-            again = "waiting again" if self.response is not None else "waiting for a decision"
-            view.status = f"<b>{again}:</b> {esc(s.pending_reason)}"
+            again = "Waiting again" if self.response is not None else waiting_head(s)
+            view.status = f"<b>{esc(again)}:</b> {esc(s.pending_reason)}"
             if self.response is not None:
                 content = getattr(self.response, "content", "")
                 view.result = f"<div class='im-result'>{esc(content)}</div>"
@@ -481,6 +485,19 @@ class ResumeRunner:
         if hasattr(agent, "spec"):
             self.view.graph = GraphView(agent, self.session).card()
         self.view.timeline = Timeline(self.session).html()
+
+
+_VOTED = {
+    "approve": "Your approval is recorded", "reject": "Your rejection is recorded",
+    "approve all": "Your approvals are recorded", "reject all": "Your rejections are recorded",
+}  # fmt: skip
+
+
+def _vote_line(verb: str, session: AgentSession) -> str:
+    """The status after a vote that decides nothing yet: ``Your approval is recorded.
+    Waiting for one more approval.`` (the progress line above says from whom)."""
+    said = _VOTED.get(verb.lower(), "Your vote is recorded")
+    return f"<b>{esc(said)}.</b> {esc(waiting_head(session))}."
 
 
 class DecisionView(View):

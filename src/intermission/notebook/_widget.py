@@ -22,7 +22,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ..errors import UsageError
+from ..errors import IntermissionError, UsageError
 from ._html import CSS, esc
 
 __all__ = ["View", "esm", "widget_ref"]
@@ -148,9 +148,11 @@ class View(anywidget.AnyWidget):
 
     def _show_error(self, error: BaseException) -> None:
         """Show what went wrong with an action (nothing changed)."""
-        self.status = (
-            f"<span class='im-error'>error: {esc(type(error).__name__)}: {esc(error)}</span>"
-        )
+        if isinstance(error, IntermissionError):  # a sentence, never a class name
+            said = str(error)
+        else:  # an unexpected error (a bug): its kind helps whoever reports it
+            said = f"Something went wrong ({type(error).__name__}: {error})"
+        self.status = f"<span class='im-error'>{esc(said)}</span>"
 
     def _bump(self) -> None:
         """Say that what the widget shows settled on something new."""

@@ -12,10 +12,11 @@ from ..core.session import AgentSession
 from ..errors import DecisionRefusedError
 from ..hitl.graph import ApprovalKeys, binding_deadline, decide_graph, graph_ask
 from ..principals import Actor, Principal
+from ._allowed import graph_allowed, waiting_head
 from ._html import esc, expired_html, pre_json
 from ._runner import DecisionView, ResumeRunner
 from ._widget import esm
-from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default, viewer
 
 __all__ = ["ApprovalWidget"]
 
@@ -62,7 +63,16 @@ class ApprovalWidget(DecisionView):
     reason = t.Unicode("").tag(sync=True)
     """The Reason field (Reject needs one when :attr:`needs_reason`)."""
     can_decide = t.Bool(False).tag(sync=True)
-    """True while Approve (and, with a reason, Reject) may be clicked."""
+    """True while the approval waits and this view may decide it (any viewer: see
+    :attr:`can_approve` for this one)."""
+    can_approve = t.Bool(False).tag(sync=True)
+    """True when this view's viewer (the Reviewer field's person, with the widget's
+    principal) may approve now, as the approval's policy judges it."""
+    can_reject = t.Bool(False).tag(sync=True)
+    """True when the viewer may reject now, given a reason (the page asks for one)."""
+    why_not = t.Dict().tag(sync=True)
+    """Why a button is off, by verdict (``{"approve": "you approved — waiting for one more
+    from sre", "reject": ...}``; "" when it is on)."""
     needs_reason = t.Bool(True).tag(sync=True)
     """True when a rejection takes a reason (the approval's policy says; without one, it
     does)."""
@@ -95,7 +105,12 @@ class ApprovalWidget(DecisionView):
         super().__init__()  # opens the widget with everything above in its first state
 
     def _actions(self) -> dict[str, Any]:
-        return {"approve": self._on_approve, "reject": self._on_reject}
+        return {"approve": self._on_approve, "reject": self._on_reject, "viewer": self._on_viewer}
+
+    def _on_viewer(self, fields: dict[str, Any]) -> None:
+        """The Reviewer field changed on the page: what that person may do."""
+        self._take(fields)
+        self._judge_viewer()
 
     def _show_request(self) -> None:
         s = self.runner.session
@@ -104,7 +119,7 @@ class ApprovalWidget(DecisionView):
             deadline = binding_deadline(s, self.approval_keys)
             late = "" if deadline is None else expired_html(deadline, s.clock.now_ms())
             self.request = (
-                f"<div class='im-ask'><b>Waiting for a decision:</b> {esc(s.pending_reason)}"
+                f"<div class='im-ask'><b>{esc(waiting_head(s))}:</b> {esc(s.pending_reason)}"
                 + late
                 + (f"<div>Request:</div>{pre_json(req)}" if req is not None else "")
                 + "</div>"
@@ -115,6 +130,21 @@ class ApprovalWidget(DecisionView):
         self.can_decide = s.is_pending and not self.runner.busy and not self.runner.unserved
         self.needs_reason = _needs_reason(s, self.approval_keys)
         self.roles = known_roles(self.principal)
+        self._judge_viewer()
+
+    def _judge_viewer(self) -> None:
+        """``can_approve`` / ``can_reject`` / ``why_not`` for the viewer, by the rules that
+        judge a click (nothing is written)."""
+        s = self.runner.session
+        if self.runner.unserved:
+            why = {"approve": "its agent version is not served here", "reject": ""}
+            why["reject"] = why["approve"]
+        else:
+            who = viewer(self.reviewer, self.principal)
+            why = graph_allowed(s, self.approval_keys, who, self.approvers).why_not
+        self.why_not = why
+        self.can_approve = self.can_decide and not why.get("approve")
+        self.can_reject = self.can_decide and not why.get("reject")
 
     # -- what the buttons send -----------------------------------------------------------
     def _take(self, fields: dict[str, Any]) -> None:

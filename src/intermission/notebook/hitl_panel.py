@@ -16,11 +16,12 @@ from ..decisions import DecisionRecord, HITLDecision, HITLTask
 from ..errors import DecisionRefusedError, InvalidDecisionError
 from ..hitl import HITL
 from ..principals import Actor, Principal
+from ._allowed import Allowed, task_allowed
 from ._decided import who_html
 from ._html import esc, expired_html, short_id
 from ._runner import DecisionView, ResumeRunner
 from ._widget import esm
-from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default
+from .settings import default_reviewer, known_roles, notebook_actor, reviewer_or_default, viewer
 
 __all__ = ["HITLPanel"]
 
@@ -89,6 +90,8 @@ class _Row:
         """What the row says of its decision (HTML)."""
         self.open = False
         """True while the call may be decided here."""
+        self.allowed = Allowed({})
+        """What the viewer may do on it now, and why not (see ``_allowed``)."""
 
 
 class HITLPanel(DecisionView):
@@ -130,7 +133,16 @@ class HITLPanel(DecisionView):
     reason = t.Unicode("").tag(sync=True)
     """The Reason field (rejecting needs one, unless a call's policy says otherwise)."""
     can_all = t.Bool(False).tag(sync=True)
-    """True while Approve all (and, with a reason, Reject all) may be clicked."""
+    """True while the batch waits and this panel may decide it (any viewer: see
+    :attr:`can_approve` for this one)."""
+    can_approve = t.Bool(False).tag(sync=True)
+    """True when this panel's viewer (the Reviewer field's person, with the panel's
+    principal) may Approve all now, as the calls' policies judge it (each row says so of
+    its own call: ``can_approve``, ``can_reject``, ``can_skip``, ``why_not``)."""
+    can_reject = t.Bool(False).tag(sync=True)
+    """True when the viewer may Reject all now, given a reason (the page asks for one)."""
+    why_not = t.Dict().tag(sync=True)
+    """Why Approve all / Reject all are off, by verdict ("" when on)."""
     needs_reason = t.Bool(True).tag(sync=True)
     """True when Reject all takes a reason (some call's policy asks for one)."""
     roles = t.Dict().tag(sync=True)
@@ -165,7 +177,13 @@ class HITLPanel(DecisionView):
         super().__init__()  # opens the widget with everything above in its first state
 
     def _actions(self) -> dict[str, Any]:
-        return {"decide": self._on_decide, "all": self._on_all, "resume": self._on_resume}
+        return {"decide": self._on_decide, "all": self._on_all, "resume": self._on_resume,
+                "viewer": self._on_viewer}  # fmt: skip
+
+    def _on_viewer(self, fields: dict[str, Any]) -> None:
+        """The Reviewer field changed on the page: what that person may do."""
+        self._take(fields)
+        self._enable()
 
     # -- state -----------------------------------------------------------------------
     def _sync(self) -> None:
@@ -213,6 +231,8 @@ class HITLPanel(DecisionView):
         # advances on every reading)
         timed = any(row.task.decide_by_ms is not None for row in self.rows.values())
         now = self.runner.session.clock.now_ms() if timed else 0.0
+        who = viewer(self.reviewer, self.principal)
+        agent = self.runner.at_hand if self.rows else None
         for uuid, row in self.rows.items():
             record = decided.get(uuid)
             chosen = self._chosen.get(uuid)
@@ -223,13 +243,24 @@ class HITLPanel(DecisionView):
             else:
                 row.state = expired_html(row.task.decide_by_ms, now).strip()
             row.open = record is None and chosen is None and not busy
+            row.allowed = Allowed({})
+            if row.open:  # judged by the rules a click meets (nothing is written)
+                s = self.runner.session
+                row.allowed = task_allowed(s, row.task, who, agent, _agreed(row.task), now)
         self.calls = [
             {"uuid": u, "head": r.head, "args": r.args, "state": r.state, "open": r.open,
-             "needs_reason": _needs_reason(r.task)}
+             "needs_reason": _needs_reason(r.task), "why_not": r.allowed.why_not,
+             **{f"can_{v}": r.open and r.allowed.can(v) for v in ("approve", "reject", "skip")}}
             for u, r in self.rows.items()
         ]  # fmt: skip
         batch = bool(self.rows) and not busy
         self.can_all = batch
+        opened = [r.allowed for r in self.rows.values() if r.open]
+        why = {v: next((a.why_not[v] for a in opened if not a.can(v)), "")
+               for v in ("approve", "reject")}  # fmt: skip
+        self.why_not = why
+        self.can_approve = batch and not why["approve"]
+        self.can_reject = batch and not why["reject"]
         self.needs_reason = any(_needs_reason(r.task) for r in self.rows.values())
         self.roles = known_roles(self.principal)
         self.can_resume = batch and not self._undecided()

@@ -23,7 +23,9 @@ from ..principals import Actor, Principal
 if TYPE_CHECKING:
     from ..identity import IdentityMap
 
-__all__ = ["Settings", "default_reviewer", "known_roles", "notebook_actor", "settings"]
+__all__ = [
+    "Settings", "default_reviewer", "known_roles", "notebook_actor", "settings", "viewer",
+]  # fmt: skip
 
 
 @dataclass
@@ -98,6 +100,17 @@ def notebook_actor(name: str, principal: Principal | None = None) -> Actor:
     name = principal_name(name)
     roles = known_roles(principal).get(name, [])
     return Actor(name=name, roles=roles, via="notebook", authenticated=False)
+
+
+def viewer(name: str | None, principal: Principal | None = None) -> Actor | None:
+    """Who a widget's buttons would decide as now (the Reviewer field ``name``, else its
+    ``principal``, as :func:`notebook_actor` records them); None when nobody is named."""
+    from ..errors import IntermissionError
+
+    try:
+        return notebook_actor(reviewer_or_default(name, principal), principal)
+    except IntermissionError:  # no name, or one that is refused as a name
+        return None
 
 
 def _mapped() -> Principal | None:

@@ -261,3 +261,38 @@ function whoLine(ctx, input) {
   input.addEventListener("input", draw);
   return { node, draw };
 }
+
+const NEEDS_REASON = "a rejection needs a reason — write one above";
+
+function whyOff(ctx, offs) {
+  // Why the buttons a person cannot use are off, in sentences (the kernel judged them by
+  // the rules a click meets: `why_not`); one line per reason, naming its buttons. Nothing
+  // while the page is locked (an action runs, the kernel is gone: the page says that).
+  const node = h("div", { class: "im-why" });
+  const draw = (list) => {
+    const shown = new Map();
+    for (const [label, btn, why] of list) {
+      const said = btn.disabled && !ctx.locked() ? why || "" : "";
+      btn.title = said;
+      if (!said) continue;
+      if (!shown.has(said)) shown.set(said, []);
+      shown.get(said).push(label);
+    }
+    const lines = [...shown].map(([why, labels]) =>
+      `${labels.join(" and ")} ${labels.length > 1 ? "are" : "is"} off: ${why}`);
+    node.replaceChildren(...lines.map((text) => h("div", { text })));
+    node.hidden = !lines.length;
+  };
+  draw(offs || []);
+  return { node, draw };
+}
+
+function askViewer(ctx, input) {
+  // the Reviewer field names who decides: once it changes, the kernel judges what that
+  // person may do (the buttons follow). Sent beside ctx.send's one-at-a-time queue (no
+  // seq, no ack): the change fires as the field loses focus to a button, whose click
+  // must not be dropped as a second action
+  input.addEventListener("change", () => {
+    if (!ctx.dead) ctx.model.send({ action: "viewer", reviewer: input.value });
+  });
+}

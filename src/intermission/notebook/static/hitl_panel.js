@@ -13,12 +13,13 @@ function render({ model, el }) {
   const approveAll = button("hitl-approve-all", "Approve all", "approve");
   const rejectAll = button("hitl-reject-all", "Reject all", "reject");
   const resume = button("hitl-resume", "Resume with recorded decisions", "plain");
+  const why = whyOff(ctx);
   // the agent version the session runs on, and why nothing can be decided here if so
   const head = areas(ctx, ["version", "unserved"]);
   const shown = areas(ctx, ["hint", "progress", "lost", "status", "result", "timeline"]);
   ctx.root.append(
     ...head.nodes, rowsBox, empty, reviewer.box, who.node, comment.box, reason.box,
-    h("div", { class: "im-buttons" }, approveAll, rejectAll, resume), ...shown.nodes,
+    h("div", { class: "im-buttons" }, approveAll, rejectAll, resume), why.node, ...shown.nodes,
   );
   for (const [input, name] of [[reviewer.input, "reviewer"], [comment.input, "comment"], [reason.input, "reason"]]) {
     bindText(ctx, input, name);
@@ -44,8 +45,9 @@ function render({ model, el }) {
       }));
       row.buttons[verdict] = b;
     }
+    row.why = whyOff(ctx);
     row.box = h("div", { class: "hitl-row" }, row.head, row.args,
-      h("div", { class: "im-buttons" }, ...Object.values(row.buttons), row.state));
+      h("div", { class: "im-buttons" }, ...Object.values(row.buttons), row.state), row.why.node);
     return row;
   };
 
@@ -71,17 +73,27 @@ function render({ model, el }) {
       row.state.hidden = false;
       const open = !!call.open && !locked;
       row.args.disabled = !open;
-      row.buttons.approve.disabled = !open;
-      row.buttons.skip.disabled = !open;
+      // only what this viewer may do now, as the kernel judged it (why_not says why not)
+      const whyNot = call.why_not || {};
+      row.buttons.approve.disabled = !(open && call.can_approve);
+      row.buttons.skip.disabled = !(open && call.can_skip);
       // a reason to reject, unless the call's policy takes a rejection without one
-      row.buttons.reject.disabled = !(open && (hasReason || call.needs_reason === false));
+      const noReason = !hasReason && call.needs_reason !== false;
+      row.buttons.reject.disabled = !(open && call.can_reject && !noReason);
+      row.why.draw([["Approve", row.buttons.approve, whyNot.approve],
+        ["Reject", row.buttons.reject, whyNot.reject || (noReason ? NEEDS_REASON : "")],
+        ["Skip", row.buttons.skip, whyNot.skip]]);
     }
     setHTML(empty, model.get("empty"));
     const batch = !!model.get("can_all") && !locked;
-    approveAll.disabled = !batch;
+    const allWhy = model.get("why_not") || {};
+    approveAll.disabled = !(batch && model.get("can_approve"));
     const needs = model.get("needs_reason") !== false;
     reason.input.placeholder = needs ? "required to reject" : "optional";
-    rejectAll.disabled = !(batch && (hasReason || !needs));
+    const noReason = !hasReason && needs;
+    rejectAll.disabled = !(batch && model.get("can_reject") && !noReason);
+    why.draw([["Approve all", approveAll, allWhy.approve],
+      ["Reject all", rejectAll, allWhy.reject || (noReason ? NEEDS_REASON : "")]]);
     who.draw();
     resume.hidden = !model.get("show_resume");
     resume.disabled = !(model.get("can_resume") && !locked);
@@ -97,7 +109,8 @@ function render({ model, el }) {
   rejectAll.addEventListener("click", () => ctx.send("all", { ...fields(), verdict: "reject" }));
   resume.addEventListener("click", () => ctx.send("resume", fields()));
   reason.input.addEventListener("input", draw);
-  ctx.watch(["calls", "empty", "can_all", "can_resume", "show_resume", "needs_reason", "roles",
+  askViewer(ctx, reviewer.input);
+  ctx.watch(["calls", "empty", "can_all", "can_approve", "can_reject", "why_not", "can_resume", "show_resume", "needs_reason", "roles",
     "reviewer", "busy", "reason", ...head.names, ...shown.names], draw);
   return ctx.done();
 }
