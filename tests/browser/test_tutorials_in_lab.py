@@ -271,10 +271,10 @@ def test_11_two_people_approve_one_change_in_two_views(lab: Lab, page: Any) -> N
 def test_11_alice_clicks_approve_twice_and_the_cells_below_still_pass(
     lab: Lab, page: Any
 ) -> None:
-    """A person does what the page invites: alice approves, then clicks Approve again (each
-    try after her vote is refused and recorded; a button that is off by then takes no
-    click); bob approves; the cells from alice's code twin down all pass, and the check
-    cell says ok — it asserts the refusals that must be there, not how many a person added."""
+    """A person does what the page invites: alice approves, then clicks Approve again (the
+    click meets a button that is off and says why); bob approves; the cells from alice's
+    code twin down all pass, and the check cell says ok — it asserts the refusals that must
+    be there, not how many a person added."""
     from playwright.sync_api import expect
 
     nb = Notebook(page, lab, "11_two_person_approval.ipynb")
@@ -284,9 +284,12 @@ def test_11_alice_clicks_approve_twice_and_the_cells_below_still_pass(
     approve = alice.locator("button.approval-approve")
     approve.click()
     expect(alice.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice", timeout=60_000)
-    if approve.is_enabled():  # (a widget that offers only what is allowed has turned it off)
-        approve.click()
-        expect(alice.locator(".im-error")).to_be_visible(timeout=60_000)  # refused, recorded
+    # her second click, as a person makes it: the widget offers only what is allowed, so
+    # the button is off and says why; the click (forced onto it) changes nothing
+    expect(approve).to_be_disabled(timeout=30_000)
+    expect(alice.locator(".im-why")).to_contain_text("you approved")
+    approve.click(force=True)
+    expect(alice.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice")
     shot(alice, "11-alice-clicked-twice")
     expect(bob.locator(".im-progress")).to_contain_text("1 of 2 approvals (alice", timeout=30_000)
     bob.locator("button.approval-approve").click()
