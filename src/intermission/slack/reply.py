@@ -28,6 +28,7 @@ from .._json import canonical_dumps
 from .._text import visible
 from ..notify.interrupts import summarize
 from ..notify.redact import redact_text
+from ..outcomes import approval_outcomes
 from ..principals import label
 from ..stores.outbox import Written
 
@@ -70,79 +71,66 @@ def _call(tool: str, args: Any) -> str:
     return f"{tool}({inner})"
 
 
-def _tool_outcome(session: Any, iid: str) -> Outcome | None:
-    task = next((t for t in session.hitl.tasks if t.call_uuid == iid), None)
-    decided = ended = None
-    for e in session.events:
-        if e.kind == "hitl_decided" and e.call_uuid == iid:
-            decided = e.decision
-        elif e.kind == "tool_call_end" and e.call_uuid == iid:
-            ended = e
-    record = decided or session.hitl.decisions.get(iid)
-    if record is None:
-        return None
-    tool = record.tool_name or (task.tool_name if task else "the call")
-    args = task.args if task is not None else getattr(ended, "args", {})
-    who = label(record.reviewer, record.display) or "an unnamed reviewer"
-    mark = f"{record.verdict}:{record.time_ms!r}"
-    what = _call(tool, args)
-    if record.verdict != "approve":
-        why = f"reason: {_short(record.comment)}" if record.comment else "it did not run"
-        return Outcome("done", mark, False, who, what, why)
-    if ended is None:
-        return Outcome("decided", mark, True, who, what, "running…")
-    if ended.error:
-        return Outcome("done", mark, True, who, what, f"failed: {_short(ended.error, _RESULT)}")
-    result = _short(ended.observation or "", _RESULT)
-    return Outcome("done", mark, True, who, what, f"ran; result: {result or '(none)'}")
+def _who(found: dict[str, Any]) -> str:
+    names = [label(d["name"], d["display"]) for d in found["deciders"]]
+    return " and ".join(n for n in names if n) or "an unnamed reviewer"
 
 
-def _graph_outcome(session: Any, iid: str) -> Outcome | None:
-    try:
-        asked = int(iid.rpartition("-")[2])
-    except ValueError:
-        return None
-    decided = None
-    for e in session.events:
-        if e.seq <= asked:
-            continue
-        if decided is None and e.kind == "approval_decided":
-            decided = e
-        elif decided is not None and e.kind in _ENDS:
-            return _graph_done(decided, e)
-    if decided is None:
-        return None
-    who = label(decided.reviewer, decided.display) or "an unnamed reviewer"
-    approved = decided.verdict == "APPROVE"
-    request = session.context.get("approval.request")
-    what = _short(request, 300) if request is not None else "the approval"
-    after = "the run goes on…" if approved else (
-        f"reason: {_short(decided.reason)}" if decided.reason else "the run goes on"
-    )  # fmt: skip
-    return Outcome("decided", f"{decided.verdict}:{decided.seq}", approved, who, what, after)
+def _call_words(session: Any, found: dict[str, Any]) -> Outcome:
+    """A tool call's outcome in words: done once it was rejected or the call ran."""
+    mark, approved = f"{found['verdict']}:{found['seq']}", found["verdict"] == "approve"
+    what = _call(found["tool"] or "the call", found["editedArgs"] or found["args"])
+    if not approved:
+        why = f"reason: {_short(found['reason'])}" if found["reason"] else "it did not run"
+        return Outcome("done", mark, False, _who(found), what, why)
+    ran = found["ran"]
+    if ran is None:
+        return Outcome("decided", mark, True, _who(found), what, "running…")
+    if ran["error"]:
+        return Outcome("done", mark, True, _who(found), what,
+                       f"failed: {_short(ran['error'], _RESULT)}")  # fmt: skip
+    result = _short(ran["result"] or "", _RESULT)
+    return Outcome("done", mark, True, _who(found), what, f"ran; result: {result or '(none)'}")
 
 
-def _graph_done(decided: Any, end: Any) -> Outcome:
-    who = label(decided.reviewer, decided.display) or "an unnamed reviewer"
-    approved = decided.verdict == "APPROVE"
+def _graph_words(session: Any, found: dict[str, Any]) -> Outcome:
+    """A graph approval's outcome in words: done once the run it let go on ended."""
+    mark, approved = f"{found['verdict']}:{found['seq']}", found["verdict"] == "approve"
+    end = next((e for e in session.events if e.seq > found["seq"] and e.kind in _ENDS), None)
+    if end is None:
+        request = session.context.get("approval.request")
+        what = _short(request, 300) if request is not None else "the approval"
+        after = "the run goes on…" if approved or not found["reason"] else (
+            f"reason: {_short(found['reason'])}"
+        )  # fmt: skip
+        return Outcome("decided", mark, approved, _who(found), what, after)
     if end.error:
         after = f"the run failed: {_short(end.error, _RESULT)}"
     elif end.pending:
         after = "the run went on and now waits for another decision"
     else:
         after = f"the run finished: {_short(end.content or '(no answer)', _RESULT)}"
-    if not approved and decided.reason:
-        after = f"reason: {_short(decided.reason)}; {after}"
-    return Outcome("done", f"{decided.verdict}:{decided.seq}", approved, who, "the approval",
-                   after)  # fmt: skip
+    if not approved and found["reason"]:
+        after = f"reason: {_short(found['reason'])}; {after}"
+    return Outcome("done", mark, approved, _who(found), "the approval", after)
 
 
 def outcome_of(session: Any, iid: str) -> Outcome | None:
     """What became of interrupt ``iid`` of ``session`` (None: nothing decided it yet, a
-    vote of a quorum at most)."""
+    vote of a quorum at most), in words, from :func:`~intermission.outcomes.approval_outcomes`
+    (the story every surface tells)."""
+    outcomes = approval_outcomes(session)
     if iid.startswith("approval-") and not any(t.call_uuid == iid for t in session.hitl.tasks):
-        return _graph_outcome(session, iid)
-    return _tool_outcome(session, iid)
+        try:
+            asked = int(iid.rpartition("-")[2])
+        except ValueError:
+            return None
+        # the first graph decision after the request (the interrupt's id is its seq)
+        graph = next((o for o in outcomes if o["callId"] is None and o["seq"] > asked), None)
+        return None if graph is None else _graph_words(session, graph)
+    # the last decision of the call (a forgotten effect's call is decided again)
+    call = [o for o in outcomes if o["callId"] == iid]
+    return _call_words(session, call[-1]) if call else None
 
 
 def message(outcome: Outcome, session_id: str) -> dict[str, Any]:
