@@ -58,17 +58,23 @@ def _ran_of_call(events: list[Any], seq: int, call_uuid: str) -> dict[str, Any] 
     return None
 
 
-def _ran_of_graph(session: Any, at: Any) -> list[dict[str, Any]]:
-    """The effects a graph approval decided at ``at`` authorised (from the ledger)."""
-    out = []
+def _graph_effects(session: Any, events: list[Any]) -> dict[int, list[dict[str, Any]]]:
+    """The effects each graph decision authorised (from the ledger), by the seq of its
+    ``approval_decided`` event. An effect's approval keeps the decision's time key
+    (whole milliseconds, read before its event was stamped), so it belongs to the first
+    graph decision stamped at or after that time — not to one within a millisecond of it,
+    which a loaded machine can miss."""
+    stamps = [(e.ts, e.seq) for e in events if e.kind == "approval_decided"]
+    out: dict[int, list[dict[str, Any]]] = {}
     for key, entry in sorted(getattr(session, "ledger", {}).items()):
         approval = entry.approval
         if approval is None or approval.tool_name is not None or approval.decided_ms is None:
             continue
-        if not isinstance(at, (int, float)) or abs(approval.decided_ms - at) >= 1.0:
-            continue  # another decision's (its time key keeps whole milliseconds)
-        out.append({"effect": key, "status": entry.status, "result": entry.result,
-                    "error": entry.error})  # fmt: skip
+        seq = next((seq for ts, seq in stamps if ts >= approval.decided_ms), None)
+        if seq is not None:
+            ran = {"effect": key, "status": entry.status, "result": entry.result,
+                   "error": entry.error}  # fmt: skip
+            out.setdefault(seq, []).append(ran)
     return out
 
 
@@ -98,6 +104,7 @@ def approval_outcomes(session: Any) -> list[dict[str, Any]]:
     ledger) and ``answer`` (the run's answer after it, when it finished)."""
     events = list(getattr(session, "events", []))
     agent = getattr(session, "agent", None)
+    effects = _graph_effects(session, events)
     out: list[dict[str, Any]] = []
     for e in events:
         if e.kind == "hitl_decided":
@@ -121,7 +128,7 @@ def approval_outcomes(session: Any) -> list[dict[str, Any]]:
                 "timedOut": bool(e.timed_out),
                 "deciders": _deciders(e.reviewer, e.roles, e.via, e.display, e.ts, e.votes),
                 "ran": None,
-                "effects": _ran_of_graph(session, e.ts) if verdict == "approve" else [],
+                "effects": effects.get(e.seq, []) if verdict == "approve" else [],
                 "answer": _answer_after(events, e.seq, agent),
             })  # fmt: skip
     return out
