@@ -60,3 +60,21 @@ def test_the_served_graph_is_the_same_agent_as_the_bundled_one() -> None:
     the executor is told its change is no part of the agent's fingerprint."""
     (served,) = load_agents(None).agents("change")
     assert served.fingerprint == build_change_graph().fingerprint
+
+
+def test_the_bundled_examples_take_a_new_thread_started_over_agui(tmp_path: Path) -> None:
+    """A thread a client starts on the bundled change graph (no ``--agents``) is the
+    graph's own — the server records its name and nothing has run — and pauses at the
+    approval, then applies its own change; it was refused as "belonging to agent 'change',
+    not to agent 'change'". A session that ran without a fingerprint stays refused
+    (tests/test_cli_agents.py)."""
+    store = SQLiteStore(str(tmp_path / "new.sqlite"))
+    client = TestClient(agui_app(load_agents(None), store), base_url="http://127.0.0.1")
+    started = parse_sse(client.post("/agents/change", json={
+        "threadId": "chg-9", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": "go"}],
+    }).text)  # fmt: skip
+    assert started[-1][1]["type"] == "RUN_FINISHED", started[-1]
+    assert started[-1][1]["outcome"]["type"] == "interrupt"
+    assert _approved(client, "chg-9") == "Change executed: applied chg-9"
+    store.close()

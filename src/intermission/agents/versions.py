@@ -73,8 +73,9 @@ def _check_fingerprint(session: Any, agent: Any) -> None:
     mine = getattr(agent, "fingerprint", None)
     if recorded_fp is None:
         # (a strict agent — the CLI's bundled examples — takes no session whose maker it
-        # cannot tell: one saved before fingerprints were recorded)
-        if agent_strict(agent):
+        # cannot tell: one that ran before fingerprints were recorded. A thread a server
+        # created for it, its name recorded and nothing run yet, is its own)
+        if agent_strict(agent) and getattr(session, "events", None):
             raise _mismatch(session, agent)
         return
     if not isinstance(mine, str) or recorded_fp == mine:
