@@ -26,10 +26,11 @@ logged.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -51,7 +52,15 @@ from ..principals import Actor
 from ..stores.base import SessionStore
 from ..stores.decide import DecisionOutcome, decide_and_resume
 from .reply import reply_hook
-from .signature import WINDOW_S, SlackSignatureError, StaleRequestError, verify
+from .signature import (
+    SLACK_REPLIES,
+    WINDOW_S,
+    SlackSignatureError,
+    StaleRequestError,
+    button_mac,
+    reply_allowed,
+    verify,
+)
 
 __all__ = ["MAX_BODY", "SlackInteractions", "answer_within_s"]
 
@@ -79,7 +88,10 @@ class SlackInteractions:
     """The ASGI endpoint (see the module docstring). ``secrets``: the interactive Slack
     targets' signing secrets by target name; ``agents``: what ``decide_and_resume``
     resumes with (the server's AgentTable); ``post``: how an ephemeral answer reaches a
-    ``response_url`` (default: an HTTPS POST with httpx, in a thread)."""
+    ``response_url`` (default: an HTTPS POST with httpx, in a thread); ``origins``: by
+    target name, where its clicks' ``response_url`` may point (default: Slack's only; see
+    :attr:`~intermission.notify.SlackWebhook.reply_origins`). A click naming another is
+    refused: the server posts to no URL a request body chose."""
 
     def __init__(
         self,
@@ -89,6 +101,7 @@ class SlackInteractions:
         secrets: Mapping[str, str],
         *,
         post: Callable[[str, dict[str, Any]], None] | None = None,
+        origins: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         if not secrets:
             raise IntermissionError("no interactive Slack target: nothing to verify clicks with")
@@ -97,6 +110,8 @@ class SlackInteractions:
         self.identity = identity
         self.secrets = dict(secrets)
         self.post = post or _post
+        given = origins or {}
+        self.origins = {name: frozenset(given.get(name, (SLACK_REPLIES,))) for name in secrets}
         self._seen: dict[str, float] = {}
         """Signatures of requests handled in the last window (a replay does nothing)."""
         self._lock = threading.Lock()
@@ -166,15 +181,22 @@ class SlackInteractions:
             return None
         response_url = payload.get("response_url")
         url = response_url if isinstance(response_url, str) else None
+        if url is not None and not reply_allowed(url, self.origins[target]):
+            return "this click's response_url is not Slack's; nothing was done"  # (not posted)
         try:
             value = json.loads(action.get("value") or "")
-            sid, iid, named = value["t"], value["i"], value["n"]
-            if not all(isinstance(v, str) and v for v in (sid, iid, named)):
+            sid, iid, named, mac = value["t"], value["i"], value["n"], value["m"]
+            if not all(isinstance(v, str) and v for v in (sid, iid, named, mac)):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return self._tell(url, "this button was not made by intermission; nothing was done")
         if named != target:
             return self._tell(url, "this button belongs to another Slack app; nothing was done")
+        made = button_mac(self.secrets[target], target, sid, iid, str(action_id))
+        if not hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace")):
+            # (a message posted with the app's webhook URL, or a value edited: another
+            # thread, interrupt or action than intermission offered)
+            return self._tell(url, "this button was not made by intermission; nothing was done")
         user = payload.get("user") or {}
         uid = user.get("id") if isinstance(user, dict) else None
         person = self.identity.slack_principal(uid) if isinstance(uid, str) else None
