@@ -9,7 +9,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -126,6 +127,26 @@ class _HideTargetURLs(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
         return not any(str(a) in self.urls for a in args)
+
+
+@contextmanager
+def hiding(url: str) -> Iterator[None]:
+    """Keep ``url`` (a credential: a click's ``response_url``) out of httpx's log while a
+    request to it is made, as given and as httpx spells it (host lower-cased, a default
+    port dropped), and out of it for good when its filter was not on yet."""
+    if not _HideTargetURLs.urls:
+        logging.getLogger("httpx").addFilter(_HideTargetURLs())
+    spellings = {url}
+    try:
+        spellings.add(str(require("httpx", "notify").URL(url)))
+    except Exception:  # (an URL httpx cannot read: no request is made, none logged)
+        pass
+    added = spellings - _HideTargetURLs.urls
+    _HideTargetURLs.urls.update(added)
+    try:
+        yield
+    finally:
+        _HideTargetURLs.urls.difference_update(added)
 
 
 _deadline = threading.local()
@@ -514,11 +535,8 @@ class SlackWebhook(_HTTP):
             raise DeliveryRefusedError("the reply holds no message", target=self.name,
                                        status=0, key=n.key)  # fmt: skip
         body = json.dumps({"replace_original": True, **message}, ensure_ascii=False).encode()
-        _HideTargetURLs.urls.add(url)  # (a response_url is a credential: never logged)
-        try:
+        with hiding(url):  # (a response_url is a credential: never logged)
             self._post(body, {"Content-Type": "application/json"}, n.key, url)
-        finally:
-            _HideTargetURLs.urls.discard(url)
 
     def __repr__(self) -> str:
         return f"SlackWebhook(name={self.name!r})"

@@ -291,11 +291,8 @@ def _decide_one(s: Any, iid: str, approve: bool) -> None:
 def _post(url: str, message: dict[str, Any]) -> None:
     """POST ``message`` to a ``response_url`` (its requests never logged with the URL)."""
     from .._compat import require
-    from ..notify.targets import _HideTargetURLs
+    from ..notify.targets import hiding
 
     httpx = require("httpx", "notify")
-    _HideTargetURLs.urls.add(url)
-    try:
+    with hiding(url):
         httpx.post(url, json=message, timeout=5.0, follow_redirects=False)
-    finally:
-        _HideTargetURLs.urls.discard(url)
