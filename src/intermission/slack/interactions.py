@@ -152,7 +152,8 @@ class SlackInteractions:
         except (KeyError, IndexError, ValueError, UnicodeDecodeError):
             return JSONResponse({"error": "the body is a form with a JSON payload"},
                                 status_code=400)  # fmt: skip
-        text = await self._click(payload, target)
+        runs = request.scope.get("state", {}).get("intermission.runs")
+        text = await self._click(payload, target, runs)
         if text is None:
             return Response(status_code=200)
         return JSONResponse(_ephemeral(text))
@@ -168,9 +169,10 @@ class SlackInteractions:
             return True
 
     # -- one click -------------------------------------------------------------------------
-    async def _click(self, payload: dict[str, Any], target: str) -> str | None:
+    async def _click(self, payload: dict[str, Any], target: str, runs: Any = None) -> str | None:
         """Decide a click; the ephemeral answer (None: nothing to say, say an Open button's
-        click, which Slack reports too)."""
+        click, which Slack reports too). ``runs``: the server's (a decision may resume a
+        run: counted in its drain, refused once it stops)."""
         if payload.get("type") != "block_actions":
             return None
         actions = payload.get("actions") or []
@@ -207,8 +209,19 @@ class SlackInteractions:
                 "file (serve --auth FILE)"))  # fmt: skip
         who = Actor(name=person.name, roles=sorted(person.roles), via="slack",
                     authenticated=True)  # fmt: skip
-        job = asyncio.ensure_future(run_in_threadpool(
-            self._decide, who, target, url, sid, iid, approve))  # fmt: skip
+        held = runs.enter(sid, "a Slack click") if runs is not None else None
+        if runs is not None and held is None:
+            return self._tell(url, "this server is stopping, so nothing was done: click again "
+                              "in a moment")  # fmt: skip
+
+        def decide() -> str:
+            try:
+                return self._decide(who, target, url, sid, iid, approve)
+            finally:
+                if held is not None:
+                    runs.leave(held)
+
+        job = asyncio.ensure_future(run_in_threadpool(decide))
         try:
             return await asyncio.wait_for(asyncio.shield(job), answer_within_s)
         except asyncio.TimeoutError:  # goes on in the background (it tells its refusals)
