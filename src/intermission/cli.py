@@ -332,8 +332,9 @@ def _slack_routes(notifier: Any, store: SessionStore, table: Any,
                   identity: IdentityMap | None) -> dict[str, Any]:  # fmt: skip
     """``POST /slack/interactions`` when the notify config has an interactive Slack target
     (its clicks decide, as the identity file's ``slack_users:`` map them)."""
-    secrets = {t.name: t.signing_secret for t in getattr(notifier, "targets", ())
-               if getattr(t, "interactive", False) and t.signing_secret}  # fmt: skip
+    slack = [t for t in getattr(notifier, "targets", ())
+             if getattr(t, "interactive", False) and t.signing_secret]  # fmt: skip
+    secrets = {t.name: t.signing_secret for t in slack}
     if not secrets:
         return {}
     if identity is None or not identity.slack_users:
@@ -344,7 +345,9 @@ def _slack_routes(notifier: Any, store: SessionStore, table: Any,
         )
     from .slack.interactions import SlackInteractions
 
-    return {"/slack/interactions": SlackInteractions(store, table, identity, secrets)}
+    origins = {t.name: t.reply_origins for t in slack}  # (a response_url goes there only)
+    return {"/slack/interactions": SlackInteractions(store, table, identity, secrets,
+                                                     origins=origins)}  # fmt: skip
 
 
 def _serve_token(args: argparse.Namespace, has_auth: bool) -> str | None:

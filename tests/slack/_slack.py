@@ -105,11 +105,12 @@ class World:
             {n: Principal(n, r) for n, r in PEOPLE.items()}, slack_users=SLACK_USERS)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        clicks = SlackInteractions(store, AgentTable(AGENTS), self.identity, {"slack": SECRET})
-        app = agui_app(AGENTS, store, auth=TokenAuth(TOKENS),
-                       signed_routes={"/slack/interactions": clicks})  # fmt: skip
         self.target = SlackWebhook(f"{self.slack.url}/webhook", name="slack", interactive=True,
                                    signing_secret=SECRET)  # fmt: skip
+        clicks = SlackInteractions(store, AgentTable(AGENTS), self.identity, {"slack": SECRET},
+                                   origins={"slack": self.target.reply_origins})  # fmt: skip
+        app = agui_app(AGENTS, store, auth=TokenAuth(TOKENS),
+                       signed_routes={"/slack/interactions": clicks})  # fmt: skip
         self.notifier = Notifier(store, [self.target], self.url, retry_first_s=0.01,
                                  retry_max_s=0.01)  # fmt: skip
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",

@@ -81,10 +81,16 @@ def test_reject_without_a_reason_needed_works_from_slack(world: World) -> None:
 def test_reject_where_a_reason_is_needed_is_refused_by_the_policy_nothing_changes(
     world: World,
 ) -> None:
-    """A crafted ``reject`` (the message offers only the console card) meets the policy."""
-    world.pause("ops", "T3")
+    """A ``reject`` (the message offers only the console card; one tagged as intermission
+    tags it) meets the policy; the Approve button's value sent as a reject is refused."""
+    from intermission.notify.targets import button_value
+
+    iid = world.pause("ops", "T3")
     value = world.buttons("T3")["approve"]["value"]
-    r = world.click("U-ANN", "reject", value)
+    edited = world.click("U-ANN", "reject", value)
+    assert "not made by intermission" in edited.json()["text"]
+    r = world.click("U-ANN", "reject", button_value("slack", "T3", iid, "reject", SECRET),
+                    "/respond/2")  # fmt: skip
     assert r.status_code == 200 and "needs a reason" in r.json()["text"]
     assert "Error" not in r.json()["text"]  # a sentence, no exception class name
     assert world.store.load("T3").status == "pending"

@@ -54,6 +54,9 @@ __all__ = ["DEFAULT_DRAIN_S", "LOCAL_HOSTS", "MAX_BODY", "TOKEN_HOLDER", "AGUIAp
 TOKEN_HOLDER = "token-holder"
 """The one principal of a server started with ``token=`` (everyone who holds it)."""
 PRINCIPAL = "intermission.principal"
+RUNS = "intermission.runs"
+"""Where a signed route finds the server's runs (``scope["state"]``): its work that may
+resume a run is counted in the drain, and refused once a stop began."""
 """Where a request's authenticated principal sits in its ASGI scope state."""
 
 MAX_BODY = 1_000_000
@@ -584,6 +587,7 @@ def agui_app(
             return
         signed = (signed_routes or {}).get(scope["path"])
         if signed is not None:  # (its own signature is its authentication)
+            scope.setdefault("state", {})[RUNS] = runs
             await signed(scope, receive, send)
             return
         request = Request(scope)

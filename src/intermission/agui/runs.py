@@ -98,6 +98,23 @@ class Runs:
         self.hurried = True
         self.stopping = time.monotonic()
 
+    def enter(self, thread_id: str, what: str) -> object | None:
+        """Count work beside the runs in the drain (a Slack click's decision, which may
+        resume the run): a token for :meth:`leave`, or None once a stop began (refused,
+        as a new run is)."""
+        live = _Live(thread_id, what)
+        with self._changed:
+            if self.stopping is not None:
+                return None
+            self._live.add(live)
+        return live
+
+    def leave(self, token: object) -> None:
+        """That work (:meth:`enter`) ended."""
+        with self._changed:
+            self._live.discard(token)
+            self._changed.notify_all()
+
     def start(
         self, name: str, data: ag.RunAgentInput, principal: Principal | None = None
     ) -> AsyncIterator[Frame] | None:

@@ -9,7 +9,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from .._compat import require
 from .._text import visible
 from .._version import __version__
 from ..errors import (
+    DeliveryError,
     DeliveryRefusedError,
     DeliveryUnreachableError,
     NotifyConfigError,
@@ -125,6 +127,26 @@ class _HideTargetURLs(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
         return not any(str(a) in self.urls for a in args)
+
+
+@contextmanager
+def hiding(url: str) -> Iterator[None]:
+    """Keep ``url`` (a credential: a click's ``response_url``) out of httpx's log while a
+    request to it is made, as given and as httpx spells it (host lower-cased, a default
+    port dropped), and out of it for good when its filter was not on yet."""
+    if not _HideTargetURLs.urls:
+        logging.getLogger("httpx").addFilter(_HideTargetURLs())
+    spellings = {url}
+    try:
+        spellings.add(str(require("httpx", "notify").URL(url)))
+    except Exception:  # (an URL httpx cannot read: no request is made, none logged)
+        pass
+    added = spellings - _HideTargetURLs.urls
+    _HideTargetURLs.urls.update(added)
+    try:
+        yield
+    finally:
+        _HideTargetURLs.urls.difference_update(added)
 
 
 _deadline = threading.local()
@@ -342,10 +364,17 @@ _ASKING = ("pending", "warning", "escalated")
 """Kinds whose message asks for a decision (interactive: with Approve and Reject)."""
 
 
-def button_value(target: str, session_id: str, interrupt_id: str) -> str:
+def button_value(target: str, session_id: str, interrupt_id: str, action: str,
+                 secret: str) -> str:  # fmt: skip
     """What an interactive button carries: ids intermission minted (the thread, the
-    interrupt, the target that sent it), never text a model wrote."""
-    return json.dumps({"n": target, "t": session_id, "i": interrupt_id}, separators=(",", ":"))
+    interrupt, the target that sent it), never text a model wrote, the button's action,
+    and their tag (:func:`~intermission.slack.signature.button_mac`: a value edited to
+    another thread, interrupt or action is refused)."""
+    from ..slack.signature import button_mac
+
+    mac = button_mac(secret, target, session_id, interrupt_id, action)
+    return json.dumps({"n": target, "t": session_id, "i": interrupt_id, "a": action, "m": mac},
+                      separators=(",", ":"))  # fmt: skip
 
 
 class SlackWebhook(_HTTP):
@@ -448,24 +477,40 @@ class SlackWebhook(_HTTP):
         return {"text": _mrkdwn(n.subject()), "blocks": blocks}
 
     def _buttons(self, n: Notification, item: Mapping[str, Any], whole: bool) -> list[Any]:
-        value = button_value(self.name, n.session_id, str(item.get("id")))
+        assert self._signing_secret is not None  # (interactive)
+        secret, sid, iid = self._signing_secret, n.session_id, str(item.get("id"))
+
+        def value(action: str) -> str:
+            return button_value(self.name, sid, iid, action, secret)
+
         link = item.get("link")
         out: list[dict[str, Any]] = []
         if whole:
             out.append({"type": "button", "action_id": "approve", "style": "primary",
-                        "value": value, "text": {"type": "plain_text", "text": "Approve"}})
+                        "value": value("approve"),
+                        "text": {"type": "plain_text", "text": "Approve"}})
             policy = item.get("policy") or {}
             if isinstance(policy, Mapping) and policy.get("reason_to_reject") is False:
                 out.append({"type": "button", "action_id": "reject", "style": "danger",
-                            "value": value, "text": {"type": "plain_text", "text": "Reject"}})
+                            "value": value("reject"),
+                            "text": {"type": "plain_text", "text": "Reject"}})
             elif link:  # a reason is needed: a button press carries none
                 out.append({"type": "button", "action_id": "reject-open", "url": link,
                             "text": {"type": "plain_text", "text": "Reject (give a reason)"}})
         if link:
             out.append({"type": "button", "action_id": "open", "url": link,
                         "text": {"type": "plain_text", "text": "Open"}})
-        return out or [{"type": "button", "action_id": "none", "value": value,
+        return out or [{"type": "button", "action_id": "none", "value": value("none"),
                         "text": {"type": "plain_text", "text": "Decide in the console"}}]
+
+    @property
+    def reply_origins(self) -> frozenset[str]:
+        """Where a clicked message's ``response_url`` may point: Slack's, or this target's
+        own host (a Slack-compatible server answers from there; a test's stand-in too)."""
+        from ..slack.signature import SLACK_REPLIES, origin
+
+        own = origin(self.url)
+        return frozenset({SLACK_REPLIES} | ({own} if own else set()))
 
     def send(self, n: Notification) -> None:
         """POST the message (an update of a message a person acted on: to its
@@ -478,17 +523,20 @@ class SlackWebhook(_HTTP):
 
     def _reply(self, n: Notification) -> None:
         assert n.reply is not None
+        from ..slack.signature import reply_allowed
+
         url = _check_url(n.reply.get("url"), "the reply's response_url")
+        if not reply_allowed(url, self.reply_origins):
+            raise DeliveryError("the reply's response_url is not Slack's (not shown): no "
+                                "attempt may send it", target=self.name, key=n.key,
+                                permanent=True)  # fmt: skip
         message = n.reply.get("message")
         if not isinstance(message, Mapping):
             raise DeliveryRefusedError("the reply holds no message", target=self.name,
                                        status=0, key=n.key)  # fmt: skip
         body = json.dumps({"replace_original": True, **message}, ensure_ascii=False).encode()
-        _HideTargetURLs.urls.add(url)  # (a response_url is a credential: never logged)
-        try:
+        with hiding(url):  # (a response_url is a credential: never logged)
             self._post(body, {"Content-Type": "application/json"}, n.key, url)
-        finally:
-            _HideTargetURLs.urls.discard(url)
 
     def __repr__(self) -> str:
         return f"SlackWebhook(name={self.name!r})"

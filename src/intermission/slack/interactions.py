@@ -26,10 +26,11 @@ logged.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -51,7 +52,15 @@ from ..principals import Actor
 from ..stores.base import SessionStore
 from ..stores.decide import DecisionOutcome, decide_and_resume
 from .reply import reply_hook
-from .signature import WINDOW_S, SlackSignatureError, StaleRequestError, verify
+from .signature import (
+    SLACK_REPLIES,
+    WINDOW_S,
+    SlackSignatureError,
+    StaleRequestError,
+    button_mac,
+    reply_allowed,
+    verify,
+)
 
 __all__ = ["MAX_BODY", "SlackInteractions", "answer_within_s"]
 
@@ -79,7 +88,10 @@ class SlackInteractions:
     """The ASGI endpoint (see the module docstring). ``secrets``: the interactive Slack
     targets' signing secrets by target name; ``agents``: what ``decide_and_resume``
     resumes with (the server's AgentTable); ``post``: how an ephemeral answer reaches a
-    ``response_url`` (default: an HTTPS POST with httpx, in a thread)."""
+    ``response_url`` (default: an HTTPS POST with httpx, in a thread); ``origins``: by
+    target name, where its clicks' ``response_url`` may point (default: Slack's only; see
+    :attr:`~intermission.notify.SlackWebhook.reply_origins`). A click naming another is
+    refused: the server posts to no URL a request body chose."""
 
     def __init__(
         self,
@@ -89,6 +101,7 @@ class SlackInteractions:
         secrets: Mapping[str, str],
         *,
         post: Callable[[str, dict[str, Any]], None] | None = None,
+        origins: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         if not secrets:
             raise IntermissionError("no interactive Slack target: nothing to verify clicks with")
@@ -97,6 +110,8 @@ class SlackInteractions:
         self.identity = identity
         self.secrets = dict(secrets)
         self.post = post or _post
+        given = origins or {}
+        self.origins = {name: frozenset(given.get(name, (SLACK_REPLIES,))) for name in secrets}
         self._seen: dict[str, float] = {}
         """Signatures of requests handled in the last window (a replay does nothing)."""
         self._lock = threading.Lock()
@@ -137,7 +152,8 @@ class SlackInteractions:
         except (KeyError, IndexError, ValueError, UnicodeDecodeError):
             return JSONResponse({"error": "the body is a form with a JSON payload"},
                                 status_code=400)  # fmt: skip
-        text = await self._click(payload, target)
+        runs = request.scope.get("state", {}).get("intermission.runs")
+        text = await self._click(payload, target, runs)
         if text is None:
             return Response(status_code=200)
         return JSONResponse(_ephemeral(text))
@@ -153,9 +169,10 @@ class SlackInteractions:
             return True
 
     # -- one click -------------------------------------------------------------------------
-    async def _click(self, payload: dict[str, Any], target: str) -> str | None:
+    async def _click(self, payload: dict[str, Any], target: str, runs: Any = None) -> str | None:
         """Decide a click; the ephemeral answer (None: nothing to say, say an Open button's
-        click, which Slack reports too)."""
+        click, which Slack reports too). ``runs``: the server's (a decision may resume a
+        run: counted in its drain, refused once it stops)."""
         if payload.get("type") != "block_actions":
             return None
         actions = payload.get("actions") or []
@@ -166,15 +183,22 @@ class SlackInteractions:
             return None
         response_url = payload.get("response_url")
         url = response_url if isinstance(response_url, str) else None
+        if url is not None and not reply_allowed(url, self.origins[target]):
+            return "this click's response_url is not Slack's; nothing was done"  # (not posted)
         try:
             value = json.loads(action.get("value") or "")
-            sid, iid, named = value["t"], value["i"], value["n"]
-            if not all(isinstance(v, str) and v for v in (sid, iid, named)):
+            sid, iid, named, mac = value["t"], value["i"], value["n"], value["m"]
+            if not all(isinstance(v, str) and v for v in (sid, iid, named, mac)):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return self._tell(url, "this button was not made by intermission; nothing was done")
         if named != target:
             return self._tell(url, "this button belongs to another Slack app; nothing was done")
+        made = button_mac(self.secrets[target], target, sid, iid, str(action_id))
+        if not hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace")):
+            # (a message posted with the app's webhook URL, or a value edited: another
+            # thread, interrupt or action than intermission offered)
+            return self._tell(url, "this button was not made by intermission; nothing was done")
         user = payload.get("user") or {}
         uid = user.get("id") if isinstance(user, dict) else None
         person = self.identity.slack_principal(uid) if isinstance(uid, str) else None
@@ -185,8 +209,19 @@ class SlackInteractions:
                 "file (serve --auth FILE)"))  # fmt: skip
         who = Actor(name=person.name, roles=sorted(person.roles), via="slack",
                     authenticated=True)  # fmt: skip
-        job = asyncio.ensure_future(run_in_threadpool(
-            self._decide, who, target, url, sid, iid, approve))  # fmt: skip
+        held = runs.enter(sid, "a Slack click") if runs is not None else None
+        if runs is not None and held is None:
+            return self._tell(url, "this server is stopping, so nothing was done: click again "
+                              "in a moment")  # fmt: skip
+
+        def decide() -> str:
+            try:
+                return self._decide(who, target, url, sid, iid, approve)
+            finally:
+                if held is not None:
+                    runs.leave(held)
+
+        job = asyncio.ensure_future(run_in_threadpool(decide))
         try:
             return await asyncio.wait_for(asyncio.shield(job), answer_within_s)
         except asyncio.TimeoutError:  # goes on in the background (it tells its refusals)
@@ -269,11 +304,8 @@ def _decide_one(s: Any, iid: str, approve: bool) -> None:
 def _post(url: str, message: dict[str, Any]) -> None:
     """POST ``message`` to a ``response_url`` (its requests never logged with the URL)."""
     from .._compat import require
-    from ..notify.targets import _HideTargetURLs
+    from ..notify.targets import hiding
 
     httpx = require("httpx", "notify")
-    _HideTargetURLs.urls.add(url)
-    try:
+    with hiding(url):
         httpx.post(url, json=message, timeout=5.0, follow_redirects=False)
-    finally:
-        _HideTargetURLs.urls.discard(url)

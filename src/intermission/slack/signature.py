@@ -6,10 +6,26 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from ..errors import IntermissionError
 
-__all__ = ["WINDOW_S", "SlackSignatureError", "StaleRequestError", "sign", "verify"]
+__all__ = [
+    "SLACK_REPLIES",
+    "WINDOW_S",
+    "SlackSignatureError",
+    "StaleRequestError",
+    "button_mac",
+    "origin",
+    "reply_allowed",
+    "sign",
+    "verify",
+]
+
+SLACK_REPLIES = "https://hooks.slack.com"
+"""Where Slack's ``response_url`` always points."""
 
 WINDOW_S = 300
 """How old (or how far ahead) a request's timestamp may be, in seconds."""
@@ -52,3 +68,40 @@ def verify(
             "the clocks differ): nothing was done; click again"
         )
     return found
+
+
+def button_mac(secret: str, target: str, session_id: str, interrupt_id: str,
+               action: str) -> str:  # fmt: skip
+    """The tag an interactive button's value carries: an HMAC (keyed from the app's signing
+    secret) over what it decides and how. Slack signs every click on any message of the
+    app, including one posted by whoever holds its incoming-webhook URL; the tag is what
+    says intermission made this button, for this interrupt, as this action (so an Approve
+    is only ever one intermission offered: never on arguments it could not show whole)."""
+    key = hmac.new(secret.encode(), b"intermission/slack-button/v1", hashlib.sha256).digest()
+    what = json.dumps([target, session_id, interrupt_id, action], separators=(",", ":"))
+    return hmac.new(key, what.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of ``url`` (lower case, default port left out); None for
+    a URL with credentials, a backslash or no host (parsers disagree on where it goes)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("https", "http") or not parts.hostname or "@" in parts.netloc \
+            or "\\" in url or not url.isprintable() or " " in url:  # fmt: skip
+        return None
+    default = {"https": 443, "http": 80}[parts.scheme]
+    shown_port = "" if port in (None, default) else f":{port}"
+    return f"{parts.scheme}://{parts.hostname.lower()}{shown_port}"
+
+
+def reply_allowed(url: str, origins: Iterable[str]) -> bool:
+    """Whether intermission may POST to ``url``, a click's ``response_url``: only to
+    ``origins`` (Slack's, and the interactive target's own webhook host). The URL comes in
+    the request body: posting wherever it says would let a forged or leaked signature
+    send the server's requests anywhere (its own network included)."""
+    found = origin(url) if isinstance(url, str) else None
+    return found is not None and found in set(origins)
