@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["approval_outcomes", "decisions_of"]
+__all__ = ["approval_outcomes", "decisions_of", "final_outcome"]
+
+_DEADLINE = "system:deadline"  # (hitl.approval_keys.DEADLINE_REVIEWER)
+_ENDS = ("run_end", "team_end")
 
 
 def decisions_of(session: Any) -> list[dict[str, Any]]:
@@ -132,3 +135,62 @@ def approval_outcomes(session: Any) -> list[dict[str, Any]]:
                 "answer": _answer_after(events, e.seq, agent),
             })  # fmt: skip
     return out
+
+
+def _expired(found: dict[str, Any]) -> bool:
+    return bool(found["timedOut"]) or any(d["name"] == _DEADLINE for d in found["deciders"])
+
+
+def final_outcome(session: Any, iid: str) -> dict[str, Any] | None:
+    """What became of interrupt ``iid`` once it is final, else None (undecided, a vote of
+    a quorum, approved and not run yet). An :func:`approval_outcomes` entry plus ``mark``
+    (names the outcome alike for every save that sees it: ``expired``, or the verdict and
+    the seq of its decision), ``expired`` and, for a graph approval, ``request`` and
+    ``end`` (the run that went on: ``error``, ``pending``, ``content``).
+
+    Final: a rejection or an expiry (a tool call's, from the decision the deadline
+    recorded, before any run applies it), an approved call once it ran, a graph approval
+    once the run it let go on ended."""
+    if iid.startswith("approval-") and not any(t.call_uuid == iid for t in session.hitl.tasks):
+        return _final_graph(session, iid)
+    calls = [o for o in approval_outcomes(session) if o["callId"] == iid]
+    if not calls:  # the deadline decided it and no run applied that yet
+        record = session.hitl.decisions.get(iid)
+        if record is None or not record.timed_out or record.verdict != "reject":
+            return None
+        task = next((t for t in session.hitl.tasks if t.call_uuid == iid), None)
+        votes = [{"name": v.name, "roles": list(v.roles), "via": v.via, "display": v.display,
+                  "verdict": str(v.verdict).lower(), "atMs": v.time_ms}
+                 for v in record.votes]  # fmt: skip
+        return {"seq": None, "callId": iid, "tool": record.tool_name,
+                "args": dict(task.args) if task is not None else None, "editedArgs": None,
+                "verdict": "reject", "reason": None, "comment": record.comment,
+                "atMs": record.time_ms, "timedOut": True, "deciders": votes, "ran": None,
+                "effects": [], "answer": None, "mark": "expired", "expired": True}  # fmt: skip
+    found = calls[-1]  # (a forgotten effect's call is decided again)
+    expired = _expired(found) and found["verdict"] == "reject"
+    if found["verdict"] == "approve" and found["ran"] is None:
+        return None
+    mark = "expired" if expired else f"{found['verdict']}:{found['seq']}"
+    return {**found, "mark": mark, "expired": expired}
+
+
+def _final_graph(session: Any, iid: str) -> dict[str, Any] | None:
+    try:
+        asked = int(iid.rpartition("-")[2])
+    except ValueError:
+        return None
+    # the first graph decision after the request (the interrupt's id is its seq)
+    found = next((o for o in approval_outcomes(session)
+                  if o["callId"] is None and o["seq"] > asked), None)  # fmt: skip
+    if found is None:
+        return None
+    request = session.context.get("approval.request")
+    if _expired(found) and found["verdict"] == "reject":
+        return {**found, "mark": "expired", "expired": True, "request": request, "end": None}
+    end = next((e for e in session.events if e.seq > found["seq"] and e.kind in _ENDS), None)
+    if end is None:
+        return None
+    ended = {"error": end.error, "pending": bool(end.pending), "content": end.content}
+    return {**found, "mark": f"{found['verdict']}:{found['seq']}", "expired": False,
+            "request": request, "end": ended}  # fmt: skip

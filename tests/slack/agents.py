@@ -50,4 +50,8 @@ AGENTS: dict[str, Callable[[], Any]] = {
     "quorum": _agent("quorum", DELETE, ApprovalPolicy(approvals=2, not_requester=True)),
     "long": _agent("long", ToolCall("post_note", {"text": LONG}), ApprovalPolicy()),
     "brief": _agent("brief", DELETE, ApprovalPolicy(expires_after_ms=1)),
+    # two people within a minute (the deadline sweeper expires it)
+    "quorum_minute": _agent("quorum_minute", DELETE,
+                            ApprovalPolicy(approvals=2, not_requester=True,
+                                           expires_after_ms=60_000)),
 }

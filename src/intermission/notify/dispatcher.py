@@ -139,11 +139,30 @@ class Notifier:
                 if stored is None:  # delivered by another dispatcher meanwhile
                     return None
                 row = dataclasses.replace(row, payload=stored)
-            return Notification.of(row, self.public_url)
+            n = Notification.of(row, self.public_url)
         except (TypeError, ValueError, KeyError, NotSerializableError) as exc:
             self._failed(row, row.done, [f"unreadable notification ({type(exc).__name__})"],
                          None, dead=True)  # fmt: skip
             return None
+        if n.reply is not None and "handle" in n.reply:
+            return self._with_reply_url(row, n)
+        return n
+
+    def _with_reply_url(self, row: OutboxRow, n: Notification) -> Notification | None:
+        """An update of a message a person acted on, with where it goes: read from its
+        reply handle now (never logged). A handle gone or expired: nothing can update the
+        message; the row is dropped, said in a log line."""
+        assert n.reply is not None
+        held = self.outbox.held(str(n.reply.get("handle")))
+        reply = held.get("reply") if isinstance(held, dict) else None
+        url = reply.get("url") if isinstance(reply, dict) else None
+        if not isinstance(url, str):
+            self.outbox.delivered(row.key)
+            log.info("notification %s (session %s) updates a message whose reply handle "
+                     "expired: dropped, the message keeps its buttons", row.key,
+                     row.session_id)  # fmt: skip
+            return None
+        return dataclasses.replace(n, reply={**n.reply, "url": url})
 
     def _deliver_batch(
         self, rows: list[OutboxRow], until: float, stop: threading.Event | None

@@ -91,7 +91,8 @@ class Notification:
     reply: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """An update of a message a person acted on (a Slack click's outcome): ``target``
     (the one target that sends it), ``url`` (where: a credential, never in the body nor a
-    log) and ``message``. Kept beside the body, never in it."""
+    log; read from the outbox's reply ``handle`` when it is sent) and ``message`` (or the
+    ``outcome`` it is made of when sent). Kept beside the body, never in it."""
 
     @classmethod
     def of(cls, row: OutboxRow, public_url: str | None) -> Notification:

@@ -531,6 +531,11 @@ class SlackWebhook(_HTTP):
                                 "attempt may send it", target=self.name, key=n.key,
                                 permanent=True)  # fmt: skip
         message = n.reply.get("message")
+        outcome = n.reply.get("outcome")
+        if message is None and isinstance(outcome, Mapping):  # (words made now)
+            from ..slack.reply import message_of
+
+            message = message_of(dict(outcome), n.session_id)
         if not isinstance(message, Mapping):
             raise DeliveryRefusedError("the reply holds no message", target=self.name,
                                        status=0, key=n.key)  # fmt: skip

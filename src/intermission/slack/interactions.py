@@ -16,7 +16,7 @@
 4. Slack wants an answer within 3 seconds: a decision not done by then goes on in the
    background (its record commits before its run starts, under the thread's claim), and
    the click is answered at once. The message is updated with the outcome through the
-   outbox (:mod:`.reply`).
+   outbox, whichever surface or path makes it final (:mod:`.reply`).
 
 Ephemeral answers go back both in the HTTP answer and to the click's ``response_url``
 (best effort: Slack shows a ``block_actions`` answer only from there); the URL is never
@@ -51,7 +51,7 @@ from ..identity import IdentityMap
 from ..principals import Actor
 from ..stores.base import SessionStore
 from ..stores.decide import DecisionOutcome, decide_and_resume
-from .reply import reply_hook
+from .reply import hold
 from .signature import (
     SLACK_REPLIES,
     WINDOW_S,
@@ -246,11 +246,10 @@ class SlackInteractions:
     def _decide(self, who: Actor, target: str, url: str | None, sid: str, iid: str,
                 approve: bool) -> str:  # fmt: skip
         """Decide through ``decide_and_resume`` (a thread); the answer in a sentence."""
-        hook = reply_hook(target, url, sid, iid) if url else None
 
         def decide(s: Any) -> None:
-            if hook is not None:  # (its rows ride on this session's saves)
-                s.outbox_extra = hook
+            if url is not None:  # (the message shows the outcome, whoever makes it final)
+                hold(s, target, url, iid)
             _decide_one(s, iid, approve)
 
         try:

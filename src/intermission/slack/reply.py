@@ -1,56 +1,64 @@
 """The update of a Slack message a person clicked: what became of the approval (who
-decided, approved or rejected, what ran and its result or error), buttons gone.
+decided, approved, rejected or expired, what ran and its result or error), buttons gone —
+whichever surface or path made that outcome final.
 
-It is an outbox row (at least once: the dispatcher retries it), written by the save that
-records the outcome, in that save's transaction: :func:`reply_hook` is hung on the session
-the decision holds the claim of (``outbox_extra``, read by
-:func:`~intermission.stores.outbox_rules.derive`). One row per outcome: its key and its
-``once`` mark are made from the thread, the interrupt and the decision, so a later save of
-the same outcome writes nothing, and a retried delivery sends the same bytes with the same
-key (Slack replaces the message with the same one).
+A click leaves a *reply handle* in the commit that records its vote (:func:`hold`): an
+outbox row kept unsent until the click's ``response_url`` expires (Slack's: 30 minutes),
+which alone holds the URL, and a URL-free mark in ``session.meta["replies"]``. Every
+later save of the thread — a decision in the console, the CLI, AG-UI or a widget and its
+run's end, a resume after this server died, the deadline sweeper's expiry — sees the mark,
+and the save that makes the outcome final writes the update's row in its own transaction
+(:func:`~intermission.stores.outbox_rules.derive`, from
+:func:`~intermission.outcomes.final_outcome`; the store knows nothing of Slack). One row per
+outcome: its key and ``once`` mark are made from the thread, the interrupt and the outcome,
+so a later save of the same outcome writes nothing, and a retried delivery sends the same
+bytes with the same key. The dispatcher reads the URL from the handle when it sends, and
+the message's words are made then (:func:`message_of`).
 
-The outcome is final when written: a rejection (in the commit that records it), an
-approval once the run that applied it ended (in that run's save). An interim "approved,
-running" update is not sent: delivered after a retry it could overwrite the final one
-(Slack has no conditional update). So a server that dies after committing an approval and
-before its run ends leaves the message as it was: the approval is resumed as any (the
-console, ``intermission resume``), and a later click on the message is answered that the
-approval no longer waits, naming its decision."""
+Final: a rejection or an expiry when recorded, an approval once the call ran (a graph
+approval: once the run it let go on ended). An interim "approved, running" update is not
+sent: delivered after a retry it could overwrite the final one (Slack has no conditional
+update). Left: an outcome made final after the handle expired (30 minutes after the click)
+is not shown there (a log line says so, without the URL): the message keeps its buttons,
+and a later click on it is answered that the approval no longer waits, naming its
+decision."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable
 from typing import Any
 
 from .._json import canonical_dumps
 from .._text import visible
 from ..notify.interrupts import summarize
 from ..notify.redact import redact_text
-from ..outcomes import approval_outcomes
 from ..principals import label
-from ..stores.outbox import Written
+from ..stores.outbox import Written, new_key
+from ..stores.outbox_rules import REPLIES
 
-__all__ = ["Outcome", "outcome_of", "reply_hook"]
+__all__ = ["REPLY_VALID_MS", "Outcome", "hold", "message_of", "words_of"]
+
+REPLY_VALID_MS = 30 * 60 * 1000
+"""How long a click's ``response_url`` takes updates (Slack: 30 minutes, 5 uses)."""
 
 _RESULT = 1500
 """How much of a result or an error the message shows (characters)."""
-_ENDS = ("run_end", "team_end")
 
 
 class Outcome:
-    """What became of one interrupt: ``phase`` (``decided`` or ``done``), ``mark`` (the
-    decision it is about) and the words."""
+    """What became of one interrupt: ``phase`` (``done``), ``mark`` (the outcome it is
+    about) and the words."""
 
     def __init__(self, phase: str, mark: str, approved: bool, who: str, what: str,
-                 after: str) -> None:  # fmt: skip
-        self.phase, self.mark, self.approved = phase, mark, approved
+                 after: str, *, expired: bool = False) -> None:  # fmt: skip
+        self.phase, self.mark, self.approved, self.expired = phase, mark, approved, expired
         self.who, self.what, self.after = who, what, after
 
     @property
     def line(self) -> str:
-        """One line: ``Approved by alice (via Slack): delete_user(…) — ran: …``."""
+        """One line: ``Approved by alice and bob: delete_user(…) — ran; result: …``."""
+        if self.expired:
+            return visible(f"Expired: {self.what} — {self.after}")
         verdict = "Approved" if self.approved else "Rejected"
         return visible(f"{verdict} by {self.who}: {self.what} — {self.after}")
 
@@ -72,70 +80,55 @@ def _call(tool: str, args: Any) -> str:
 
 
 def _who(found: dict[str, Any]) -> str:
-    names = [label(d["name"], d["display"]) for d in found["deciders"]]
+    names = [label(d.get("name"), d.get("display")) for d in found.get("deciders") or ()]
     return " and ".join(n for n in names if n) or "an unnamed reviewer"
 
 
-def _call_words(session: Any, found: dict[str, Any]) -> Outcome:
-    """A tool call's outcome in words: done once it was rejected or the call ran."""
-    mark, approved = f"{found['verdict']}:{found['seq']}", found["verdict"] == "approve"
-    what = _call(found["tool"] or "the call", found["editedArgs"] or found["args"])
-    if not approved:
-        why = f"reason: {_short(found['reason'])}" if found["reason"] else "it did not run"
-        return Outcome("done", mark, False, _who(found), what, why)
-    ran = found["ran"]
-    if ran is None:
-        return Outcome("decided", mark, True, _who(found), what, "running…")
-    if ran["error"]:
-        return Outcome("done", mark, True, _who(found), what,
-                       f"failed: {_short(ran['error'], _RESULT)}")  # fmt: skip
-    result = _short(ran["result"] or "", _RESULT)
-    return Outcome("done", mark, True, _who(found), what, f"ran; result: {result or '(none)'}")
+def _what(found: dict[str, Any]) -> str:
+    if found.get("callId") is not None:
+        return _call(found.get("tool") or "the call", found.get("editedArgs") or found.get("args"))
+    request = found.get("request")
+    return _short(request, 300) if request is not None else "the approval"
 
 
-def _graph_words(session: Any, found: dict[str, Any]) -> Outcome:
-    """A graph approval's outcome in words: done once the run it let go on ended."""
-    mark, approved = f"{found['verdict']}:{found['seq']}", found["verdict"] == "approve"
-    end = next((e for e in session.events if e.seq > found["seq"] and e.kind in _ENDS), None)
-    if end is None:
-        request = session.context.get("approval.request")
-        what = _short(request, 300) if request is not None else "the approval"
-        after = "the run goes on…" if approved or not found["reason"] else (
-            f"reason: {_short(found['reason'])}"
-        )  # fmt: skip
-        return Outcome("decided", mark, approved, _who(found), what, after)
-    if end.error:
-        after = f"the run failed: {_short(end.error, _RESULT)}"
-    elif end.pending:
-        after = "the run went on and now waits for another decision"
-    else:
-        after = f"the run finished: {_short(end.content or '(no answer)', _RESULT)}"
-    if not approved and found["reason"]:
-        after = f"reason: {_short(found['reason'])}; {after}"
-    return Outcome("done", mark, approved, _who(found), "the approval", after)
+def _after(found: dict[str, Any]) -> str:
+    """What followed the decision, in words."""
+    if found.get("expired"):
+        voted = [d for d in found.get("deciders") or () if d.get("verdict") == "approve"]
+        so_far = (f" (approved so far by {_who({'deciders': voted})})" if voted else "")
+        return f"the deadline passed{so_far}; it did not run"
+    reason = f"reason: {_short(found['reason'])}" if found.get("reason") else ""
+    end = found.get("end")
+    if found.get("callId") is None and isinstance(end, dict):
+        if end.get("error"):
+            after = f"the run failed: {_short(end['error'], _RESULT)}"
+        elif end.get("pending"):
+            after = "the run went on and now waits for another decision"
+        else:
+            after = f"the run finished: {_short(end.get('content') or '(no answer)', _RESULT)}"
+        return f"{reason}; {after}" if reason else after
+    if found.get("verdict") != "approve":
+        return reason or "it did not run"
+    ran = found.get("ran") or {}
+    if ran.get("error"):
+        return f"failed: {_short(ran['error'], _RESULT)}"
+    return f"ran; result: {_short(ran.get('result') or '', _RESULT) or '(none)'}"
 
 
-def outcome_of(session: Any, iid: str) -> Outcome | None:
-    """What became of interrupt ``iid`` of ``session`` (None: nothing decided it yet, a
-    vote of a quorum at most), in words, from :func:`~intermission.outcomes.approval_outcomes`
-    (the story every surface tells)."""
-    outcomes = approval_outcomes(session)
-    if iid.startswith("approval-") and not any(t.call_uuid == iid for t in session.hitl.tasks):
-        try:
-            asked = int(iid.rpartition("-")[2])
-        except ValueError:
-            return None
-        # the first graph decision after the request (the interrupt's id is its seq)
-        graph = next((o for o in outcomes if o["callId"] is None and o["seq"] > asked), None)
-        return None if graph is None else _graph_words(session, graph)
-    # the last decision of the call (a forgotten effect's call is decided again)
-    call = [o for o in outcomes if o["callId"] == iid]
-    return _call_words(session, call[-1]) if call else None
+def words_of(found: dict[str, Any]) -> Outcome:
+    """A final outcome (:func:`~intermission.outcomes.final_outcome`) in words."""
+    approved = found.get("verdict") == "approve"
+    if found.get("expired"):
+        return Outcome("done", str(found.get("mark")), False, "", _what(found), _after(found),
+                       expired=True)  # fmt: skip
+    return Outcome("done", str(found.get("mark")), approved, _who(found), _what(found),
+                   _after(found))  # fmt: skip
 
 
 def message(outcome: Outcome, session_id: str) -> dict[str, Any]:
     """The message that replaces the one clicked: the outcome, no buttons."""
-    icon = ":white_check_mark:" if outcome.approved else ":x:"
+    icon = ":hourglass:" if outcome.expired else (
+        ":white_check_mark:" if outcome.approved else ":x:")  # fmt: skip
     return {
         "text": _escape(outcome.line),
         "blocks": [
@@ -147,28 +140,25 @@ def message(outcome: Outcome, session_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def reply_hook(
-    target: str, response_url: str, session_id: str, iid: str
-) -> Callable[[Any], list[Written]]:
-    """``outbox_extra`` for the session a Slack click decides: each save writes the
-    update of the clicked message for the outcome it sees, once per outcome."""
+def message_of(found: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """The update for a final outcome (what a reply row holds), made when it is sent."""
+    return message(words_of(found), session_id)
 
-    def rows(session: Any) -> list[Written]:
-        found = outcome_of(session, iid)
-        if found is None or found.phase != "done":  # (see the module docstring)
-            return []
-        mark = f"slack:{target}:{session_id}:{iid}:{found.mark}:{found.phase}"
-        key = "ntf_" + hashlib.sha256(mark.encode()).hexdigest()[:32]
-        payload = {
-            "kind": "decided", "session_id": session_id, "agent": session.agent,
-            "created_ms": session.clock.now_ms(), "reason": None, "tasks": [],
-            "approval": None, "items": [{"id": iid, "type": "tool_call", "tool": None}],
-            "given": None, "roles": [],
-            "detail": {"verdict": "approve" if found.approved else "reject",
-                       "reviewer": found.who, "outcome": found.line},
-            "reply": {"target": target, "url": response_url,
-                      "message": message(found, session_id)},
-        }  # fmt: skip
-        return [Written(key, session_id, "decided", canonical_dumps(payload), once=mark)]
 
-    return rows
+def hold(session: Any, target: str, response_url: str, iid: str) -> None:
+    """Leave a reply handle for interrupt ``iid`` on ``session`` (see the module
+    docstring): the mark in its meta and, in the same save, the outbox row that holds
+    ``response_url``. Handles of this session that expired are dropped."""
+    now = session.clock.now_ms()
+    handles = {k: v for k, v in (session.meta.get(REPLIES) or {}).items()
+               if isinstance(v, dict) and float(v.get("until_ms") or 0) >= now}  # fmt: skip
+    key = new_key()
+    until = now + REPLY_VALID_MS
+    handles[iid] = {"session": session.session_id, "target": target, "handle": key,
+                    "until_ms": until}  # fmt: skip
+    session.meta[REPLIES] = handles
+    payload = canonical_dumps({"kind": "decided", "session_id": session.session_id,
+                               "reply": {"target": target, "url": response_url}})  # fmt: skip
+    row = Written(key, session.session_id, "decided", payload, once=f"held:{key}",
+                  held_until=until)  # fmt: skip
+    session.outbox_extra = lambda s: [row] if s.session_id == row.session_id else []

@@ -58,6 +58,10 @@ class Written(NamedTuple):
     once: str | None = None
     """A mark that makes it told once: a save that derives it again (an effect of unknown
     outcome, seen by every save until a person resolves it) writes nothing."""
+    held_until: float | None = None
+    """A *reply handle*, not a notification: kept (never sent) until this time, for the
+    rows of later saves that name it by its key (:meth:`Outbox.held`). It holds where a
+    message a person acted on is updated (a credential: only ever in the outbox)."""
 
 
 # -- what a dispatcher sees -------------------------------------------------------------
@@ -165,6 +169,11 @@ class Outbox(Protocol):
 
     def retry(self, key: str) -> OutboxRow:
         """Make a dead (or failing) notification due now, its attempts counted anew."""
+        ...
+
+    def held(self, key: str) -> dict[str, Any] | None:
+        """The payload of reply handle ``key`` (see :attr:`Written.held_until`); None when
+        there is none, or it expired. Expired handles are removed as rows are taken."""
         ...
 
     def now_ms(self) -> float:

@@ -32,6 +32,8 @@ class MemoryOutbox:
         self.wake = threading.Event()
         self._rows: dict[str, _Held] = {}
         self._told: set[str] = set()
+        self._handles: dict[str, tuple[float, dict[str, Any]]] = {}
+        """Reply handles (see Written.held_until): key → (until when, payload)."""
         self.public_url: str | None = None
 
     def set_public_url(self, url: str | None) -> None:
@@ -54,6 +56,12 @@ class MemoryOutbox:
         _check.flag("on", on)
         self.enabled = on
 
+    def held(self, key: str) -> dict[str, Any] | None:
+        """See :meth:`Outbox.held`."""
+        with self.store._lock:
+            found = self._handles.get(key)
+        return found[1] if found is not None and found[0] >= self.now_ms() else None
+
     def now_ms(self) -> float:
         """The store's clock."""
         return float(self.store.clock.now_ms())
@@ -64,11 +72,15 @@ class MemoryOutbox:
         from ..notify.notification import with_body
 
         for r in rows:
-            r = with_body(r, now_ms, self.public_url)
+            if r.held_until is None:
+                r = with_body(r, now_ms, self.public_url)
             if r.once is not None:
                 if r.once in self._told:
                     continue  # told already
                 self._told.add(r.once)
+            if r.held_until is not None:  # a reply handle: kept, never sent
+                self._handles[r.key] = (r.held_until, json.loads(r.payload))
+                continue
             self._rows[r.key] = _Held(OutboxRow(
                 key=r.key, session_id=r.session_id, kind=r.kind, status="pending",
                 created_ms=now_ms, due_ms=now_ms, attempts=0, done=(), last_error=None,
@@ -80,6 +92,8 @@ class MemoryOutbox:
         check_take(owner, limit, lease_ms)
         now = self.now_ms()
         with self.store._lock:
+            for key in [k for k, (until, _) in self._handles.items() if until < now]:
+                del self._handles[key]  # (an expired reply handle)
             due = sorted(
                 (h for h in self._rows.values()
                  if h.row.status == "pending" and h.row.due_ms <= now

@@ -11,7 +11,9 @@ notification is sent (:mod:`intermission.notify.notification`).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,13 @@ from .._json import canonical_dumps
 from .base import StoredRow, row_of
 from .outbox import Written, new_key
 
-__all__ = ["AUDIT_RULES", "EVENT_RULES", "derive"]
+__all__ = ["AUDIT_RULES", "EVENT_RULES", "REPLIES", "derive"]
+
+log = logging.getLogger("intermission.outbox")
+
+REPLIES = "replies"
+"""``session.meta`` key of the reply handles a surface left on the session (see
+:func:`_replies`)."""
 
 _REWRITTEN = "task.rewritten"  # (hitl.rewrite.rewrite_args)
 _DEADLINE = "system:deadline"  # (hitl.graph.DEADLINE_REVIEWER: a decision the clock took)
@@ -191,8 +199,55 @@ def derive(session: Any, now_ms: float, row: StoredRow | None = None) -> list[Wr
     if drafts:
         out += _written(session, drafts, now_ms)
     extra = getattr(session, "outbox_extra", None)
-    if callable(extra):  # a surface's own rows in this save's commit (a Slack reply)
+    if callable(extra):  # a surface's own rows in this save's commit (a reply handle)
         out += extra(session)
+    if session.meta and session.meta.get(REPLIES):  # (a dict lookup for every other save)
+        out += _replies(session, session.meta[REPLIES], now_ms)
+    return out
+
+
+def _replies(session: Any, handles: Any, now_ms: float) -> list[Written]:
+    """Updates of messages people acted on, for the interrupts whose outcome is final in
+    this save. ``handles`` (``session.meta["replies"]``, no URL): interrupt id →
+    ``session`` (whose interrupt: a fork carries its parent's meta), ``target``, ``handle``
+    (the key of the outbox row that holds where to send the update, see
+    :attr:`~intermission.stores.outbox.Written.held_until`), ``until_ms`` (when the handle
+    expires). One row per outcome: its key and ``once`` mark are made from the target, the
+    thread, the interrupt and the outcome, so a later save seeing it again writes nothing,
+    and every retry sends the same key. The message's words are made when it is sent."""
+    from ..outcomes import final_outcome
+
+    if not isinstance(handles, dict):
+        return []
+    sid = session.session_id
+    out = []
+    for iid, h in list(handles.items()):
+        if not isinstance(h, dict) or h.get("session") != sid:
+            continue
+        found = final_outcome(session, iid)
+        if found is None:
+            continue
+        mark = f"reply:{h.get('target')}:{sid}:{iid}:{found['mark']}"
+        if float(h.get("until_ms") or 0) < now_ms:
+            log.info("the message where interrupt %s of session %s was acted on can no "
+                     "longer be updated (its reply handle expired): not updated", iid, sid)
+            del handles[iid]  # (gone from the session's next save)
+            continue
+        key = "ntf_" + hashlib.sha256(mark.encode()).hexdigest()[:32]
+        tool = found.get("tool")
+        deciders = [d.get("name") for d in found["deciders"]]
+        payload = {
+            "kind": "decided", "session_id": sid, "agent": session.agent,
+            "created_ms": now_ms, "reason": None, "tasks": [], "approval": None,
+            "items": [{"id": iid, "type": "tool_call" if tool else "confirmation",
+                       "tool": tool}],
+            "given": None, "roles": [],
+            "detail": {"verdict": "expired" if found["expired"] else found["verdict"],
+                       "reviewer": ", ".join(n for n in deciders if n) or None},
+            "reply": {"target": h.get("target"), "handle": h.get("handle"),
+                      "outcome": found},
+        }  # fmt: skip
+        out.append(Written(key, sid, "decided", canonical_dumps(payload), once=mark))
     return out
 
 

@@ -21,6 +21,11 @@ _INSERT = (
     "INSERT INTO im_outbox (key, session_id, kind, payload, created_ms, status, due_ms, "
     "attempts, done) VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, '[]')"
 )
+_HOLD = (
+    "INSERT INTO im_outbox (key, session_id, kind, payload, created_ms, status, due_ms, "
+    "attempts, done) VALUES (?, ?, ?, ?, ?, 'held', ?, 0, '[]')"
+)
+"""A reply handle: ``due_ms`` is when it expires."""
 
 
 def write(
@@ -31,7 +36,8 @@ def write(
     from ..notify.notification import with_body
 
     for r in rows:
-        r = with_body(r, now_ms, public_url)
+        if r.held_until is None:
+            r = with_body(r, now_ms, public_url)
         if r.once is not None:
             told = run(
                 "INSERT INTO im_outbox_told (mark, at_ms) VALUES (?, ?) "
@@ -40,6 +46,9 @@ def write(
             )
             if told.rowcount != 1:
                 continue  # told already
+        if r.held_until is not None:  # a reply handle: kept, never sent
+            run(_HOLD, (r.key, r.session_id, r.kind, r.payload, now_ms, r.held_until))
+            continue
         run(_INSERT, (r.key, r.session_id, r.kind, r.payload, now_ms, now_ms))
 
 
@@ -122,6 +131,15 @@ class SQLOutbox:
         self._record(on)
         self.enabled = on
 
+    def held(self, key: str) -> dict[str, Any] | None:
+        """See :meth:`Outbox.held`."""
+        with self.store._tx("read") as run:
+            row = run(
+                "SELECT payload FROM im_outbox WHERE key = ? AND status = 'held' AND due_ms >= ?",
+                (key, self.now_ms()),
+            ).fetchone()
+        return _json(row[0], {}) if row is not None else None
+
     def now_ms(self) -> float:
         """The store's clock."""
         return float(self.store.clock.now_ms())
@@ -133,6 +151,7 @@ class SQLOutbox:
         now = self.now_ms()
         lock = " FOR UPDATE SKIP LOCKED" if self.store.for_update else ""
         with self.store._tx() as run:
+            run("DELETE FROM im_outbox WHERE status = 'held' AND due_ms < ?", (now,))
             found = run(
                 f"SELECT {_COLUMNS} FROM im_outbox WHERE status = 'pending' AND due_ms <= ? "
                 "AND (taken_until IS NULL OR taken_until < ?) ORDER BY due_ms, created_ms "
@@ -178,7 +197,9 @@ class SQLOutbox:
     def rows(self, status: Status | None = None, limit: int = 100) -> list[OutboxRow]:
         """See :meth:`Outbox.rows`."""
         check_rows(status, limit)
-        where, params = ("", ()) if status is None else (" WHERE status = ?", (status,))
+        where, params = (
+            (" WHERE status != 'held'", ()) if status is None else (" WHERE status = ?", (status,))
+        )
         with self.store._tx("read") as run:
             found = run(
                 f"SELECT {_COLUMNS} FROM im_outbox{where} ORDER BY created_ms DESC, key LIMIT ?",
@@ -192,7 +213,7 @@ class SQLOutbox:
         with self.store._tx() as run:
             cur = run(
                 "UPDATE im_outbox SET status = 'pending', due_ms = ?, attempts = 0, "
-                "taken_by = NULL, taken_until = NULL WHERE key = ?",
+                "taken_by = NULL, taken_until = NULL WHERE key = ? AND status != 'held'",
                 (self.now_ms(), key),
             )
             if cur.rowcount != 1:
