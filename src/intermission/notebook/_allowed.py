@@ -102,7 +102,7 @@ def _sentence(
             return "the approvals so far approve other arguments: approve the same ones, or reject"
     if isinstance(error, DecisionConflictError):
         who = error.reviewer or "an unnamed reviewer"
-        return f"it was decided already: {error.verdict.upper()} by {who}"
+        return f"it was decided already: {error.verdict.lower()} by {who}"
     if isinstance(error, DeadlinePassedError):  # (after a click: when, and how late)
         return str(error) if after else "its deadline passed, so nothing can be decided any more"
     if isinstance(error, AgentVersionError):
