@@ -56,12 +56,15 @@ def test_show_names_the_deadline_as_the_decider_of_an_expiry(
 
 
 def _expired_session() -> Any:
-    policy = ApprovalPolicy(expires_after_ms=1)
+    # A deadline a minute away, passed by asking at a time two minutes on: a 1 ms deadline
+    # could pass while the run is still pausing on a loaded machine (it is then applied at once).
+    policy = ApprovalPolicy(expires_after_ms=60_000)
     s = InMemoryAgentSession("w")
     agent(policy).prompt("deploy").session(s).call()
+    assert s.is_pending
     from intermission.hitl.timeouts import apply_deadlines
 
-    assert apply_deadlines(s, s.clock.now_ms() + 10)
+    assert apply_deadlines(s, s.clock.now_ms() + 120_000)
     return s
 
 
@@ -72,7 +75,7 @@ def test_the_widgets_and_the_timeline_name_the_deadline_too() -> None:
     assert who_html(None, None, True) == "<i>the deadline</i>"
     assert who_html("system:deadline") == "<i>the deadline</i>"
     s = _expired_session()
-    agent(ApprovalPolicy(expires_after_ms=1)).prompt().session(s).call()  # applies it
+    agent(ApprovalPolicy(expires_after_ms=60_000)).prompt().session(s).call()  # applies it
     html = render_timeline(s.events)
     assert "by the deadline" in html and "no reviewer named" not in html
 

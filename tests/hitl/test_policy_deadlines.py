@@ -316,8 +316,11 @@ def test_sessions_without_a_policy_are_never_due(make_store: Any) -> None:
 def test_the_sweep_command(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     store = SQLiteStore(db)
-    s = InMemoryAgentSession("c")
+    # Asked on a clock a year back, so the deadline has passed by the sweep's (the store's wall
+    # clock) and not before the run paused, however slow the machine.
+    s = InMemoryAgentSession("c", clock=Clock(T0 - 365 * 86_400_000))
     agent(ApprovalPolicy(expires_after_ms=1)).prompt("deploy").session(s).call()
+    assert s.is_pending
     store.save(s)
     store.close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
