@@ -16,8 +16,6 @@ identity."""
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as _dt
 import json
 import os
 import shlex
@@ -27,7 +25,9 @@ from typing import Any
 
 from . import _check
 from ._cli_agents import AgentTable, demo_only_message, load_agents
+from ._cli_audit import cmd_audit
 from ._cli_migrate import cmd_migrate
+from ._cli_notify import cmd_notify, cmd_outbox, notifier_of
 from ._cli_parser import build_parser, store_option
 from ._cli_versions import check_version_option, cmd_versions
 from ._cli_views import cmd_pending, cmd_show
@@ -43,7 +43,6 @@ from .errors import (
     NothingToResumeError,
     SessionBusyError,
     UsageError,
-    _utc,
 )
 from .hitl import HITL, decide_graph
 from .identity import IdentityMap, load_identity
@@ -297,7 +296,7 @@ def cmd_serve(args: argparse.Namespace, store: SessionStore) -> None:
         # in brackets; with --port 0, known once it listens: see ready)
         host = f"[{args.host}]" if ":" in args.host else args.host
         own = f"http://{host}:{args.port}" if args.port else None
-        notifier = _notifier(args, store, args.public_url, own)
+        notifier = notifier_of(args, store, args.public_url, own)
     # the table itself: new threads start on the newest version, stored ones run on their
     # own (or one that migrates them), others are refused (R62: blue-green on one store)
     app = agui_app(table, store, token=token, auth=auth, hosts=[args.host],
@@ -360,121 +359,6 @@ def _serve_token(args: argparse.Namespace, has_auth: bool) -> str | None:
             "--auth to serve one token"
         )
     return read_token(args.token_file)
-
-
-_CSV_FIELDS = (
-    "seq", "at", "action", "actor", "roles", "via", "authenticated", "target", "reason",
-    "detail", "prev", "hash",
-)  # fmt: skip
-
-
-def cmd_audit(args: argparse.Namespace, store: SessionStore) -> int:
-    """Print a session's audit records (JSON lines or CSV), or check their chain."""
-    sid = args.session_id
-    if args.head:  # for anchoring elsewhere: the head as it stands, unchecked
-        records = store.audit(sid)
-        if not records:
-            print(f"no audit records for session {_v(sid)}", file=sys.stderr)
-            return 1
-        print(f"{records[-1].hash} {records[-1].seq}")
-        return 0
-    if args.verify:
-        result = store.verify_audit(sid)
-        if result and result.records == 0:
-            # a typo, or a trail deleted whole, must not read as "verified"
-            print(f"no audit records for session {_v(sid)}: nothing was verified", file=sys.stderr)
-            return 1
-        print(str(result) if result else f"session {_v(sid)}: {_v(result)}")
-        if result.limits:  # said plainly (stderr: stdout stays the one line to parse)
-            print(f"note: {_v(result.limits)}", file=sys.stderr)
-        return 0 if result else 1
-    records = store.audit(sid)
-    if not records:
-        print(f"no audit records for session {_v(sid)}", file=sys.stderr)
-    if args.format == "csv":
-        out = csv.writer(sys.stdout, lineterminator="\n")
-        out.writerow(_CSV_FIELDS)
-        for r in records:
-            at = _dt.datetime.fromtimestamp(r.at_ms / 1000, _dt.timezone.utc)
-            row: list[Any] = [
-                r.seq, at.isoformat(timespec="milliseconds"), r.action, r.actor,
-                ";".join(r.roles), r.via, r.authenticated, r.target, r.reason,
-                json.dumps(r.detail, sort_keys=True, ensure_ascii=False), r.prev, r.hash,
-            ]  # fmt: skip
-            out.writerow([_cell(v) for v in row])
-        return 0
-    for r in records:
-        # every record as stored (with its hash): anyone can re-check the chain from this
-        line = json.dumps(r.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
-        print(line.replace("\x7f", "\\u007f"))
-    return 0
-
-
-def _cell(value: Any) -> str:
-    """A CSV cell that neither a terminal nor a spreadsheet interprets: control
-    characters escaped, and text a spreadsheet would run as a formula quoted."""
-    text = "" if value is None else _v(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-def _notifier(
-    args: argparse.Namespace, store: SessionStore, public_url: str | None,
-    own_url: str | None = None,
-) -> Any:  # fmt: skip
-    """A Notifier from ``--notify``/``--config``; the store's saves write notifications
-    from now on (and every process that opens it after this one)."""
-    from .notify import notifier_from
-
-    path = getattr(args, "notify", None) or args.config
-    notifier = notifier_from(store, path, public_url, default_url=own_url)
-    store.outbox.enable()  # type: ignore[attr-defined]
-    names = ", ".join(t.name for t in notifier.targets)
-    print(f"notifications go to {_v(names)}", flush=True)
-    return notifier
-
-
-def cmd_notify(args: argparse.Namespace, store: SessionStore) -> None:
-    """Deliver the outbox's notifications until SIGTERM or ^C (``--once``: one pass)."""
-    import logging
-    import signal
-    import threading
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"
-    )
-    stop = threading.Event()
-    if not args.once:  # (before anything else: a SIGTERM while it starts ends it cleanly)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-    notifier = _notifier(args, store, args.public_url)
-    if args.once:
-        print(f"delivered {notifier.deliver_pending()}", flush=True)
-        notifier.close()
-        return
-    notifier.start()
-    try:
-        while not stop.wait(3600):
-            pass
-    finally:
-        notifier.stop()
-
-
-def cmd_outbox(args: argparse.Namespace, store: SessionStore) -> None:
-    """List notifications (``--failed``: the dead ones), or make one due again."""
-    outbox = store.outbox  # type: ignore[attr-defined]
-    if args.retry:
-        row = outbox.retry(args.retry)
-        print(f"notification {_v(row.key)} ({row.kind}, session {_v(row.session_id)}) is due again")
-        return
-    rows = outbox.rows("dead" if args.failed else None, limit=args.limit)
-    if not rows:
-        print("no failed notifications" if args.failed else "the outbox is empty")
-        return
-    print(f"{'KEY':<36} {'KIND':<15} {'STATUS':<7} {'TRIES':>5}  {'CREATED':<23}  SESSION / ERROR")
-    for r in rows:
-        line = f"{r.key:<36} {r.kind:<15} {r.status:<7} {r.attempts:>5}  {_utc(r.created_ms)}  "
-        line += _v(r.session_id) + (f"  {_v(r.last_error)}" if r.last_error else "")
-        print(line)
 
 
 def _said(message: str, args: argparse.Namespace) -> str:

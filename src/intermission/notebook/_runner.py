@@ -12,10 +12,8 @@ from typing import Any, TypeVar
 import traitlets as t
 
 from .._concurrency import Job, Ticker, background
-from ..agents.versions import owner_check
 from ..core.session import AgentSession
 from ..errors import (
-    AgentMismatchError,
     AgentVersionError,
     DecisionConflictError,
     IntermissionError,
@@ -23,7 +21,8 @@ from ..errors import (
 )
 from ..hitl.deciding import deciding_as
 from ..principals import Actor
-from ..stores.decide import decide_and_resume, runner_for
+from ..stores.decide import decide_and_resume
+from ._agents import agent_for, shape_of, unserved_text, version_label
 from ._allowed import refusal_text, waiting_head
 from ._decided import (
     decided_html,
@@ -40,14 +39,7 @@ from .graph_view import GraphView
 from .settings import settings
 from .timeline import Timeline
 
-__all__ = [
-    "DecisionView",
-    "ResumeRunner",
-    "agent_for",
-    "shape_of",
-    "unserved_text",
-    "version_label",
-]
+__all__ = ["DecisionView", "ResumeRunner"]
 
 Action = Callable[[AgentSession], None]
 W = TypeVar("W", bound="DecisionView")
@@ -66,78 +58,6 @@ def _decided_now(session: AgentSession) -> bool:
         return all(t.call_uuid in session.hitl.decisions for t in tasks)
     last = session.events[-1] if len(session.events) else None
     return last is not None and last.kind == "approval_decided"
-
-
-def version_label(session: Any) -> str:
-    """The agent and version a session runs on, as people write it (``ops@1``; just the
-    name for a session of an earlier release that recorded no version; "" for none)."""
-    name = getattr(session, "agent", None)
-    if not name:
-        return ""
-    version = getattr(session, "agent_version", None)
-    return f"{name}@{version}" if version else str(name)
-
-
-def unserved_text(error: IntermissionError, session: Any = None) -> str:
-    """The plain sentence a view shows for a session no agent at hand runs or migrates
-    (R62): which version it paused on, which are served, and that nothing can be decided
-    here. Never an exception's class name."""
-    if isinstance(error, AgentVersionError):
-        name = error.agent
-        paused = f"{name}@{error.paused or '?'}"
-        served = ", ".join(f"{name}@{v}" for v in error.served) or "none"
-        return (
-            f"This session paused on {paused}, which is not served here (served: {served}); "
-            "nothing can be decided from this view."
-        )
-    shown = version_label(session) or "an unnamed agent"
-    return (
-        f"This session runs on {shown}, which is not served here; nothing can be decided "
-        "from this view."
-    )
-
-
-def agent_for(agent: Any, session: Any) -> Any:
-    """The agent that runs ``session``: a table's agent for its version (R62), or
-    ``agent`` itself. Raises AgentVersionError, changing nothing, when that version is not
-    served (a plain agent of another version that does not migrate it, too); another
-    mismatch is left to the decision's own check, which says what differs."""
-    if hasattr(agent, "for_session"):
-        runner = runner_for(agent, session)
-        try:  # (an unlabelled session no served version owns: that version is not here)
-            owner_check(session, runner)
-        except AgentVersionError:
-            raise
-        except AgentMismatchError as exc:
-            name = str(getattr(session, "agent", None))
-            raise AgentVersionError(
-                session.session_id, name, getattr(session, "agent_version", None),
-                agent.versions(name),
-            ) from exc  # fmt: skip
-        return runner
-    if hasattr(agent, "prompt"):
-        try:
-            owner_check(session, agent)
-        except AgentVersionError:
-            raise
-        except IntermissionError:
-            pass
-    return agent
-
-
-def shape_of(agent: Any, session: Any) -> Any:
-    """An agent of ``session``'s name to tell what it is (a team with a graph, its tools):
-    the one that runs it, else a table's newest of that name; None when none is here."""
-    try:
-        return agent_for(agent, session)
-    except IntermissionError:
-        pass
-    if hasattr(agent, "newest"):
-        try:
-            return agent.newest(getattr(session, "agent", None))
-        except IntermissionError:
-            return None
-    return agent
 
 
 class ResumeRunner:

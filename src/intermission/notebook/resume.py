@@ -9,7 +9,8 @@ import traitlets as t
 
 from .._text import visible
 from ..core.session import AgentSession
-from ._runner import DecisionView, ResumeRunner, shape_of
+from ._agents import shape_of
+from ._runner import DecisionView, ResumeRunner
 from ._widget import esm, widget_ref
 from .approval import ApprovalWidget
 from .hitl_panel import HITLPanel
