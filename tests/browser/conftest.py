@@ -29,6 +29,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One headless Chromium for the module (each test opens its own context or page)."""
+    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
     need_module("playwright", "Playwright (pip install playwright)")
     from playwright.sync_api import sync_playwright
 

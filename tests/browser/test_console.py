@@ -11,14 +11,12 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from tests._helpers import need, need_module
+from tests._helpers import need_module
 
-from .lab import ARGS, CHROMIUM, ROOT
+from .lab import ROOT
 
 need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
 need_module("httpx", "httpx")
@@ -30,18 +28,6 @@ from intermission.principals import os_principal  # noqa: E402
 from intermission.stores import SQLiteStore  # noqa: E402
 
 HOSTILE = "<img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
-    need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _pause(server: Server, agent: str, thread: str, text: str = "go") -> None:

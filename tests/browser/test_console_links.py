@@ -6,31 +6,15 @@ it is no longer open."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from tests._helpers import need, need_module
-
-from .lab import ARGS, CHROMIUM
+from tests._helpers import need_module
 
 need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
 need_module("httpx", "httpx")
 
 from tests.notify._receivers import SECRET, Receiver, Served, wait_until  # noqa: E402
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
-    need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_a_notification_link_opens_the_console_on_its_interrupt(

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from tests._helpers import need, need_module
+from tests._helpers import need_module
 
-from .lab import ARGS, CHROMIUM, ROOT
+from .lab import ROOT
 
 need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
 need_module("httpx", "httpx")
@@ -29,18 +27,6 @@ from intermission.agui.auth import hash_token  # noqa: E402
 AGENTS = "tests.browser.console_agents:AGENTS"
 SCREENSHOT = ROOT / "tests" / "artifacts" / "console-outcome.png"
 """Where the outcome's screenshot goes (the README's docs/img/console-outcome.png is one)."""
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    need(Path(CHROMIUM).exists(), "Chromium (apt-get install chromium)")
-    need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _auth(tmp: Path) -> Path:

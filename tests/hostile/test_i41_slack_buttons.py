@@ -11,14 +11,11 @@ request's button ``value`` and ``response_url`` are not intermission's word.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 from tests._helpers import need_module
@@ -27,8 +24,18 @@ need_module("ag_ui", "the agui extra (pip install 'intermission[agui]')")
 need_module("httpx", "httpx (extra notify)")
 need_module("uvicorn", "uvicorn (extra agui)")
 
-from tests.notify._receivers import Served, wait_until  # noqa: E402
-from tests.slack._slack import SECRET, StandIn, World, signed  # noqa: E402
+from tests.slack._slack import (  # noqa: E402
+    SECRET,
+    StandIn,
+    World,
+    button,
+    click_body,
+    pause_served,
+    serve_slack,
+    signed,
+    world_of,
+)
+from tests.slack._slack import ran as ran_effects  # noqa: E402
 
 from intermission.errors import DeliveryError  # noqa: E402
 from intermission.notify import SlackWebhook  # noqa: E402
@@ -40,17 +47,12 @@ from intermission.stores import SQLiteStore  # noqa: E402
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: Any) -> Iterator[World]:
-    monkeypatch.setenv("AGUI_EFFECTS", str(tmp_path / "effects"))
-    w = World(SQLiteStore(tmp_path / "s.db", outbox=True), tmp_path)
-    try:
+    with world_of(SQLiteStore(tmp_path / "s.db", outbox=True), tmp_path, monkeypatch) as w:
         yield w
-    finally:
-        w.stop()
 
 
 def ran(tmp_path: Path) -> list[str]:
-    path = tmp_path / "effects"
-    return path.read_text().splitlines() if path.exists() else []
+    return ran_effects(tmp_path / "effects")
 
 
 def edited(value: str, **changes: str) -> str:
@@ -95,10 +97,7 @@ def test_a_response_url_elsewhere_is_never_posted_to_and_decides_nothing(
         world.pause("ops", "S")
         value = world.buttons("S")["approve"]["value"]
         for user in ("U-ANN", "U-NOBODY"):
-            payload = {"type": "block_actions", "user": {"id": user},
-                       "response_url": f"{elsewhere.url}/internal",
-                       "actions": [{"action_id": "approve", "value": value}]}  # fmt: skip
-            body = urlencode({"payload": json.dumps(payload)}).encode()
+            body = click_body(user, "approve", value, f"{elsewhere.url}/internal")
             r = world.post(body, signed(body, int(time.time())))
             assert r.status_code == 200 and "not Slack's" in r.json()["text"], r.text
         world.notifier.deliver_pending()
@@ -149,39 +148,10 @@ def test_serve_posts_no_answer_to_a_response_url_elsewhere(tmp_path: Path) -> No
     import httpx
 
     slack, elsewhere = StandIn(), StandIn()
-    config = tmp_path / "notify.yaml"
-    config.write_text(textwrap.dedent(f"""
-        poll_s: 0.2
-        targets:
-          - {{type: slack, name: team, url: "{slack.url}/webhook", interactive: true,
-             signing_secret_env: IM_SLACK_SIGNING}}
-    """))  # fmt: skip
-    auth = tmp_path / "auth.yaml"
-    token = "t-cid-0123456789"
-    auth.write_text(json.dumps({
-        "principals": {"ann": {"roles": ["sre"]}, "cid": {"roles": ["dev"]}},
-        "tokens": [{"hash": "sha256:" + hashlib.sha256(token.encode()).hexdigest(),
-                    "name": "cid"}],
-        "slack_users": {"U-ANN": "ann"},
-    }))  # fmt: skip
-    server = Served(str(tmp_path / "s.db"), config, tmp_path / "serve.log",
-                    {"IM_SLACK_SIGNING": SECRET, "AGUI_EFFECTS": str(tmp_path / "effects")},
-                    "--auth", str(auth))  # fmt: skip
+    server = serve_slack(tmp_path, slack, tmp_path / "effects")
     try:
-        body = {"threadId": "S1", "runId": "r1", "state": {}, "tools": [], "context": [],
-                "forwardedProps": {},
-                "messages": [{"id": "u", "role": "user", "content": "go"}]}  # fmt: skip
-        r = httpx.post(f"{server.url}/agents/ops", json=body, timeout=120,
-                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
-        assert r.status_code == 200, r.text
-        wait_until(lambda: bool(slack.at("/webhook")), 30, "the message")
-        (value,) = [e["value"] for b in slack.at("/webhook")[0]["blocks"]
-                    if b["type"] == "actions" for e in b["elements"]
-                    if e["action_id"] == "approve"]  # fmt: skip
-        payload = {"type": "block_actions", "user": {"id": "U-ANN"},
-                   "response_url": f"{elsewhere.url}/internal",
-                   "actions": [{"action_id": "approve", "value": value}]}  # fmt: skip
-        raw = urlencode({"payload": json.dumps(payload)}).encode()
+        value = button(pause_served(server, slack), "approve")
+        raw = click_body("U-ANN", "approve", value, f"{elsewhere.url}/internal")
         r = httpx.post(f"{server.url}/slack/interactions", content=raw, timeout=60,
                        headers=signed(raw, int(time.time())))  # fmt: skip
         assert r.status_code == 200 and "not Slack's" in r.json()["text"], r.text

@@ -10,13 +10,15 @@ import hmac
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from tests.agui._server import parse_sse
-from tests.notify._receivers import free_port, wait_until
+from tests.notify._receivers import Served, free_port, wait_until
 
 from intermission import AgentTable, Principal
 from intermission.agui import agui_app
@@ -90,6 +92,90 @@ def signed(body: bytes, timestamp: int, secret: str = SECRET) -> dict[str, str]:
     digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
     return {"Content-Type": "application/x-www-form-urlencoded",
             "X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
+
+
+def click_body(user: str, action: str, value: str, response_url: str) -> bytes:
+    """A button click's form body as Slack posts it (``payload=`` JSON)."""
+    payload = {
+        "type": "block_actions", "user": {"id": user, "username": user.lower()},
+        "team": {"id": "T1"}, "response_url": response_url,
+        "actions": [{"type": "button", "action_id": action, "block_id": "decide-0",
+                     "value": value, "action_ts": str(time.time())}],
+    }  # fmt: skip
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def button(message: dict[str, Any], action: str) -> str:
+    """The ``value`` of a message's button (``approve``, ``reject``, ``open``)."""
+    (value,) = [e["value"] for b in message["blocks"] if b["type"] == "actions"
+                for e in b["elements"] if e["action_id"] == action]  # fmt: skip
+    return str(value)
+
+
+def ran(effects: Path) -> list[str]:
+    """The effects the test agents ran (``AGUI_EFFECTS``), one line each."""
+    return effects.read_text().splitlines() if effects.exists() else []
+
+
+SERVE_TOKEN = "t-cid-0123456789"
+"""The bearer of the AG-UI client (cid) of :func:`serve_slack`."""
+
+
+def serve_slack(tmp: Path, slack: StandIn, effects: Path) -> Served:
+    """``python -m intermission serve --notify --auth`` (a subprocess) with one interactive
+    Slack target posting to ``slack``; ann is ``U-ANN`` in Slack, cid calls with
+    :data:`SERVE_TOKEN`."""
+    import hashlib
+    import textwrap
+
+    config = tmp / "notify.yaml"
+    config.write_text(textwrap.dedent(f"""
+        poll_s: 0.2
+        retry_first_s: 0.05
+        targets:
+          - type: slack
+            name: team
+            url: "{slack.url}/webhook"
+            interactive: true
+            signing_secret_env: IM_SLACK_SIGNING
+    """))  # fmt: skip
+    auth = tmp / "auth.yaml"
+    auth.write_text(json.dumps({
+        "principals": {"ann": {"roles": ["sre"]}, "cid": {"roles": ["dev"]}},
+        "tokens": [{"hash": "sha256:" + hashlib.sha256(SERVE_TOKEN.encode()).hexdigest(),
+                    "name": "cid"}],
+        "slack_users": {"U-ANN": "ann"},
+    }))  # fmt: skip
+    return Served(str(tmp / "s.db"), config, tmp / "serve.log",
+                  {"IM_SLACK_SIGNING": SECRET, "AGUI_EFFECTS": str(effects)},
+                  "--auth", str(auth))  # fmt: skip
+
+
+def pause_served(server: Served, slack: StandIn, thread: str = "S1") -> dict[str, Any]:
+    """cid's run on ``server`` that pauses for an approval; the message Slack got."""
+    import httpx
+
+    body = {"threadId": thread, "runId": "r1", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {},
+            "messages": [{"id": "u", "role": "user", "content": "go"}]}  # fmt: skip
+    r = httpx.post(f"{server.url}/agents/ops", json=body, timeout=120,
+                   headers={"Authorization": f"Bearer {SERVE_TOKEN}"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    wait_until(lambda: bool(slack.at("/webhook")), 30, "the message")
+    (message,) = slack.at("/webhook")
+    return message
+
+
+@contextmanager
+def world_of(store: Any, tmp: Path, monkeypatch: Any) -> Iterator[World]:
+    """A :class:`World` on ``store`` whose agents note their effects in
+    ``tmp/effects`` (read them with ``ran(tmp / "effects")``); stopped after."""
+    monkeypatch.setenv("AGUI_EFFECTS", str(tmp / "effects"))
+    w = World(store, tmp)
+    try:
+        yield w
+    finally:
+        w.stop()
 
 
 class World:
@@ -166,13 +252,7 @@ class World:
         return out
 
     def body(self, user: str, action: str, value: str, respond: str) -> bytes:
-        payload = {
-            "type": "block_actions", "user": {"id": user, "username": user.lower()},
-            "team": {"id": "T1"}, "response_url": f"{self.slack.url}{respond}",
-            "actions": [{"type": "button", "action_id": action, "block_id": "decide-0",
-                         "value": value, "action_ts": str(time.time())}],
-        }  # fmt: skip
-        return urlencode({"payload": json.dumps(payload)}).encode()
+        return click_body(user, action, value, f"{self.slack.url}{respond}")
 
     def post(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
         return self.http.post("/slack/interactions", content=body, headers=headers)

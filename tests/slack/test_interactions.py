@@ -19,24 +19,20 @@ need_module("uvicorn", "uvicorn (extra agui)")
 
 from intermission.stores import SQLiteStore  # noqa: E402
 
-from ._slack import SECRET, World, signed  # noqa: E402
+from ._slack import SECRET, World, signed, world_of  # noqa: E402
+from ._slack import ran as ran_effects  # noqa: E402
 from .agents import LONG  # noqa: E402
 
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: Any) -> Iterator[World]:
-    monkeypatch.setenv("AGUI_EFFECTS", str(tmp_path / "effects"))
-    w = World(SQLiteStore(tmp_path / "s.db", outbox=True), tmp_path)
-    w.effects = tmp_path / "effects"  # type: ignore[attr-defined]
-    try:
+    with world_of(SQLiteStore(tmp_path / "s.db", outbox=True), tmp_path, monkeypatch) as w:
+        w.effects = tmp_path / "effects"  # type: ignore[attr-defined]
         yield w
-    finally:
-        w.stop()
 
 
 def ran(w: World) -> list[str]:
-    path: Path = w.effects  # type: ignore[attr-defined]
-    return path.read_text().splitlines() if path.exists() else []
+    return ran_effects(w.effects)  # type: ignore[attr-defined]
 
 
 def slack_entries(w: World, thread: str) -> list[Any]:

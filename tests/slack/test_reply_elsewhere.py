@@ -22,24 +22,20 @@ need_module("uvicorn", "uvicorn (extra agui)")
 
 from intermission.stores import MemoryStore, SQLiteStore  # noqa: E402
 
-from ._slack import SECRET, World  # noqa: E402
+from ._slack import SECRET, World, world_of  # noqa: E402
+from ._slack import ran as ran_effects  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "memory"])
 def world(request: Any, tmp_path: Path, monkeypatch: Any) -> Iterator[World]:
-    monkeypatch.setenv("AGUI_EFFECTS", str(tmp_path / "effects"))
     store = (SQLiteStore(tmp_path / "s.db", outbox=True) if request.param == "sqlite"
              else MemoryStore(outbox=True))  # fmt: skip
-    w = World(store, tmp_path)
-    try:
+    with world_of(store, tmp_path, monkeypatch) as w:
         yield w
-    finally:
-        w.stop()
 
 
 def ran(tmp_path: Path) -> list[str]:
-    path = tmp_path / "effects"
-    return path.read_text().splitlines() if path.exists() else []
+    return ran_effects(tmp_path / "effects")
 
 
 def no_url_anywhere(w: World, thread: str, caplog: Any) -> None:

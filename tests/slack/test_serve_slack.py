@@ -5,17 +5,24 @@ updated with the outcome; a config with a signing secret written inline is refus
 
 from __future__ import annotations
 
-import hashlib
-import json
 import signal
 import textwrap
 import time
 from pathlib import Path
 
 from tests._helpers import need_module
-from tests.notify._receivers import Served, wait_until
+from tests.notify._receivers import wait_until
 
-from ._slack import SECRET, StandIn, signed
+from ._slack import (
+    SECRET,
+    StandIn,
+    button,
+    click_body,
+    pause_served,
+    ran,
+    serve_slack,
+    signed,
+)
 
 
 def test_serve_takes_a_signed_click_and_updates_the_message(tmp_path: Path) -> None:
@@ -24,49 +31,15 @@ def test_serve_takes_a_signed_click_and_updates_the_message(tmp_path: Path) -> N
     import httpx
 
     slack = StandIn()
-    config = tmp_path / "notify.yaml"
-    config.write_text(textwrap.dedent(f"""
-        poll_s: 0.2
-        retry_first_s: 0.05
-        targets:
-          - type: slack
-            name: team
-            url: "{slack.url}/webhook"
-            interactive: true
-            signing_secret_env: IM_SLACK_SIGNING
-    """))  # fmt: skip
-    token = "t-cid-0123456789"
-    auth = tmp_path / "auth.yaml"
-    auth.write_text(json.dumps({
-        "principals": {"ann": {"roles": ["sre"]}, "cid": {"roles": ["dev"]}},
-        "tokens": [{"hash": "sha256:" + hashlib.sha256(token.encode()).hexdigest(),
-                    "name": "cid"}],
-        "slack_users": {"U-ANN": "ann"},
-    }))  # fmt: skip
-    server = Served(str(tmp_path / "s.db"), config, tmp_path / "serve.log",
-                    {"IM_SLACK_SIGNING": SECRET, "AGUI_EFFECTS": str(tmp_path / "fx")},
-                    "--auth", str(auth))  # fmt: skip
+    server = serve_slack(tmp_path, slack, tmp_path / "fx")
     try:
-        body = {"threadId": "S1", "runId": "r1", "state": {}, "tools": [], "context": [],
-                "forwardedProps": {},
-                "messages": [{"id": "u", "role": "user", "content": "go"}]}  # fmt: skip
-        r = httpx.post(f"{server.url}/agents/ops", json=body, timeout=120,
-                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
-        assert r.status_code == 200, r.text
-        wait_until(lambda: bool(slack.at("/webhook")), 30, "the message")
-        (message,) = slack.at("/webhook")
-        (value,) = [e["value"] for b in message["blocks"] if b["type"] == "actions"
-                    for e in b["elements"] if e["action_id"] == "approve"]  # fmt: skip
-        payload = {"type": "block_actions", "user": {"id": "U-ANN"},
-                   "response_url": f"{slack.url}/respond/1",
-                   "actions": [{"action_id": "approve", "value": value}]}  # fmt: skip
-        from urllib.parse import urlencode
-
-        raw = urlencode({"payload": json.dumps(payload)}).encode()
+        message = pause_served(server, slack)
+        raw = click_body("U-ANN", "approve", button(message, "approve"),
+                         f"{slack.url}/respond/1")  # fmt: skip
         click = httpx.post(f"{server.url}/slack/interactions", content=raw, timeout=60,
                            headers=signed(raw, int(time.time())))  # fmt: skip
         assert click.status_code == 200, click.text
-        assert (tmp_path / "fx").read_text().splitlines() == ["S1 delete_user 1001"]
+        assert ran(tmp_path / "fx") == ["S1 delete_user 1001"]
         wait_until(lambda: bool(slack.updates("/respond/1")), 30, "the update")
         (update,) = slack.updates("/respond/1")
         assert "Approved by ann" in update["text"]
