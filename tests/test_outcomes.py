@@ -22,3 +22,19 @@ def test_a_graph_approval_owns_its_effect_however_long_its_event_took_to_stamp()
     assert [d["name"] for d in outcome["deciders"]] == ["rita"]
     assert [e["status"] for e in outcome["effects"]] == ["completed"]
     assert str(outcome["effects"][0]["result"]).startswith("applied ")
+
+
+def test_who_decided_an_outcome_is_the_voters_of_its_verdict() -> None:
+    """A quorum's voter of the other verdict did not decide it: the Slack update and the
+    outbox name only the voters of the outcome's verdict (issue 41's second reading)."""
+    from intermission.outcomes import deciders_of
+    from intermission.slack.reply import _who
+
+    votes = [{"name": "alice", "verdict": "approve"}, {"name": "bob", "verdict": "reject"},
+             {"name": "carol", "verdict": "approve"}]  # fmt: skip
+    approved = {"verdict": "approve", "deciders": votes}
+    assert [d["name"] for d in deciders_of(approved)] == ["alice", "carol"]
+    assert _who(approved) == "alice and carol"
+    assert _who({"verdict": "reject", "deciders": votes}) == "bob"
+    one = {"verdict": "reject", "deciders": [{"name": "dana"}]}  # (no quorum: no verdicts)
+    assert _who(one) == "dana"

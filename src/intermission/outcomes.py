@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["approval_outcomes", "decisions_of", "final_outcome"]
+__all__ = ["approval_outcomes", "deciders_of", "decisions_of", "final_outcome"]
 
 _DEADLINE = "system:deadline"  # (hitl.approval_keys.DEADLINE_REVIEWER)
 _ENDS = ("run_end", "team_end")
@@ -49,6 +49,16 @@ def _deciders(
         return []
     return [{"name": reviewer, "roles": list(roles or ()), "via": via, "display": display,
              "atMs": at}]  # fmt: skip
+
+
+def deciders_of(outcome: dict[str, Any]) -> list[dict[str, Any]]:
+    """Who made an outcome what it is: the voters of its verdict (a quorum's voter of the
+    other verdict did not decide it), else every decider named."""
+    verdict = outcome.get("verdict")
+    deciders = list(outcome.get("deciders") or ())
+    if verdict is None:
+        return deciders
+    return [d for d in deciders if d.get("verdict", verdict) == verdict]
 
 
 def _ran_of_call(events: list[Any], seq: int, call_uuid: str) -> dict[str, Any] | None:
@@ -141,7 +151,7 @@ def _expired(found: dict[str, Any]) -> bool:
     return bool(found["timedOut"]) or any(d["name"] == _DEADLINE for d in found["deciders"])
 
 
-def final_outcome(session: Any, iid: str) -> dict[str, Any] | None:
+def final_outcome(session: Any, iid: str, after: int | None = None) -> dict[str, Any] | None:
     """What became of interrupt ``iid`` once it is final, else None (undecided, a vote of
     a quorum, approved and not run yet). An :func:`approval_outcomes` entry plus ``mark``
     (names the outcome alike for every save that sees it: ``expired``, or the verdict and
@@ -150,10 +160,12 @@ def final_outcome(session: Any, iid: str) -> dict[str, Any] | None:
 
     Final: a rejection or an expiry (a tool call's, from the decision the deadline
     recorded, before any run applies it), an approved call once it ran, a graph approval
-    once the run it let go on ended."""
+    once the run it let go on ended. ``after``: a log seq; only a decision made from there
+    on counts (a model may give a later request's call the same id)."""
     if iid.startswith("approval-") and not any(t.call_uuid == iid for t in session.hitl.tasks):
         return _final_graph(session, iid)
-    calls = [o for o in approval_outcomes(session) if o["callId"] == iid]
+    calls = [o for o in approval_outcomes(session)
+             if o["callId"] == iid and (after is None or o["seq"] >= after)]  # fmt: skip
     if not calls:  # the deadline decided it and no run applied that yet
         record = session.hitl.decisions.get(iid)
         if record is None or not record.timed_out or record.verdict != "reject":
@@ -167,7 +179,9 @@ def final_outcome(session: Any, iid: str) -> dict[str, Any] | None:
                 "verdict": "reject", "reason": None, "comment": record.comment,
                 "atMs": record.time_ms, "timedOut": True, "deciders": votes, "ran": None,
                 "effects": [], "answer": None, "mark": "expired", "expired": True}  # fmt: skip
-    found = calls[-1]  # (a forgotten effect's call is decided again)
+    # (the first from ``after``: the one the click took part in; without it the last, a
+    # forgotten effect's call being decided again)
+    found = calls[0] if after is not None else calls[-1]
     expired = _expired(found) and found["verdict"] == "reject"
     if found["verdict"] == "approve" and found["ran"] is None:
         return None

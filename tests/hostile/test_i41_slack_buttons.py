@@ -71,7 +71,7 @@ def test_a_value_edited_to_what_the_message_never_offered_decides_nothing(
         edited(value, t="L", i=long_iid),  # an interrupt Slack could not show whole
         edited(value, t="O2"),  # another thread
         edited(value, i="approval-1"),  # another interrupt of this thread
-        button_value("slack", "L", long_iid, "approve", "another app's signing secret"),
+        button_value("slack", "L", long_iid, "approve", "another app's signing secret", ""),
         json.dumps({"n": "slack", "t": "L", "i": long_iid}),  # untagged (no "m")
     ]
     for n, v in enumerate(forged):

@@ -167,11 +167,12 @@ def pause_served(server: Served, slack: StandIn, thread: str = "S1") -> dict[str
 
 
 @contextmanager
-def world_of(store: Any, tmp: Path, monkeypatch: Any) -> Iterator[World]:
+def world_of(store: Any, tmp: Path, monkeypatch: Any,
+             more_targets: tuple[str, ...] = ()) -> Iterator[World]:  # fmt: skip
     """A :class:`World` on ``store`` whose agents note their effects in
     ``tmp/effects`` (read them with ``ran(tmp / "effects")``); stopped after."""
     monkeypatch.setenv("AGUI_EFFECTS", str(tmp / "effects"))
-    w = World(store, tmp)
+    w = World(store, tmp, more_targets)
     try:
         yield w
     finally:
@@ -181,7 +182,7 @@ def world_of(store: Any, tmp: Path, monkeypatch: Any) -> Iterator[World]:
 class World:
     """The server, its store, the notifier and the stand-in."""
 
-    def __init__(self, store: Any, tmp: Path) -> None:
+    def __init__(self, store: Any, tmp: Path, more_targets: tuple[str, ...] = ()) -> None:
         import httpx
         import uvicorn
 
@@ -193,8 +194,11 @@ class World:
         self.url = f"http://127.0.0.1:{port}"
         self.target = SlackWebhook(f"{self.slack.url}/webhook", name="slack", interactive=True,
                                    signing_secret=SECRET)  # fmt: skip
-        clicks = SlackInteractions(store, AgentTable(AGENTS), self.identity, {"slack": SECRET},
-                                   origins={"slack": self.target.reply_origins})  # fmt: skip
+        # (``more_targets``: other webhooks of the same Slack app, one secret for all)
+        names = ("slack", *more_targets)
+        clicks = SlackInteractions(store, AgentTable(AGENTS), self.identity,
+                                   dict.fromkeys(names, SECRET),
+                                   origins=dict.fromkeys(names, self.target.reply_origins))  # fmt: skip
         app = agui_app(AGENTS, store, auth=TokenAuth(TOKENS),
                        signed_routes={"/slack/interactions": clicks})  # fmt: skip
         self.notifier = Notifier(store, [self.target], self.url, retry_first_s=0.01,

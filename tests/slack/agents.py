@@ -7,9 +7,9 @@ from typing import Any
 
 from tests.agui.agents import _effect, _script
 
-from intermission import ApprovalPolicy, HITLInterceptor, ReActAgent, tool
+from intermission import ApprovalPolicy, HITLInterceptor, ReActAgent, ScriptedModel, tool
 from intermission.core.session import AgentSession
-from intermission.messages import ToolCall
+from intermission.messages import ChatMessage, ToolCall
 
 
 @tool
@@ -37,6 +37,24 @@ def _agent(name: str, call: ToolCall, policy: ApprovalPolicy) -> Callable[[], An
     return make
 
 
+def _numbered() -> Any:
+    """A model that numbers its calls per reply, as some providers do: every request's call
+    is ``call_0``, deleting the user its prompt names (``delete 2002``)."""
+
+    def script(messages: list[ChatMessage], tools: Any) -> Any:
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        if any(m.role == "tool" for m in messages[last_user:]):
+            return "Done."
+        user_id = int(str(messages[last_user].content).split()[-1])
+        return [ToolCall("delete_user", {"user_id": user_id}, "call_0")]
+
+    return (
+        ReActAgent.of(ScriptedModel(script)).name("numbered").tools(delete_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user", policy=ApprovalPolicy()))
+        .build()
+    )  # fmt: skip
+
+
 DELETE = ToolCall("delete_user", {"user_id": 1001})
 LONG = "x" * 5000
 """A note longer than a Slack section can show whole."""
@@ -51,6 +69,7 @@ AGENTS: dict[str, Callable[[], Any]] = {
     "long": _agent("long", ToolCall("post_note", {"text": LONG}), ApprovalPolicy()),
     "brief": _agent("brief", DELETE, ApprovalPolicy(expires_after_ms=1)),
     # two people within a minute (the deadline sweeper expires it)
+    "numbered": _numbered,
     "quorum_minute": _agent("quorum_minute", DELETE,
                             ApprovalPolicy(approvals=2, not_requester=True,
                                            expires_after_ms=60_000)),

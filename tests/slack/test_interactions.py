@@ -79,13 +79,15 @@ def test_reject_where_a_reason_is_needed_is_refused_by_the_policy_nothing_change
 ) -> None:
     """A ``reject`` (the message offers only the console card; one tagged as intermission
     tags it) meets the policy; the Approve button's value sent as a reject is refused."""
+    from intermission.decisions import fingerprint
     from intermission.notify.targets import button_value
 
     iid = world.pause("ops", "T3")
     value = world.buttons("T3")["approve"]["value"]
     edited = world.click("U-ANN", "reject", value)
     assert "not made by intermission" in edited.json()["text"]
-    r = world.click("U-ANN", "reject", button_value("slack", "T3", iid, "reject", SECRET),
+    shown = fingerprint(world.store.load("T3").hitl.tasks[0].args)
+    r = world.click("U-ANN", "reject", button_value("slack", "T3", iid, "reject", SECRET, shown),
                     "/respond/2")  # fmt: skip
     assert r.status_code == 200 and "needs a reason" in r.json()["text"]
     assert "Error" not in r.json()["text"]  # a sentence, no exception class name
@@ -274,3 +276,60 @@ def test_a_slow_decision_is_answered_at_once_and_goes_on(world: World, monkeypat
                and bool(world.slack.updates("/respond/1")), 30, "the update")  # fmt: skip
     (update,) = world.slack.updates("/respond/1")
     assert "user 1001 deleted" in update["text"]
+
+
+def test_an_old_messages_button_never_decides_a_later_call_given_the_same_id(
+    world: World,
+) -> None:
+    """A model that numbers its calls per reply gives every request's call the id
+    ``call_0``: the Approve of a message about one request's call decides nothing of a
+    later request's call with other arguments (the button's tag is bound to the arguments
+    the message showed, checked again under the claim)."""
+
+    def ask(user_id: int, run: str) -> None:
+        world.run("t-cid", "numbered", {"threadId": "N", "runId": run, "messages": [
+            {"id": f"u-{run}", "role": "user", "content": f"delete {user_id}"}]})  # fmt: skip
+
+    ask(1001, "r1")
+    old = world.buttons("N")["approve"]["value"]
+    r = world.click("U-ANN", "approve", old, "/respond/1")
+    assert ran(world) == ["N delete_user 1001"], r.text
+    ask(2002, "r2")  # the thread's next request: its call is call_0 again
+    (task,) = world.store.load("N").hitl.tasks
+    assert task.call_uuid == "call_0" and task.args == {"user_id": 2002}
+    r = world.click("U-ANN", "approve", old, "/respond/2")  # the first message, again
+    assert r.status_code == 200 and "not the one the message showed" in r.json()["text"], r.text
+    assert ran(world) == ["N delete_user 1001"] and world.store.load("N").status == "pending"
+    forged = edited(old, m="0" * 32)  # (and a value no message carried, as before)
+    assert "not made by intermission" in world.click("U-ANN", "approve", forged).json()["text"]
+    new = world.buttons("N")["approve"]["value"]  # the second request's message
+    assert new != old
+    r = world.click("U-ANN", "approve", new, "/respond/3")
+    assert ran(world) == ["N delete_user 1001", "N delete_user 2002"], r.text
+
+
+def edited(value: str, **changes: str) -> str:
+    import json
+
+    return json.dumps({**json.loads(value), **changes}, separators=(",", ":"))
+
+
+def test_one_slack_app_with_a_webhook_per_channel_takes_the_clicks_of_each(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """One Slack app has one signing secret and often several targets (a webhook per
+    channel): a click signed with it is taken for whichever of them sent the button."""
+    from intermission.slack.signature import verify
+
+    body = b"payload=%7B%7D"
+    now = int(time.time())
+    headers = signed(body, now)
+    both = verify({"a": SECRET, "b": SECRET, "c": "another app's secret"},
+                  headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"], body, now)
+    assert both == {"a", "b"}
+    store = SQLiteStore(tmp_path / "s.db", outbox=True)
+    with world_of(store, tmp_path, monkeypatch, more_targets=("ops-channel",)) as w:
+        w.pause("ops", "M")
+        r = w.click("U-ANN", "approve", w.buttons("M")["approve"]["value"])
+        assert r.status_code == 200, r.text
+        assert ran_effects(tmp_path / "effects") == ["M delete_user 1001"], r.text

@@ -201,3 +201,31 @@ class _Later:
 
     def now_ms(self) -> float:
         return float(self.clock.now_ms()) + self.by_ms
+
+
+def test_a_later_call_given_the_same_id_never_updates_an_old_message(
+    world: World, tmp_path: Path
+) -> None:
+    """The model numbers its calls per reply (``call_0`` every request): the message
+    approved from Slack shows its own call's outcome, once; the next request's
+    ``call_0``, decided in the console, never rewrites it."""
+
+    def ask(user_id: int, run: str) -> str:
+        events = world.run("t-cid", "numbered", {"threadId": "N", "runId": run, "messages": [
+            {"id": f"u-{run}", "role": "user", "content": f"delete {user_id}"}]})  # fmt: skip
+        (interrupt,) = events[-1]["outcome"]["interrupts"]
+        return str(interrupt["id"])
+
+    ask(1001, "r1")
+    world.click("U-ANN", "approve", world.buttons("N")["approve"]["value"], "/respond/1")
+    world.notifier.deliver_pending()
+    (update,) = world.slack.updates("/respond/1")
+    assert "user_id=1001" in update["text"], update
+    iid = ask(2002, "r2")
+    assert iid == "call_0"
+    done = world.console_approve("t-ben", "numbered", "N", iid)
+    assert done[-1]["type"] == "RUN_FINISHED"
+    assert ran(tmp_path) == ["N delete_user 1001", "N delete_user 2002"]
+    world.notifier.deliver_pending()
+    assert len(world.slack.updates("/respond/1")) == 1  # (2002's outcome went nowhere)
+    assert "replies" not in world.store.load("N").meta or not world.store.load("N").meta["replies"]

@@ -19,6 +19,7 @@ from .._check import shown
 from .._compat import require
 from .._text import visible
 from .._version import __version__
+from ..decisions import fingerprint
 from ..errors import (
     DeliveryError,
     DeliveryRefusedError,
@@ -365,14 +366,15 @@ _ASKING = ("pending", "warning", "escalated")
 
 
 def button_value(target: str, session_id: str, interrupt_id: str, action: str,
-                 secret: str) -> str:  # fmt: skip
+                 secret: str, shown: str) -> str:  # fmt: skip
     """What an interactive button carries: ids intermission minted (the thread, the
     interrupt, the target that sent it), never text a model wrote, the button's action,
-    and their tag (:func:`~intermission.slack.signature.button_mac`: a value edited to
-    another thread, interrupt or action is refused)."""
+    and their tag (:func:`~intermission.slack.signature.button_mac`, over the fingerprint
+    ``shown`` of the arguments shown too: a value edited to another thread, interrupt or
+    action, or clicked once the call's arguments are not those shown, is refused)."""
     from ..slack.signature import button_mac
 
-    mac = button_mac(secret, target, session_id, interrupt_id, action)
+    mac = button_mac(secret, target, session_id, interrupt_id, action, shown)
     return json.dumps({"n": target, "t": session_id, "i": interrupt_id, "a": action, "m": mac},
                       separators=(",", ":"))  # fmt: skip
 
@@ -479,9 +481,11 @@ class SlackWebhook(_HTTP):
     def _buttons(self, n: Notification, item: Mapping[str, Any], whole: bool) -> list[Any]:
         assert self._signing_secret is not None  # (interactive)
         secret, sid, iid = self._signing_secret, n.session_id, str(item.get("id"))
+        args = item.get("arguments")
+        seen = fingerprint(dict(args)) if isinstance(args, Mapping) else ""
 
         def value(action: str) -> str:
-            return button_value(self.name, sid, iid, action, secret)
+            return button_value(self.name, sid, iid, action, secret, seen)
 
         link = item.get("link")
         out: list[dict[str, Any]] = []

@@ -135,8 +135,8 @@ class SlackInteractions:
         now_s = self.store.clock.now_ms() / 1000  # type: ignore[attr-defined]
         signature = request.headers.get("x-slack-signature")
         try:
-            target = verify(self.secrets, request.headers.get("x-slack-request-timestamp"),
-                            signature, body, now_s)  # fmt: skip
+            targets = verify(self.secrets, request.headers.get("x-slack-request-timestamp"),
+                             signature, body, now_s)  # fmt: skip
         except StaleRequestError as exc:
             return JSONResponse(_ephemeral(str(exc)))
         except SlackSignatureError as exc:
@@ -153,7 +153,7 @@ class SlackInteractions:
             return JSONResponse({"error": "the body is a form with a JSON payload"},
                                 status_code=400)  # fmt: skip
         runs = request.scope.get("state", {}).get("intermission.runs")
-        text = await self._click(payload, target, runs)
+        text = await self._click(payload, targets, runs)
         if text is None:
             return Response(status_code=200)
         return JSONResponse(_ephemeral(text))
@@ -169,10 +169,12 @@ class SlackInteractions:
             return True
 
     # -- one click -------------------------------------------------------------------------
-    async def _click(self, payload: dict[str, Any], target: str, runs: Any = None) -> str | None:
+    async def _click(self, payload: dict[str, Any], targets: frozenset[str],
+                     runs: Any = None) -> str | None:  # fmt: skip
         """Decide a click; the ephemeral answer (None: nothing to say, say an Open button's
-        click, which Slack reports too). ``runs``: the server's (a decision may resume a
-        run: counted in its drain, refused once it stops)."""
+        click, which Slack reports too). ``targets``: those whose secret signed it (one
+        Slack app: one secret, a webhook per channel). ``runs``: the server's (a decision
+        may resume a run: counted in its drain, refused once it stops)."""
         if payload.get("type") != "block_actions":
             return None
         actions = payload.get("actions") or []
@@ -183,7 +185,8 @@ class SlackInteractions:
             return None
         response_url = payload.get("response_url")
         url = response_url if isinstance(response_url, str) else None
-        if url is not None and not reply_allowed(url, self.origins[target]):
+        allowed = {o for t in targets for o in self.origins[t]}
+        if url is not None and not reply_allowed(url, allowed):
             return "this click's response_url is not Slack's; nothing was done"  # (not posted)
         try:
             value = json.loads(action.get("value") or "")
@@ -192,13 +195,11 @@ class SlackInteractions:
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return self._tell(url, "this button was not made by intermission; nothing was done")
-        if named != target:
+        if named not in targets:
             return self._tell(url, "this button belongs to another Slack app; nothing was done")
-        made = button_mac(self.secrets[target], target, sid, iid, str(action_id))
-        if not hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace")):
-            # (a message posted with the app's webhook URL, or a value edited: another
-            # thread, interrupt or action than intermission offered)
-            return self._tell(url, "this button was not made by intermission; nothing was done")
+        target = named
+        if url is not None and not reply_allowed(url, self.origins[target]):
+            return "this click's response_url is not Slack's; nothing was done"
         user = payload.get("user") or {}
         uid = user.get("id") if isinstance(user, dict) else None
         person = self.identity.slack_principal(uid) if isinstance(uid, str) else None
@@ -216,7 +217,12 @@ class SlackInteractions:
 
         def decide() -> str:
             try:
-                return self._decide(who, target, url, sid, iid, approve)
+                seen = self._seen_by(target, sid, iid, str(action_id), mac)
+                if seen is None:  # (a message posted with the app's webhook URL, a value
+                    # edited to another thread, interrupt or action, or a call since
+                    # proposed again under the same id with other arguments)
+                    return self._tell(url, NOT_OURS)
+                return self._decide(who, target, url, sid, iid, approve, seen)
             finally:
                 if held is not None:
                     runs.leave(held)
@@ -243,14 +249,29 @@ class SlackInteractions:
         except Exception as exc:  # best effort; the URL is a credential: never logged
             log.warning("an ephemeral Slack answer was not delivered (%s)", type(exc).__name__)
 
+    def _seen_by(self, target: str, sid: str, iid: str, action: str, mac: str) -> str | None:
+        """The fingerprint of the arguments the clicked message showed, if the button's tag
+        says intermission made it for interrupt ``iid`` of ``sid`` as ``action``, over
+        arguments the thread holds for that interrupt now or decided; else None."""
+        try:
+            session = self.store.load(sid)
+        except (SessionNotFoundError, IntermissionError):
+            return None
+        secret = self.secrets[target]
+        for seen in shown_fingerprints(session, iid):
+            made = button_mac(secret, target, sid, iid, action, seen)
+            if hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace")):
+                return seen
+        return None
+
     def _decide(self, who: Actor, target: str, url: str | None, sid: str, iid: str,
-                approve: bool) -> str:  # fmt: skip
+                approve: bool, seen: str) -> str:  # fmt: skip
         """Decide through ``decide_and_resume`` (a thread); the answer in a sentence."""
 
         def decide(s: Any) -> None:
             if url is not None:  # (the message shows the outcome, whoever makes it final)
                 hold(s, target, url, iid)
-            _decide_one(s, iid, approve)
+            _decide_one(s, iid, approve, seen)
 
         try:
             outcome = decide_and_resume(self.store, sid, decide, self.agents, principal=who)
@@ -281,22 +302,57 @@ def _said(outcome: DecisionOutcome, approve: bool) -> str:
     return f"{verdict}: this message now shows what became of it"
 
 
-def _decide_one(s: Any, iid: str, approve: bool) -> None:
-    """Record the click's decision on ``s`` (the read copy, then the claimed one)."""
+NOT_OURS = ("this button does not match what its thread waits for (it was not made by "
+            "intermission, or the call it showed was proposed again with other arguments); "
+            "nothing was done")
+
+
+def shown_fingerprints(session: Any, iid: str) -> list[str]:
+    """The fingerprints of the arguments a message about interrupt ``iid`` may have shown:
+    the waiting call's (or the graph approval's request), and those of the calls of that
+    id decided before (a click on a decided one is answered by the decision's check)."""
+    from ..decisions import fingerprint
+    from ..stores.rows import graph_request
+
+    out = [fingerprint(dict(t.args)) for t in session.hitl.tasks if t.call_uuid == iid]
+    record = session.hitl.decisions.get(iid)
+    if record is not None:
+        out.append(record.fingerprint)
+    out += [e.decision.fingerprint for e in session.events  # (decided and applied)
+            if e.kind == "hitl_decided" and e.call_uuid == iid]  # fmt: skip
+    if iid.startswith("approval-"):
+        request = graph_request(session)
+        out.append(fingerprint({"request": request} if request is not None else {}))
+    return out
+
+
+def _decide_one(s: Any, iid: str, approve: bool, seen: str) -> None:
+    """Record the click's decision on ``s`` (the read copy, then the claimed one), on the
+    arguments the message showed (``seen``: their fingerprint) and no others."""
     from ..agui.interrupts import open_interrupts
     from ..decisions import HITLDecision
+    from ..errors import InvalidDecisionError
     from ..hitl import HITL
     from ..hitl.graph import decide_graph
 
-    if any(t.call_uuid == iid for t in s.hitl.tasks):
+    task = next((t for t in s.hitl.tasks if t.call_uuid == iid), None)
+    if task is not None:
+        if task.fingerprint != seen:
+            raise InvalidDecisionError(
+                f"call {iid} of thread {s.session_id} is not the one the message showed "
+                "(proposed again with other arguments); nothing was changed", call_uuid=iid)
         decision = HITLDecision.approve() if approve else HITLDecision.reject()
-        HITL.submit(s, iid, decision)
+        HITL.submit(s, task, decision)
         return
     if iid not in {i.id for i in open_interrupts(s)}:  # a graph approval since decided
         raise UnknownTaskError(
             f"interrupt {iid} of thread {s.session_id} is no longer open (it was decided, or "
             "the thread moved on); nothing was changed"
         )
+    if seen not in shown_fingerprints(s, iid):
+        raise InvalidDecisionError(
+            f"approval {iid} of thread {s.session_id} asks something other than the message "
+            "showed; nothing was changed")
     decide_graph(s, "APPROVE" if approve else "REJECT")
 
 

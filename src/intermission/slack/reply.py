@@ -32,6 +32,7 @@ from .._json import canonical_dumps
 from .._text import visible
 from ..notify.interrupts import summarize
 from ..notify.redact import redact_text
+from ..outcomes import deciders_of
 from ..principals import label
 from ..stores.outbox import Written, new_key
 from ..stores.outbox_rules import REPLIES
@@ -80,7 +81,7 @@ def _call(tool: str, args: Any) -> str:
 
 
 def _who(found: dict[str, Any]) -> str:
-    names = [label(d.get("name"), d.get("display")) for d in found.get("deciders") or ()]
+    names = [label(d.get("name"), d.get("display")) for d in deciders_of(found)]
     return " and ".join(n for n in names if n) or "an unnamed reviewer"
 
 
@@ -154,8 +155,10 @@ def hold(session: Any, target: str, response_url: str, iid: str) -> None:
                if isinstance(v, dict) and float(v.get("until_ms") or 0) >= now}  # fmt: skip
     key = new_key()
     until = now + REPLY_VALID_MS
+    # ("after": this click's place in the log; the outcome the message shows is the first
+    # of interrupt ``iid`` from here on, never a later call a model gave the same id)
     handles[iid] = {"session": session.session_id, "target": target, "handle": key,
-                    "until_ms": until}  # fmt: skip
+                    "until_ms": until, "after": session.events.next_seq}  # fmt: skip
     session.meta[REPLIES] = handles
     payload = canonical_dumps({"kind": "decided", "session_id": session.session_id,
                                "reply": {"target": target, "url": response_url}})  # fmt: skip

@@ -49,18 +49,18 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 def verify(
     secrets: dict[str, str], timestamp: str | None, signature: str | None, body: bytes,
     now_s: float,
-) -> str:  # fmt: skip
-    """The name of the target whose signing secret signed ``body`` (``secrets``: name →
-    secret). Raises :class:`SlackSignatureError` (no or a wrong signature) or, for a
+) -> frozenset[str]:  # fmt: skip
+    """The names of the targets whose signing secret signed ``body`` (``secrets``: name →
+    secret; one Slack app has one secret and often several targets, a webhook per
+    channel). Raises :class:`SlackSignatureError` (no or a wrong signature) or, for a
     well-signed request outside the window around ``now_s`` (the store's clock),
     :class:`StaleRequestError`. Signatures are compared in constant time."""
     if not timestamp or not signature or not timestamp.isascii() or not timestamp.isdigit():
         raise SlackSignatureError("the request is not signed by Slack")
-    found = None
-    for name, secret in secrets.items():  # (every one compared: no early exit to time)
-        if hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.encode()):
-            found = name
-    if found is None:
+    found = frozenset(name for name, secret in secrets.items()  # (every one compared)
+                      if hmac.compare_digest(sign(secret, timestamp, body).encode(),
+                                             signature.encode()))  # fmt: skip
+    if not found:
         raise SlackSignatureError("the request's Slack signature does not match")
     if abs(now_s - int(timestamp)) > WINDOW_S:
         raise StaleRequestError(
@@ -71,14 +71,19 @@ def verify(
 
 
 def button_mac(secret: str, target: str, session_id: str, interrupt_id: str,
-               action: str) -> str:  # fmt: skip
+               action: str, shown: str) -> str:  # fmt: skip
     """The tag an interactive button's value carries: an HMAC (keyed from the app's signing
     secret) over what it decides and how. Slack signs every click on any message of the
     app, including one posted by whoever holds its incoming-webhook URL; the tag is what
     says intermission made this button, for this interrupt, as this action (so an Approve
-    is only ever one intermission offered: never on arguments it could not show whole)."""
-    key = hmac.new(secret.encode(), b"intermission/slack-button/v1", hashlib.sha256).digest()
-    what = json.dumps([target, session_id, interrupt_id, action], separators=(",", ":"))
+    is only ever one intermission offered: never on arguments it could not show whole).
+
+    ``shown``: the fingerprint of the arguments the message showed
+    (:func:`~intermission.decisions.fingerprint`), kept out of the value and computed again
+    from the session at the click: a model may give a later call of the thread the same id
+    (``call_0``), and an old message's Approve must not decide arguments it never showed."""
+    key = hmac.new(secret.encode(), b"intermission/slack-button/v2", hashlib.sha256).digest()
+    what = json.dumps([target, session_id, interrupt_id, action, shown], separators=(",", ":"))
     return hmac.new(key, what.encode(), hashlib.sha256).hexdigest()[:32]
 
 

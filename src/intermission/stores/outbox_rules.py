@@ -212,10 +212,12 @@ def _replies(session: Any, handles: Any, now_ms: float) -> list[Written]:
     ``session`` (whose interrupt: a fork carries its parent's meta), ``target``, ``handle``
     (the key of the outbox row that holds where to send the update, see
     :attr:`~intermission.stores.outbox.Written.held_until`), ``until_ms`` (when the handle
-    expires). One row per outcome: its key and ``once`` mark are made from the target, the
-    thread, the interrupt and the outcome, so a later save seeing it again writes nothing,
-    and every retry sends the same key. The message's words are made when it is sent."""
-    from ..outcomes import final_outcome
+    expires), ``after`` (the log seq of the click: only a decision from there on is the
+    message's). One row per outcome: its key and ``once`` mark are made from the target,
+    the thread, the handle, the interrupt and the outcome, so a later save seeing it again
+    writes nothing, and every retry sends the same key; the handle is dropped once told.
+    The message's words are made when it is sent."""
+    from ..outcomes import deciders_of, final_outcome
 
     if not isinstance(handles, dict):
         return []
@@ -224,10 +226,13 @@ def _replies(session: Any, handles: Any, now_ms: float) -> list[Written]:
     for iid, h in list(handles.items()):
         if not isinstance(h, dict) or h.get("session") != sid:
             continue
-        found = final_outcome(session, iid)
+        after = h.get("after")
+        found = final_outcome(session, iid, after if isinstance(after, int) else None)
         if found is None:
             continue
-        mark = f"reply:{h.get('target')}:{sid}:{iid}:{found['mark']}"
+        # (the handle's own key in the mark: a thread deleted and made again under the same
+        # id numbers its log and its calls anew; its messages are other messages)
+        mark = f"reply:{h.get('target')}:{sid}:{h.get('handle')}:{iid}:{found['mark']}"
         if float(h.get("until_ms") or 0) < now_ms:
             log.info("the message where interrupt %s of session %s was acted on can no "
                      "longer be updated (its reply handle expired): not updated", iid, sid)
@@ -235,7 +240,7 @@ def _replies(session: Any, handles: Any, now_ms: float) -> list[Written]:
             continue
         key = "ntf_" + hashlib.sha256(mark.encode()).hexdigest()[:32]
         tool = found.get("tool")
-        deciders = [d.get("name") for d in found["deciders"]]
+        deciders = [d.get("name") for d in deciders_of(found)]
         payload = {
             "kind": "decided", "session_id": sid, "agent": session.agent,
             "created_ms": now_ms, "reason": None, "tasks": [], "approval": None,
@@ -248,6 +253,7 @@ def _replies(session: Any, handles: Any, now_ms: float) -> list[Written]:
                       "outcome": found},
         }  # fmt: skip
         out.append(Written(key, sid, "decided", canonical_dumps(payload), once=mark))
+        del handles[iid]  # (told: a later call given the same id is not this message's)
     return out
 
 

@@ -17,7 +17,15 @@ from ..decisions import HITLTask
 from ..errors import UsageError
 from ..hitl.graph import ApprovalKeys, approval_deadline
 
-__all__ = ["StoredRow", "column_text", "ledger_of", "ledger_text", "row_of", "session_from"]
+__all__ = [
+    "StoredRow",
+    "column_text",
+    "graph_request",
+    "ledger_of",
+    "ledger_text",
+    "row_of",
+    "session_from",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,13 @@ def _tasks_json(tasks: list[Any]) -> str:
     return canonical_dumps([t.model_dump(mode="json", exclude={"args_schema"}) for t in tasks])
 
 
+
+def graph_request(session: Any) -> Any:
+    """What a graph approval asks the human to review (``approval.request``): what a
+    notification shows, and what an interactive button's tag is bound to."""
+    return session.context.get("approval.request")
+
+
 def row_of(session: InMemoryAgentSession) -> StoredRow:
     """The row of a session: its canonical snapshot text and the indexed columns."""
     hitl = session.hitl
@@ -70,7 +85,7 @@ def row_of(session: InMemoryAgentSession) -> StoredRow:
             approval_deadline(session) if hitl.approval_keys is None else _graph_deadline(session)
         )
         deadlines += [graph_deadline] if graph_deadline is not None else []
-    request = session.context.get("approval.request")
+    request = graph_request(session)
     due, progress = _policy_columns(session)
     return StoredRow(
         session_id=session.session_id,
