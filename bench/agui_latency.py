@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from _shared import HERE, row
+from _shared import HERE, row, verdict
 
 TEMPORAL = (11.0, 46.0)
 """Temporal's published signal latency, p50 / p99 ms (Temporal Cloud, January 2026)."""
@@ -44,12 +44,14 @@ def _port() -> int:
 
 
 class _Server:
-    def __init__(self, dsn: str, log: Path) -> None:
+    def __init__(self, dsn: str, log: Path, floor: bool = False) -> None:
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": str(HERE)}
+        env = {**os.environ, "PYTHONPATH": str(HERE), "INTERMISSION_BENCH_PG_DSN": dsn}
         cmd = [sys.executable, "-m", "intermission", "serve", "--store", dsn,
                "--agents", "_agui_agents:AGENTS", "--port", str(self.port)]  # fmt: skip
+        if floor:  # one HTTP request, one commit (the DSN in the environment only)
+            cmd = [sys.executable, str(HERE / "_floor_server.py"), str(self.port)]
         with open(log, "w") as out:
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         until = time.monotonic() + 60
@@ -102,6 +104,16 @@ def _decide(client: Any, server: _Server, thread: str, iid: str) -> float:
     return took
 
 
+def _floor(client: Any, server: _Server, thread: str) -> float:
+    """Seconds for one HTTP request doing one PostgreSQL commit, read as an SSE answer."""
+    t = time.perf_counter()
+    end = _last_event(client, f"{server.url}/commit", _body(thread, "f"))
+    took = time.perf_counter() - t
+    if end["type"] != "RUN_FINISHED":
+        raise RuntimeError(f"the floor's request failed: {end}")
+    return took
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1e3
@@ -123,7 +135,9 @@ def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -
         return
     prefix = f"bench-agui-{uuid.uuid4().hex[:6]}-"
     servers = [_Server(dsn, tmp / "serve-a.log"), _Server(dsn, tmp / "serve-b.log")]
+    floor = _Server(dsn, tmp / "floor.log", floor=True)
     clients = [httpx.Client(timeout=120) for _ in servers]
+    floor_client = httpx.Client(timeout=120)
     store = PostgresStore(dsn)
     made: list[str] = []
     try:
@@ -141,7 +155,13 @@ def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -
         many = paused[20 + measured : -background]
         for n, (thread, iid) in enumerate(warm):
             _decide(clients[n % 2], servers[n % 2], thread, iid)
-        alone = [_decide(clients[n % 2], servers[n % 2], t, i) for n, (t, i) in enumerate(one)]
+            _floor(floor_client, floor, thread)
+        # a decision, then the floor's request, in turn: both see the same machine
+        alone: list[float] = []
+        floor_alone: list[float] = []
+        for n, (t, i) in enumerate(one):
+            alone.append(_decide(clients[n % 2], servers[n % 2], t, i))
+            floor_alone.append(_floor(floor_client, floor, t))
 
         own = threading.local()  # each reviewer keeps its connections (keep-alive)
         opened: list[Any] = []
@@ -153,25 +173,43 @@ def bench_agui_latency(tmp: Path, measured: int, background: int = BACKGROUND) -
                 opened.extend(own.clients)
             return _decide(own.clients[n % 2], servers[n % 2], thread, iid)
 
+        def floor_request(item: tuple[int, tuple[str, str]]) -> float:
+            if not hasattr(own, "floor"):
+                own.floor = httpx.Client(timeout=120)
+                opened.append(own.floor)
+            return _floor(own.floor, floor, item[1][0])
+
         with ThreadPoolExecutor(8) as pool:
             busy = list(pool.map(decide, enumerate(many)))
+            floor_busy = list(pool.map(floor_request, enumerate(many)))
         for c in opened:
             c.close()
         listed = len(store.pending(limit=1000))
     finally:
-        for c in clients:
+        for c in [*clients, floor_client]:
             c.close()
-        for s in servers:
+        for s in [*servers, floor]:
             s.stop()
         for thread in made:
             with contextlib.suppress(Exception):
                 store.delete(thread)
         store.close()
     p50, p99 = TEMPORAL
-    for what, values in (("one reviewer", alone), ("8 reviewers at once", busy)):
+    for what, values, floors in (("one reviewer", alone, floor_alone),
+                                 ("8 reviewers at once", busy, floor_busy)):  # fmt: skip
         row(f"decision → applied over AG-UI, {what}: p50 / p99",
             f"{_pct(values, 0.5):.1f} / {_pct(values, 0.99):.1f} ms",
             f"Temporal signal {p50:g} / {p99:g} ms (Cloud, Jan 2026)")  # fmt: skip
+        row(f"  floor: one HTTP request, one commit, {what}: p50 / p99",
+            f"{_pct(floors, 0.5):.1f} / {_pct(floors, 0.99):.1f} ms")
+        r50 = _pct(values, 0.5) / _pct(floors, 0.5)
+        r99 = _pct(values, 0.99) / _pct(floors, 0.99)
+        if what == "one reviewer":  # targets (issue 42): p50 ≤ 3×, p99 ≤ 4× the floor
+            row(f"  ratio to the floor, {what}: p50 / p99", f"{r50:.1f}× / {r99:.1f}×",
+                "target ≤ 3× / ≤ 4×", verdict(r50 <= 3 and r99 <= 4))
+        else:  # eight at once: p99 ≤ 4× the floor's own eight-at-once p99
+            row(f"  ratio to the floor, {what}: p99", f"{r99:.1f}×", "target ≤ 4×",
+                verdict(r99 <= 4))
     print(f"  ({len(alone)} + {len(busy)} decisions; {listed:,} paused threads listed at the end;"
           f" median of one alone {statistics.median(alone) * 1e3:.1f} ms)")  # fmt: skip
 

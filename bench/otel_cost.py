@@ -17,6 +17,7 @@ from _shared import (
     median_rounds,
     row,
     timed,
+    verdict,
     warm_wal,
 )
 
@@ -38,9 +39,9 @@ def bench_otel(rounds: int, tmp: Path) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
 
-    def traced(fn: Callable[[], float]) -> Callable[[], float]:
+    def traced(fn: Callable[[], float], node_spans: bool = False) -> Callable[[], float]:
         def sample() -> float:
-            otel.instrument(provider)
+            otel.instrument(provider, node_spans=node_spans)
             try:
                 return fn()
             finally:
@@ -60,9 +61,13 @@ def bench_otel(rounds: int, tmp: Path) -> None:
     def steps() -> float:
         return timed(node_run, 20) / n
 
-    med = median_rounds({"off": steps, "on": traced(steps)}, rounds)
-    off, on = med["off"] * 1e6, med["on"] * 1e6
-    row("node step: tracing on vs off", f"{on:.2f} µs", f"{on / off:.2f}× off ({off:.2f} µs)")
+    med = median_rounds({"off": steps, "on": traced(steps),
+                         "nodes": traced(steps, node_spans=True)}, rounds)  # fmt: skip
+    off, on, nodes = med["off"] * 1e6, med["on"] * 1e6, med["nodes"] * 1e6
+    row("node step: tracing on vs off", f"{on:.2f} µs", f"{on / off:.2f}× off ({off:.2f} µs)",
+        f"target ≤ 1.5×: {verdict(on / off <= 1.5)}")  # fmt: skip
+    row("node step: with node spans (asked for) vs off", f"{nodes:.2f} µs",
+        f"{nodes / off:.2f}× off (a span per node)")
 
     graph = approval_spec()
     store = SQLiteStore(tmp / "otel.db")
@@ -86,5 +91,6 @@ def bench_otel(rounds: int, tmp: Path) -> None:
     r = median_rounds(resumes, rounds, warmup=0)
     for what, med in (("pause → parked", p), ("resume → done (claimed)", r)):
         off, on = med["off"] * 1e3, med["on"] * 1e3
-        row(f"{what}: tracing on vs off", f"{on:.3f} ms", f"{on / off:.2f}× off ({off:.3f} ms)")
+        row(f"{what}: tracing on vs off", f"{on:.3f} ms", f"{on / off:.2f}× off ({off:.3f} ms)",
+            f"target ≤ 1.2×: {verdict(on / off <= 1.2)}")  # fmt: skip
     store.close()

@@ -42,7 +42,9 @@ def traced(request: pytest.FixtureRequest) -> Iterator[Traced]:
     tp, exporter = provider()
     mark = request.node.get_closest_marker("otel")
     options = dict(mark.kwargs) if mark is not None else {}
-    otel.instrument(tp, **{"capture_content": False, "experimental": False, **options})
+    # (node spans on: these tests follow graphs node by node; test_node_spans.py: off)
+    otel.instrument(tp, **{"capture_content": False, "experimental": False,
+                           "node_spans": True, **options})  # fmt: skip
     try:
         yield Traced(exporter, tp)
     finally:

@@ -196,9 +196,9 @@ class World:
                                    signing_secret=SECRET)  # fmt: skip
         # (``more_targets``: other webhooks of the same Slack app, one secret for all)
         names = ("slack", *more_targets)
+        origins = dict.fromkeys(names, self.target.reply_origins)
         clicks = SlackInteractions(store, AgentTable(AGENTS), self.identity,
-                                   dict.fromkeys(names, SECRET),
-                                   origins=dict.fromkeys(names, self.target.reply_origins))  # fmt: skip
+                                   dict.fromkeys(names, SECRET), origins=origins)  # fmt: skip
         app = agui_app(AGENTS, store, auth=TokenAuth(TOKENS),
                        signed_routes={"/slack/interactions": clicks})  # fmt: skip
         self.notifier = Notifier(store, [self.target], self.url, retry_first_s=0.01,

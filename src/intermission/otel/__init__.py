@@ -3,13 +3,14 @@
 ``instrument()`` makes every request of this process a trace that follows the OpenTelemetry
 GenAI conventions — ``invoke_agent {agent}`` (``invoke_workflow {team}`` for a team or a
 graph), ``chat {model}`` for each model call, ``execute_tool {tool}`` for each tool call,
-graph nodes in between — with ``gen_ai.conversation.id`` set to the session id. A pause
-ends the request's spans normally, with a pause record, and keeps the ended span's context
-in the session (saved with it), so the resume, in any process and however much later,
-starts a trace **linked** to the paused one. Decisions are span events; a call a person
-rejected or skipped gets an ``execute_tool`` span marked not run; a result returned from
-the ledger is never reported as run again. It listens to what the core emits: the core
-never imports OpenTelemetry. Needs the ``otel`` extra (``pip install 'intermission[otel]'``).
+graph nodes in between when asked (``node_spans=True``) — with ``gen_ai.conversation.id``
+set to the session id. A pause ends the request's spans normally, with a pause record, and
+keeps the ended span's context in the session (saved with it), so the resume, in any process
+and however much later, starts a trace **linked** to the paused one. Decisions are span
+events; a call a person rejected or skipped gets an ``execute_tool`` span marked not run; a
+result returned from the ledger is never reported as run again. It listens to what the core
+emits: the core never imports OpenTelemetry. Needs the ``otel`` extra (``pip install
+'intermission[otel]'``).
 
 Example:
     >>> from opentelemetry.sdk.trace import TracerProvider  # doctest: +SKIP
@@ -38,6 +39,7 @@ def instrument(
     *,
     capture_content: bool | None = None,
     experimental: bool | None = None,
+    node_spans: bool | None = None,
 ) -> None:
     """Trace every request of this process from now on (again: with the new settings).
 
@@ -48,6 +50,9 @@ def instrument(
         experimental: also emit the provisional pause/resume events and attributes of the
             open GenAI proposal (``gen_ai.agent.paused`` …; default: whether
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` contains ``gen_ai_latest_experimental``).
+        node_spans: also a span for each graph node a request runs (default: whether
+            ``INTERMISSION_OTEL_NODE_SPANS`` is set to 1/true/yes). Off, graph nodes cost
+            the tracer nothing; the agent, model, tool and decision spans are the same.
     """
     global _ACTIVE
     from .._check import shown
@@ -58,7 +63,8 @@ def instrument(
             "tracer_provider is an OpenTelemetry TracerProvider (or None for the global one), "
             f"not {shown(tracer_provider)}"
         )
-    for name, given in (("capture_content", capture_content), ("experimental", experimental)):
+    for name, given in (("capture_content", capture_content), ("experimental", experimental),
+                        ("node_spans", node_spans)):  # fmt: skip
         if given is not None and not isinstance(given, bool):
             raise UsageError(f"{name} is True, False or None, not {shown(given)}")
     require("opentelemetry.trace", "otel")
@@ -72,7 +78,11 @@ def instrument(
     if experimental is None:
         opt_in = os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")
         experimental = "gen_ai_latest_experimental" in {p.strip() for p in opt_in.split(",")}
-    new = Tracing(tracer_provider, capture_content=capture_content, experimental=experimental)
+    if node_spans is None:
+        flag = os.environ.get("INTERMISSION_OTEL_NODE_SPANS", "")
+        node_spans = flag.strip().lower() in ("1", "true", "yes")
+    new = Tracing(tracer_provider, capture_content=capture_content, experimental=experimental,
+                  node_spans=node_spans)  # fmt: skip
     for old in [item for item in listeners.LISTENERS if isinstance(item, Tracing)]:
         new.take_over(old)  # requests in flight go on, with the new settings
     _ACTIVE = new

@@ -58,11 +58,14 @@ atexit.register(_release_everywhere)
 class Tracing:
     """Spans for every request of this process (see :func:`intermission.otel.instrument`)."""
 
-    def __init__(self, provider: Any, *, capture_content: bool, experimental: bool) -> None:
+    def __init__(self, provider: Any, *, capture_content: bool, experimental: bool,
+                 node_spans: bool = False) -> None:  # fmt: skip
         source = provider if provider is not None else trace.get_tracer_provider()
         self.tracer = source.get_tracer("intermission", __version__)
         self.capture = capture_content
         self.experimental = experimental
+        self.node_spans = node_spans
+        """A span per graph node (asked for): off, a node costs the tracer nothing."""
         self._requests: dict[int, Request] = {}
         """Requests in flight by their session object (two copies of one session, loaded
         twice and run at once, are two requests)."""
@@ -429,6 +432,8 @@ class Tracing:
 
     # -- events ---------------------------------------------------------------------------
     def _node_start(self, req: Request, ev: Any) -> None:
+        if not self.node_spans:
+            return
         for i in range(len(req.stack) - 1, -1, -1):
             key = req.stack[i].key
             if key[0] == "node" and key[1] == ev.graph_id:
@@ -439,6 +444,8 @@ class Tracing:
         self._push(req, ("node", ev.graph_id, ev.node_id), f"node {ev.node_id}", attrs)
 
     def _node_end(self, req: Request, ev: Any) -> None:
+        if not self.node_spans:
+            return
         item = self._pop(req, ("node", ev.graph_id, ev.node_id))
         if item is not None:
             item.span.set_attribute(A.NODE_COMPLETED, True)

@@ -1,0 +1,50 @@
+"""Node spans are asked for (``instrument(node_spans=True)`` or
+``INTERMISSION_OTEL_NODE_SPANS=1``): without them a graph's request is traced by its
+workflow, model, tool and decision spans and its nodes cost the tracer nothing (issue 42)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.otel._spans import one
+
+from intermission import InMemoryAgentSession
+from intermission.examples import build_change_graph
+
+
+@pytest.mark.otel(node_spans=False)
+def test_without_node_spans_a_graph_request_has_no_node_spans(traced: Any) -> None:
+    s = InMemoryAgentSession.of("no-nodes")
+    build_change_graph(change_id="n-1").prompt("change it").session(s).call()
+    names = [x["name"] for x in traced.spans()]
+    assert names and not [n for n in names if n.startswith("node ")], names
+    root = one(traced.spans(), "invoke_workflow change")
+    assert root["events"][0]["name"] == "intermission.pause"  # the pause is still traced
+
+
+@pytest.mark.otel(node_spans=True)
+def test_with_node_spans_each_node_is_a_span(traced: Any) -> None:
+    s = InMemoryAgentSession.of("nodes")
+    build_change_graph(change_id="n-2").prompt("change it").session(s).call()
+    assert [x["name"] for x in traced.spans() if x["name"].startswith("node ")]
+
+
+def test_the_environment_asks_for_node_spans(monkeypatch: Any) -> None:
+    from tests.otel.conftest import provider
+
+    import intermission.otel as otel
+
+    tp, exporter = provider()
+    monkeypatch.setenv("INTERMISSION_OTEL_NODE_SPANS", "1")
+    otel.instrument(tp)
+    try:
+        assert otel.active().node_spans is True  # type: ignore[union-attr]
+        build_change_graph(change_id="n-3").prompt("go").session(
+            InMemoryAgentSession.of("env")).call()  # fmt: skip
+    finally:
+        otel.uninstrument()
+        tp.shutdown()
+    assert any(s.name.startswith("node ") for s in exporter.get_finished_spans())
+    with pytest.raises(Exception, match="node_spans"):
+        otel.instrument(tp, node_spans="yes")  # type: ignore[arg-type]
