@@ -43,8 +43,8 @@ but the resume is lost; what this test asks is that a live holder keeps its clai
 
 
 def slow_agent(effect_file: Path) -> ReActAgent:
-    """An agent whose approved tool takes TOOL_S seconds and is *not* ledgered: only the claim keeps a
-    second resumer from running it again."""
+    """An agent whose approved tool takes TOOL_S seconds and is *not* ledgered: only the
+    claim keeps a second resumer from running it again."""
 
     @tool
     def rebuild_index(name: str) -> str:
@@ -116,8 +116,8 @@ def test_a_resume_longer_than_the_lease_keeps_its_claim_and_its_tool_runs_once(
     assert ran == SLOW_TRIALS
     assert all(store.load(sid).status == "done" for sid in outcomes)
     refused = sum(seen.count("busy") for seen in outcomes.values())
-    tally(f"{LEASE_MS / 1000:g} s lease, {TOOL_S:g} s tool", trials=SLOW_TRIALS, effects=ran, expected=SLOW_TRIALS,
-          refused=refused)  # fmt: skip
+    tally(f"{LEASE_MS / 1000:g} s lease, {TOOL_S:g} s tool", trials=SLOW_TRIALS, effects=ran,
+          expected=SLOW_TRIALS, refused=refused)  # fmt: skip
 
 
 @pytest.fixture
