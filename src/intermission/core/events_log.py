@@ -439,12 +439,13 @@ class RunScope:
         }  # fmt: skip
         if started >= 0:
             fields["duration_ms"] = ts - started
-        if self.sink is not None or LISTENERS:  # (someone reads it now: build it now)
+        told = bool(LISTENERS) and listeners.wants_node_events(self.session)
+        if self.sink is not None or told:  # (someone reads it now: build it now)
             event = build_event(cls, fields)
             log.append(event)  # type: ignore[arg-type]
             if self.sink is not None:
                 self.sink(event)  # type: ignore[arg-type]
-            if LISTENERS:
+            if told:
                 listeners.event(self.session, event)
         else:
             log.append_lazy(cls, fields)

@@ -21,7 +21,7 @@ from .. import audit as _audit
 
 __all__ = [
     "LISTENERS", "Listener", "add", "effect", "ended", "event", "muted", "noted", "remove",
-    "saved",
+    "saved", "wants_node_events",
 ]  # fmt: skip
 
 log = logging.getLogger("intermission.listeners")
@@ -50,6 +50,10 @@ class Listener(Protocol):
         (False: the store keeps another copy; what this one recorded since it was loaded
         is not on record). Optional: a listener without it is not told."""
 
+    # Optional too: ``wants_node_events(session) -> bool``. A listener that has it and
+    # answers False is not told of graph node events on that session (they stay unbuilt,
+    # as without listeners); one without it is told of every event.
+
 
 LISTENERS: list[Listener] = []
 """The registered listeners; the core checks it is empty before doing anything else."""
@@ -59,6 +63,16 @@ def add(listener: Listener) -> None:
     """Register ``listener`` (once)."""
     if listener not in LISTENERS:
         LISTENERS.append(listener)
+
+
+def wants_node_events(session: Any) -> bool:
+    """Whether a registered listener wants ``session``'s graph node events (call only when
+    :data:`LISTENERS` is not empty): a node costs a listener nothing unless it does."""
+    for listener in LISTENERS:
+        wants = getattr(listener, "wants_node_events", None)
+        if wants is None or wants(session):
+            return True
+    return False
 
 
 def remove(listener: Listener) -> None:

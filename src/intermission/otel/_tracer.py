@@ -99,6 +99,11 @@ class Tracing:
         if handler is not None:
             handler(self, req, ev)
 
+    def wants_node_events(self, session: Any) -> bool:
+        """Node events only for node spans, or to begin the trace of a graph evaluated on
+        its own (its first node starts its request): otherwise a node costs nothing."""
+        return self.node_spans or (id(session) not in self._requests and not self._retired)
+
     def on_note(self, session: Any, entry: Any) -> None:
         """An audit entry: an event on the request's current span, or a span of its own."""
         action = str(getattr(entry, "action", ""))
