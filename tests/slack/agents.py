@@ -37,20 +37,30 @@ def _agent(name: str, call: ToolCall, policy: ApprovalPolicy) -> Callable[[], An
     return make
 
 
+@tool
+def lookup_user(user_id: int, session: AgentSession) -> str:
+    """Look a user up (harmless, asked about all the same)."""
+    _effect(f"{session.session_id} lookup_user {user_id}")
+    return f"user {user_id} found"
+
+
 def _numbered() -> Any:
     """A model that numbers its calls per reply, as some providers do: every request's call
-    is ``call_0``, deleting the user its prompt names (``delete 2002``)."""
+    is ``call_0``, on the user its prompt names: ``delete 2002`` deletes, ``look 7`` looks
+    up."""
 
     def script(messages: list[ChatMessage], tools: Any) -> Any:
         last_user = max(i for i, m in enumerate(messages) if m.role == "user")
         if any(m.role == "tool" for m in messages[last_user:]):
             return "Done."
-        user_id = int(str(messages[last_user].content).split()[-1])
-        return [ToolCall("delete_user", {"user_id": user_id}, "call_0")]
+        verb, user_id = str(messages[last_user].content).split()
+        name = "lookup_user" if verb == "look" else "delete_user"
+        return [ToolCall(name, {"user_id": int(user_id)}, "call_0")]
 
     return (
-        ReActAgent.of(ScriptedModel(script)).name("numbered").tools(delete_user)
-        .interceptor(HITLInterceptor().on_tool("delete_user", policy=ApprovalPolicy()))
+        ReActAgent.of(ScriptedModel(script)).name("numbered").tools(delete_user, lookup_user)
+        .interceptor(HITLInterceptor().on_tool("delete_user", policy=ApprovalPolicy())
+                     .on_tool("lookup_user", policy=ApprovalPolicy()))
         .build()
     )  # fmt: skip
 

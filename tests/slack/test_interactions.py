@@ -79,14 +79,15 @@ def test_reject_where_a_reason_is_needed_is_refused_by_the_policy_nothing_change
 ) -> None:
     """A ``reject`` (the message offers only the console card; one tagged as intermission
     tags it) meets the policy; the Approve button's value sent as a reject is refused."""
-    from intermission.decisions import fingerprint
     from intermission.notify.targets import button_value
+    from intermission.slack.signature import binding
 
     iid = world.pause("ops", "T3")
     value = world.buttons("T3")["approve"]["value"]
     edited = world.click("U-ANN", "reject", value)
     assert "not made by intermission" in edited.json()["text"]
-    shown = fingerprint(world.store.load("T3").hitl.tasks[0].args)
+    (task,) = world.store.load("T3").hitl.tasks
+    shown = binding(task.tool_name, task.args, task.created_ms)
     r = world.click("U-ANN", "reject", button_value("slack", "T3", iid, "reject", SECRET, shown),
                     "/respond/2")  # fmt: skip
     assert r.status_code == 200 and "needs a reason" in r.json()["text"]
@@ -306,6 +307,33 @@ def test_an_old_messages_button_never_decides_a_later_call_given_the_same_id(
     assert new != old
     r = world.click("U-ANN", "approve", new, "/respond/3")
     assert ran(world) == ["N delete_user 1001", "N delete_user 2002"], r.text
+
+
+@pytest.mark.parametrize(("first", "then"), [("look 7", "delete 7"), ("delete 5", "delete 5")],
+                         ids=["another tool, the same arguments", "the same call asked again"])
+def test_an_old_button_never_decides_a_later_call_it_did_not_show(
+    world: World, first: str, then: str
+) -> None:
+    """The first call was decided in the console (so its Slack message kept its buttons);
+    the thread's next request is ``call_0`` again — another tool with the same arguments,
+    or the very same call asked again: the old message's Approve decides neither (the tag
+    binds the tool, the arguments and when the call was asked)."""
+
+    def ask(text: str, run: str) -> None:
+        world.run("t-cid", "numbered", {"threadId": "B", "runId": run, "messages": [
+            {"id": f"u-{run}", "role": "user", "content": text}]})  # fmt: skip
+
+    ask(first, "r1")
+    old = world.buttons("B")["approve"]["value"]
+    world.console_approve("t-ben", "numbered", "B", "call_0")
+    done = list(ran(world))
+    ask(then, "r2")
+    r = world.click("U-ANN", "approve", old, "/respond/1")
+    assert "not the one the message showed" in r.json()["text"], r.text
+    assert ran(world) == done and world.store.load("B").status == "pending"
+    r = world.click("U-ANN", "approve", world.buttons("B")["approve"]["value"], "/respond/2")
+    verb, n = then.split()
+    assert ran(world) == [*done, f"B {'lookup' if verb == 'look' else 'delete'}_user {n}"], r.text
 
 
 def edited(value: str, **changes: str) -> str:

@@ -115,6 +115,7 @@ def _task(task: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
         "id": uuid, "type": "tool_call", "tool": _text(task.get("tool_name")),
         "arguments": shown, "whole": args == task.get("args") and shown == args,
         "reason": _text(reason), "deadline_ms": task.get("deadline_ms"),
+        "asked_ms": task.get("created_ms"),
         "policy": _policy(task.get("policy"), task.get("approvers"),
                           len(done) if isinstance(done, list) else 0),
     }  # fmt: skip

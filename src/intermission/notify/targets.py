@@ -19,7 +19,6 @@ from .._check import shown
 from .._compat import require
 from .._text import visible
 from .._version import __version__
-from ..decisions import fingerprint
 from ..errors import (
     DeliveryError,
     DeliveryRefusedError,
@@ -369,9 +368,9 @@ def button_value(target: str, session_id: str, interrupt_id: str, action: str,
                  secret: str, shown: str) -> str:  # fmt: skip
     """What an interactive button carries: ids intermission minted (the thread, the
     interrupt, the target that sent it), never text a model wrote, the button's action,
-    and their tag (:func:`~intermission.slack.signature.button_mac`, over the fingerprint
-    ``shown`` of the arguments shown too: a value edited to another thread, interrupt or
-    action, or clicked once the call's arguments are not those shown, is refused)."""
+    and their tag (:func:`~intermission.slack.signature.button_mac`, over the binding
+    ``shown`` of the call shown too: a value edited to another thread, interrupt or action,
+    or clicked on a call that is not the one shown, is refused)."""
     from ..slack.signature import button_mac
 
     mac = button_mac(secret, target, session_id, interrupt_id, action, shown)
@@ -481,8 +480,13 @@ class SlackWebhook(_HTTP):
     def _buttons(self, n: Notification, item: Mapping[str, Any], whole: bool) -> list[Any]:
         assert self._signing_secret is not None  # (interactive)
         secret, sid, iid = self._signing_secret, n.session_id, str(item.get("id"))
-        args = item.get("arguments")
-        seen = fingerprint(dict(args)) if isinstance(args, Mapping) else ""
+        from ..slack.signature import binding
+
+        args, asked = item.get("arguments"), item.get("asked_ms")
+        tool = item.get("tool") if item.get("type") == "tool_call" else None
+        seen = binding(tool if isinstance(tool, str) else None, args,
+                       asked if isinstance(asked, (int, float)) else None) \
+            if isinstance(args, Mapping) else ""  # fmt: skip
 
         def value(action: str) -> str:
             return button_value(self.name, sid, iid, action, secret, seen)

@@ -57,6 +57,7 @@ from .signature import (
     WINDOW_S,
     SlackSignatureError,
     StaleRequestError,
+    binding,
     button_mac,
     reply_allowed,
     verify,
@@ -250,15 +251,16 @@ class SlackInteractions:
             log.warning("an ephemeral Slack answer was not delivered (%s)", type(exc).__name__)
 
     def _seen_by(self, target: str, sid: str, iid: str, action: str, mac: str) -> str | None:
-        """The fingerprint of the arguments the clicked message showed, if the button's tag
-        says intermission made it for interrupt ``iid`` of ``sid`` as ``action``, over
-        arguments the thread holds for that interrupt now or decided; else None."""
+        """The binding of the call the clicked message showed, if the button's tag
+        says intermission made it for interrupt ``iid`` of ``sid`` as ``action``, over a
+        call the thread holds for that interrupt now or held at an earlier pause; else
+        None."""
         try:
             session = self.store.load(sid)
         except (SessionNotFoundError, IntermissionError):
             return None
         secret = self.secrets[target]
-        for seen in shown_fingerprints(session, iid):
+        for seen in shown_bindings(session, iid):
             made = button_mac(secret, target, sid, iid, action, seen)
             if hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace")):
                 return seen
@@ -307,28 +309,26 @@ NOT_OURS = ("this button does not match what its thread waits for (it was not ma
             "nothing was done")
 
 
-def shown_fingerprints(session: Any, iid: str) -> list[str]:
-    """The fingerprints of the arguments a message about interrupt ``iid`` may have shown:
-    the waiting call's (or the graph approval's request), and those of the calls of that
-    id decided before (a click on a decided one is answered by the decision's check)."""
-    from ..decisions import fingerprint
+def shown_bindings(session: Any, iid: str) -> list[str]:
+    """The :func:`~.signature.binding` of every call (or graph approval) a message about
+    interrupt ``iid`` may have shown: the waiting call's, those of the earlier pauses the
+    log still holds (a click on a decided one is answered by the decision's check), or the
+    graph approval's request."""
     from ..stores.rows import graph_request
 
-    out = [fingerprint(dict(t.args)) for t in session.hitl.tasks if t.call_uuid == iid]
-    record = session.hitl.decisions.get(iid)
-    if record is not None:
-        out.append(record.fingerprint)
-    out += [e.decision.fingerprint for e in session.events  # (decided and applied)
-            if e.kind == "hitl_decided" and e.call_uuid == iid]  # fmt: skip
+    tasks = [t for t in session.hitl.tasks if t.call_uuid == iid]
+    tasks += [t for e in session.events if e.kind == "hitl_pending"
+              for t in e.tasks if t.call_uuid == iid]  # fmt: skip
+    out = [binding(t.tool_name, t.args, t.created_ms) for t in tasks]
     if iid.startswith("approval-"):
         request = graph_request(session)
-        out.append(fingerprint({"request": request} if request is not None else {}))
+        out.append(binding(None, {"request": request} if request is not None else {}, None))
     return out
 
 
 def _decide_one(s: Any, iid: str, approve: bool, seen: str) -> None:
     """Record the click's decision on ``s`` (the read copy, then the claimed one), on the
-    arguments the message showed (``seen``: their fingerprint) and no others."""
+    call the message showed (``seen``: its binding) and no other."""
     from ..agui.interrupts import open_interrupts
     from ..decisions import HITLDecision
     from ..errors import InvalidDecisionError
@@ -337,7 +337,7 @@ def _decide_one(s: Any, iid: str, approve: bool, seen: str) -> None:
 
     task = next((t for t in s.hitl.tasks if t.call_uuid == iid), None)
     if task is not None:
-        if task.fingerprint != seen:
+        if binding(task.tool_name, task.args, task.created_ms) != seen:
             raise InvalidDecisionError(
                 f"call {iid} of thread {s.session_id} is not the one the message showed "
                 "(proposed again with other arguments); nothing was changed", call_uuid=iid)
@@ -349,7 +349,7 @@ def _decide_one(s: Any, iid: str, approve: bool, seen: str) -> None:
             f"interrupt {iid} of thread {s.session_id} is no longer open (it was decided, or "
             "the thread moved on); nothing was changed"
         )
-    if seen not in shown_fingerprints(s, iid):
+    if seen not in shown_bindings(s, iid):
         raise InvalidDecisionError(
             f"approval {iid} of thread {s.session_id} asks something other than the message "
             "showed; nothing was changed")

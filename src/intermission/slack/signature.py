@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import IntermissionError
@@ -78,13 +79,23 @@ def button_mac(secret: str, target: str, session_id: str, interrupt_id: str,
     says intermission made this button, for this interrupt, as this action (so an Approve
     is only ever one intermission offered: never on arguments it could not show whole).
 
-    ``shown``: the fingerprint of the arguments the message showed
-    (:func:`~intermission.decisions.fingerprint`), kept out of the value and computed again
-    from the session at the click: a model may give a later call of the thread the same id
-    (``call_0``), and an old message's Approve must not decide arguments it never showed."""
+    ``shown``: the :func:`binding` of the call the message showed (its tool, arguments and
+    when it was asked), kept out of the value and computed again from the session at the
+    click: a model may give a later call of the thread the same id (``call_0``), and an old
+    message's Approve must not decide a call it never showed."""
     key = hmac.new(secret.encode(), b"intermission/slack-button/v2", hashlib.sha256).digest()
     what = json.dumps([target, session_id, interrupt_id, action, shown], separators=(",", ":"))
     return hmac.new(key, what.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def binding(tool: str | None, args: Mapping[str, Any], asked_ms: float | None) -> str:
+    """What a button is bound to (see :func:`button_mac`'s ``shown``): the tool, the
+    arguments the message showed and when the call was asked for (a model may give a later
+    request's call the same id, the same tool and the same arguments: it is another
+    call); a graph approval's request (its id names its pause already)."""
+    from ..decisions import fingerprint
+
+    return fingerprint({"tool": tool, "args": dict(args), "asked": asked_ms})
 
 
 def origin(url: str) -> str | None:
