@@ -48,3 +48,31 @@ def test_the_environment_asks_for_node_spans(monkeypatch: Any) -> None:
     assert any(s.name.startswith("node ") for s in exporter.get_finished_spans())
     with pytest.raises(Exception, match="node_spans"):
         otel.instrument(tp, node_spans="yes")  # type: ignore[arg-type]
+
+
+def test_a_listener_is_told_node_events_unless_it_says_it_wants_none() -> None:
+    """The core builds a node event for a listener only if one wants it: a listener
+    without ``wants_node_events`` is told of every event; one answering False is told of
+    the others only, and the session's log holds the node events either way."""
+    from intermission.core import listeners
+
+    class Listener:
+        def __init__(self, wants: bool | None) -> None:
+            self.kinds: list[str] = []
+            if wants is not None:
+                self.wants_node_events = lambda session: wants
+
+        def on_event(self, session: Any, event: Any) -> None:
+            self.kinds.append(event.kind)
+
+    for wants, told_nodes in ((None, True), (True, True), (False, False)):
+        heard = Listener(wants)
+        listeners.add(heard)  # type: ignore[arg-type]
+        try:
+            s = InMemoryAgentSession.of(f"l-{wants}")
+            build_change_graph(change_id="l").prompt("go").session(s).call()
+        finally:
+            listeners.remove(heard)  # type: ignore[arg-type]
+        assert ("node_start" in heard.kinds) is told_nodes, (wants, heard.kinds)
+        assert "team_start" in heard.kinds  # (the others are told regardless)
+        assert any(e.kind == "node_start" for e in s.events)  # (on record either way)
