@@ -219,9 +219,8 @@ class SlackInteractions:
         def decide() -> str:
             try:
                 seen = self._seen_by(target, sid, iid, str(action_id), mac)
-                if seen is None:  # (a message posted with the app's webhook URL, a value
-                    # edited to another thread, interrupt or action, or a call since
-                    # proposed again under the same id with other arguments)
+                if seen is None:  # (a message posted with the app's webhook URL, or a
+                    # value edited to another thread, interrupt or action)
                     return self._tell(url, NOT_OURS)
                 return self._decide(who, target, url, sid, iid, approve, seen)
             finally:
@@ -305,8 +304,8 @@ def _said(outcome: DecisionOutcome, approve: bool) -> str:
 
 
 NOT_OURS = ("this button does not match what its thread waits for (it was not made by "
-            "intermission, or the call it showed was proposed again with other arguments); "
-            "nothing was done")
+            "intermission, or the call it showed is no longer in the thread's log); nothing "
+            "was done")
 
 
 def shown_bindings(session: Any, iid: str) -> list[str]:
@@ -340,7 +339,8 @@ def _decide_one(s: Any, iid: str, approve: bool, seen: str) -> None:
         if binding(task.tool_name, task.args, task.created_ms) != seen:
             raise InvalidDecisionError(
                 f"call {iid} of thread {s.session_id} is not the one the message showed "
-                "(proposed again with other arguments); nothing was changed", call_uuid=iid)
+                "(the model gave a later call the same id); nothing was changed",
+                call_uuid=iid)  # fmt: skip
         decision = HITLDecision.approve() if approve else HITLDecision.reject()
         HITL.submit(s, task, decision)
         return
