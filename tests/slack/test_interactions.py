@@ -361,3 +361,25 @@ def test_one_slack_app_with_a_webhook_per_channel_takes_the_clicks_of_each(
         r = w.click("U-ANN", "approve", w.buttons("M")["approve"]["value"])
         assert r.status_code == 200, r.text
         assert ran_effects(tmp_path / "effects") == ["M delete_user 1001"], r.text
+
+
+def test_a_button_of_an_earlier_release_decides_nothing_and_says_open_the_approval(
+    world: World,
+) -> None:
+    """A message sent before buttons named their call (a pause that outlives the deploy):
+    its tag is recognised, decides nothing (it could decide a later call given the same
+    id) and the click is told to open the approval instead."""
+    import hashlib
+    import hmac
+    import json
+
+    world.pause("ops", "V")
+    value = json.loads(world.buttons("V")["approve"]["value"])
+    key = hmac.new(SECRET.encode(), b"intermission/slack-button/v1", hashlib.sha256).digest()
+    what = json.dumps(["slack", "V", value["i"], "approve"], separators=(",", ":"))
+    value["m"] = hmac.new(key, what.encode(), hashlib.sha256).hexdigest()[:32]
+    trail = len(world.store.audit("V"))
+    r = world.click("U-ANN", "approve", json.dumps(value, separators=(",", ":")))
+    assert "earlier release" in r.json()["text"] and "Open" in r.json()["text"], r.text
+    assert ran(world) == [] and world.store.load("V").status == "pending"
+    assert len(world.store.audit("V")) == trail

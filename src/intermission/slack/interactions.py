@@ -59,6 +59,7 @@ from .signature import (
     StaleRequestError,
     binding,
     button_mac,
+    made_before_binding,
     reply_allowed,
     verify,
 )
@@ -221,6 +222,9 @@ class SlackInteractions:
                 seen = self._seen_by(target, sid, iid, str(action_id), mac)
                 if seen is None:  # (a message posted with the app's webhook URL, or a
                     # value edited to another thread, interrupt or action)
+                    if made_before_binding(self.secrets[target], target, sid, iid,
+                                           str(action_id), mac):  # fmt: skip
+                        return self._tell(url, MADE_BEFORE)
                     return self._tell(url, NOT_OURS)
                 return self._decide(who, target, url, sid, iid, approve, seen)
             finally:
@@ -303,6 +307,9 @@ def _said(outcome: DecisionOutcome, approve: bool) -> str:
     return f"{verdict}: this message now shows what became of it"
 
 
+MADE_BEFORE = ("this button was made by an earlier release of intermission, whose buttons "
+               "did not name the call they showed, so it decides nothing now: open the "
+               "approval (the message's Open button) to decide it")
 NOT_OURS = ("this button does not match what its thread waits for (it was not made by "
             "intermission, or the call it showed is no longer in the thread's log); nothing "
             "was done")

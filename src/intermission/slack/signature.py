@@ -98,6 +98,17 @@ def binding(tool: str | None, args: Mapping[str, Any], asked_ms: float | None) -
     return fingerprint({"tool": tool, "args": dict(args), "asked": asked_ms})
 
 
+def made_before_binding(secret: str, target: str, session_id: str, interrupt_id: str,
+                        action: str, mac: str) -> bool:
+    """Whether ``mac`` is the tag an earlier release gave a button (over the ids and the
+    action only, not the call shown): such a button decides nothing now — it could decide
+    a later call given the same id — and its click is told to open the approval instead."""
+    key = hmac.new(secret.encode(), b"intermission/slack-button/v1", hashlib.sha256).digest()
+    what = json.dumps([target, session_id, interrupt_id, action], separators=(",", ":"))
+    made = hmac.new(key, what.encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.compare_digest(made.encode(), mac.encode("utf-8", "replace"))
+
+
 def origin(url: str) -> str | None:
     """``scheme://host[:port]`` of ``url`` (lower case, default port left out); None for
     a URL with credentials, a backslash or no host (parsers disagree on where it goes)."""
