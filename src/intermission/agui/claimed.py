@@ -46,6 +46,7 @@ from ..hitl import HITL, decide_graph
 from ..hitl.deciding import deciding_as
 from ..hitl.refusals import write_refusal
 from ..principals import Actor, Principal, surface
+from ..stores.base import save_ahead
 from .events import STARTS, Translator
 from .interrupts import (
     Plan,
@@ -243,7 +244,7 @@ class Claimed:
             with deciding_as(who):  # (raises: the claim is released, nothing saved)
                 migrate_session(s, self.agent, migrate)
         if p.record or migrate is not None:
-            self.store.save(s)  # the decisions are durable before anything runs
+            save_ahead(self.store, s)  # the decisions are durable before anything runs
         return self._execute(s, p)
 
     def _version(self, s: InMemoryAgentSession) -> str | None:

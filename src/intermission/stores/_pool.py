@@ -48,7 +48,10 @@ class Pool:
 
     def _transaction(self, conn: Any, mode: str) -> Any:
         """A context manager around one transaction. ``mode``: ``write`` (takes the write
-        lock, durable), ``lease`` (a write whose loss in a power cut is harmless: a claim),
+        lock, durable), ``unflushed`` (a write committed and visible to everyone at once that
+        does not wait for its flush to disk: the next flushed commit makes it durable, since
+        the log is flushed in order — for a claim, whose loss in a power cut is harmless, and
+        for what must be durable only before an effect runs, whose start is flushed),
         ``read``, ``query`` (one statement, no transaction)."""
         raise NotImplementedError
 

@@ -187,6 +187,19 @@ class StoreMethods:
         return fork
 
 
+def save_ahead(store: SessionStore, session: InMemoryAgentSession) -> int:
+    """Save ``session`` so that it is durable before any effect of it starts, letting the
+    store skip waiting for this commit's own flush where it can (``store.save_ahead``): a
+    SQL store commits it at once, visible to everyone, and the flushed commit that starts
+    an effect — or the flushed save that ends the resume — flushes it too, since a
+    database flushes its log in order. A crash of the database before then loses only
+    what nobody was told of and nothing acted on: a save that starts an effect or writes
+    a notification (sent as soon as it is visible) is flushed. Other stores save as
+    usual."""
+    ahead = getattr(store, "save_ahead", None)
+    return int(ahead(session)) if callable(ahead) else store.save(session)
+
+
 def not_resumable(session_id: str, status: str) -> NothingToResumeError:
     """The error for ``store.resume()`` of a session whose status has nothing to resume."""
     return NothingToResumeError(

@@ -49,7 +49,7 @@ from ..hitl.expiry import THE_DEADLINE, by_deadline
 from ..hitl.refusals import write_refusal
 from ..hitl.timeouts import progress_of
 from ..principals import Actor, Principal, label
-from .base import RESUMABLE, SessionStore, not_resumable
+from .base import RESUMABLE, SessionStore, not_resumable, save_ahead
 
 log = logging.getLogger("intermission.audit")
 
@@ -183,8 +183,8 @@ def decide_and_resume(
             if migrate is not None:  # after the decision: a rewritten call voids it
                 with deciding_as(principal):
                     migrate_session(s, runner, migrate)  # raises: released, nothing saved
-            if ours or migrate is not None:
-                store.save(s)  # durable before anything runs (the claim stays ours)
+            if ours or migrate is not None:  # durable before any effect runs (the claim
+                save_ahead(store, s)  # stays ours); not waited for before then
             request = runner.prompt().session(s)
             if adopt:  # the adoption is audited by whom (``agent.adopted``)
                 with deciding_as(principal):

@@ -126,7 +126,8 @@ class PostgresStore(SQLStore):
     @contextmanager
     def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
         with conn.transaction():
-            if mode == "lease":  # a claim need not wait for the WAL flush (see SQLStore.resume)
+            if mode == "unflushed":  # (see Pool._transaction) committed and visible at
+                # once, made durable by the next flushed commit: the WAL flushes in order
                 conn.execute("SET LOCAL synchronous_commit = off")
             yield
 
@@ -149,3 +150,4 @@ class PostgresStore(SQLStore):
 
     def __repr__(self) -> str:
         return "PostgresStore(<dsn>)"
+

@@ -235,9 +235,18 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         with telling(check_saved(session)):  # (tracing: a pause is on record from now)
             return self._save(session, release=False)
 
-    def _save(self, session: InMemoryAgentSession, *, release: bool) -> int:
+    def save_ahead(self, session: InMemoryAgentSession) -> int:
+        """:meth:`save`, committed without waiting for its flush to disk: for a save that
+        must be durable before an effect of the session starts, and need not be before
+        (see :func:`~intermission.stores.base.save_ahead`)."""
+        with telling(check_saved(session)):
+            # (an effect started with this save, not by the ledger hook: flushed)
+            mode = "write" if session.ledger_dirty else "unflushed"
+            return self._save(session, release=False, mode=mode)
+
+    def _save(self, session: InMemoryAgentSession, *, release: bool, mode: str = "write") -> int:
         try:
-            version = self._save_tx(session, release)
+            version = self._save_tx(session, release, mode)
         except _Duplicate:
             # reported after the rollback: an aborted transaction cannot be queried
             sid = session.session_id
@@ -247,7 +256,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
             session.ledger_hook = self._write_ledger
         return version
 
-    def _save_tx(self, session: InMemoryAgentSession, release: bool) -> int:
+    def _save_tx(self, session: InMemoryAgentSession, release: bool, mode: str) -> int:
         row = row_of(session)
         now = self._now()
         expected = session.store_version
@@ -270,7 +279,9 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         # (the outbox's times: the store's clock; PostgreSQL's own in ``now`` is SQL)
         told_ms = self.clock.now_ms() if self.outbox.enabled else 0.0
         notes = derive(session, told_ms, row) if self.outbox.enabled else None
-        with self._tx() as run:
+        if notes:  # a notification is sent as soon as it is visible: flushed first
+            mode = "write"
+        with self._tx(mode) as run:
             if expected == 0:
                 pending = row.status == "pending"
                 try:
@@ -420,11 +431,18 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         """The sessions' ledger hook: write an entry the moment it changes, and its audit
         record in the same transaction (``who``: the record of a change by hand). An
         entry for an effect that ran must not be lost to a database restart, so the write
-        waits for the database to be back (``outage_s``)."""
+        waits for the database to be back (``outage_s``).
+
+        An effect's start is flushed before the effect runs (it is what keeps it from
+        running twice); its end is not waited for: losing it in a crash of the database
+        leaves the effect started, an unknown outcome that a person resolves — what a
+        crash of this process a moment earlier leaves — and the save ending the resume,
+        flushed, flushes it first. A change by hand is told to a person: flushed."""
         sid, token, family = session.session_id, session.claim_token, session.ledger_id
+        ended = entry.status in ("completed", "failed") and who is None and not force
 
         def write() -> LedgerEntry:
-            with self._tx() as run:
+            with self._tx("unflushed" if ended else "write") as run:
                 self._lock_row(run, sid)  # (its audit head is written last: lock order)
                 if token is not None and entry.status == "started" and not force:
                     self._fence(run, sid, token)

@@ -57,7 +57,7 @@ class SQLClaims:
         if resumable_only:
             claim += f" AND status IN {_RESUMABLE_SQL}"
         params = (token, *now, self.lease_ms, session_id, *now)
-        with self._tx("lease") as run:
+        with self._tx("unflushed") as run:
             # claim and read in one transaction (one statement where RETURNING exists)
             if self._server is not None:  # and refresh the server clock's offset
                 sent = time.monotonic()
@@ -88,7 +88,7 @@ class SQLClaims:
 
     def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
         def release() -> None:
-            with self._tx("lease") as run:
+            with self._tx("unflushed") as run:
                 run(
                     "UPDATE im_sessions SET claimed_by = NULL, claim_until = NULL "
                     "WHERE id = ? AND claimed_by = ?",
@@ -106,7 +106,7 @@ class SQLClaims:
             "WHERE id = ? AND claimed_by = ?"
         )
         params = (*self._now(), self.lease_ms, session_id, token)
-        with self._tx("lease") as run:
+        with self._tx("unflushed") as run:
             if self._server is None:
                 return bool(run(sql, params).rowcount == 1)
             sent = time.monotonic()

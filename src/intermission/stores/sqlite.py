@@ -190,11 +190,12 @@ class _SQLiteTransaction:
         if mode == "query":
             return
         try:
-            if mode == "lease":
-                # A claim commits without fsync: in WAL mode the commit is still atomic and
-                # visible to every other connection at once; only a power cut can lose it,
-                # and a lost claim is harmless (nothing of that resume was saved either).
-                self.conn.execute("PRAGMA synchronous=OFF")
+            if mode == "unflushed":
+                # Committed without fsync: in WAL mode the commit is still atomic and visible
+                # to every other connection at once; only a power cut can lose it, and the
+                # next synchronous commit's fsync of the log takes it along. NORMAL, not
+                # OFF: a checkpoint this commit runs still syncs (OFF could corrupt).
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
         except BaseException:
             self._finish()
@@ -219,7 +220,7 @@ class _SQLiteTransaction:
 
     def _finish(self) -> None:
         try:
-            if self.mode == "lease":
+            if self.mode == "unflushed":
                 self.conn.execute(f"PRAGMA synchronous={self.synchronous}")
         finally:
             if self.lock is not None:
