@@ -146,6 +146,9 @@ class EventStream:
         self._lock = threading.Lock()
         self._reading = False
         self._closed = False
+        self._own_loop: asyncio.AbstractEventLoop | None = None
+        self._reader: threading.Thread | None = None
+        self._unwound = threading.Event()
         self.response: AgentResponse | None = None
         """The response, once the stream completed."""
 
@@ -207,6 +210,11 @@ class EventStream:
             return
         import asyncio
 
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs here (a server's worker, a script): run it here
+            yield from self._iter_own_loop()
+            return
         loop = asyncio.new_event_loop()
         # the run lives on its own loop in a worker thread (a notebook cell already runs a
         # loop on this one); each event is handed over when this thread asks for it
@@ -228,6 +236,72 @@ class EventStream:
                 yield event
         finally:
             self._stop_thread(reader=True)
+
+    def _iter_own_loop(self) -> Iterator[Event]:
+        # The run lives on a loop of its own that this thread runs only while it waits for
+        # the next event: pulled as strictly as on a worker thread, without a thread per
+        # request and a hand-over per event (which cost more than a decision's commits).
+        import asyncio
+
+        loop = self._own_loop = asyncio.new_event_loop()
+        self._reader = threading.current_thread()
+        agen = self._agen = self._aiter()
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:  # disposed between two events
+                        return
+                    self._reading = True
+                try:
+                    event = loop.run_until_complete(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                finally:
+                    with self._lock:
+                        self._reading = False
+                yield event
+        finally:
+            self._close_own_loop()
+
+    def _close_own_loop(self) -> None:
+        """Cancel the run, let it unwind and close its loop (once; the loop must be idle)."""
+        loop = self._own_loop
+        with self._lock:
+            if loop is None or self._closed:
+                return
+            self._closed = True
+        try:
+            loop.run_until_complete(self.aclose())
+            if self._agen is not None:
+                loop.run_until_complete(self._agen.aclose())
+            loop.run_until_complete(wind_down())
+        finally:
+            loop.close()
+            self._unwound.set()
+
+    def _dispose_own_loop(self) -> None:
+        loop = self._own_loop
+        assert loop is not None
+        with self._lock:
+            reading = self._reading and not self._closed
+        if not reading:  # between two events (or over): close it from here
+            self._close_own_loop()
+            self._unwound.wait()
+            return
+        task = self._task
+        if threading.current_thread() is self._reader:  # from inside the run itself
+            if task is not None:
+                task.cancel()
+            return
+        # the reader is waiting for an event: the run is cancelled on its loop, the reader
+        # sees the end and closes; return once it has
+        loop.call_soon_threadsafe(self._cancel_run)
+        self._unwound.wait()
+
+    def _cancel_run(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
 
     def _iter_here(self) -> Iterator[Event]:
         # No threads in a browser: each event is awaited on Pyodide's own loop, this frame
@@ -274,6 +348,9 @@ class EventStream:
         and return once it has unwound, so the session is ready for the next request."""
         if IN_BROWSER:
             run_sync(self.aclose())
+            return
+        if self._own_loop is not None:
+            self._dispose_own_loop()
             return
         self._stop_thread()
 
