@@ -4,8 +4,8 @@ Every measurement runs all systems in the same process, interleaved in a new shu
 each round, and reports medians over rounds plus ratios computed within the run. Results are
 printed and written as a table into bench/README.md (with the date and the machine). One
 module per measurement (``node_step``, ``pause_resume``, ``history_cost``, ``outbox``,
-``otel_cost``, ``commits``, ``scale``, ``cold_import``, ``rendering``, ``agui_latency``); this
-file runs them in order. ``agui_latency`` needs a PostgreSQL database,
+``otel_cost``, ``commits``, ``scale``, ``cold_import``, ``rendering``, ``agui_latency``,
+``resume_throughput``); this file runs them in order. The last two need a PostgreSQL database,
 ``INTERMISSION_BENCH_PG_DSN`` or ``INTERMISSION_PG_DSN`` (else it says so and is left out).
 
     make bench            # or: .venv-bench/bin/python bench/run.py [--quick]
@@ -27,6 +27,7 @@ from outbox import bench_outbox
 from pause_resume import bench_pause_resume
 from readme import write_readme
 from rendering import bench_render
+from resume_throughput import bench_resume_throughput
 from scale import bench_memory_pending, bench_scale
 
 
@@ -50,6 +51,7 @@ def main() -> None:
     bench_render()
     with tempfile.TemporaryDirectory() as d:
         bench_agui_latency(Path(d), 100 if args.quick else 500)
+    bench_resume_throughput(60 if args.quick else 200, 3 if args.quick else 5)
     write_readme()
     print("\nwritten to bench/README.md")
 
