@@ -59,6 +59,10 @@ class AuditSQL:
     """SQL that serialises appends to one session's chain (PostgreSQL; SQLite's write
     transactions already do)."""
 
+    writes_in_cte = False
+    """Whether a statement may write in a WITH clause (PostgreSQL): the records' inserts and
+    the head's update go as one statement."""
+
     clock: Any
     for_update: str
     _audit_key: bytes | None = None
@@ -95,6 +99,16 @@ class AuditSQL:
         if close and (last is None or last.closed):
             return []  # no chain, or already ended
         rows = audit_chain.extend(session_id, last, entries, now, head, self._audit_key)
+        if rows and not close and self.writes_in_cte:  # the records and the head: one statement
+            values = ", ".join("(?, ?, ?, ?)" for _ in rows)
+            run(
+                f"WITH written AS (INSERT INTO im_audit (session_id, seq, record, hash) "
+                f"VALUES {values}) UPDATE im_sessions SET audit_seq = ?, audit_head = ? "
+                "WHERE id = ?",
+                (*(v for seq, text, digest in rows for v in (session_id, seq, text, digest)),
+                 rows[-1][0], rows[-1][2], session_id),
+            )  # fmt: skip
+            return rows
         for seq, text, digest in rows:
             run(
                 "INSERT INTO im_audit (session_id, seq, record, hash) VALUES (?, ?, ?, ?)",

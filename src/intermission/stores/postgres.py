@@ -55,6 +55,7 @@ class PostgresStore(SQLStore):
     # appends to one session's audit chain take turns (two-key advisory locks are a key
     # space of their own: the migration's one-key lock never meets them)
     chain_lock = "SELECT pg_advisory_xact_lock(724872, hashtext(?))"
+    writes_in_cte = True
 
     def __init__(
         self,

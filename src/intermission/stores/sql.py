@@ -443,9 +443,10 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
 
         def write() -> LedgerEntry:
             with self._tx("unflushed" if ended else "write") as run:
-                self._lock_row(run, sid)  # (its audit head is written last: lock order)
                 if token is not None and entry.status == "started" and not force:
-                    self._fence(run, sid, token)
+                    self._fence(run, sid, token)  # (its UPDATE locks the row first)
+                else:  # the row first, its audit head is written last: the lock order
+                    self._lock_row(run, sid)
                 stored = self._merge_ledger(run, family, key, entry, force)
                 record = effect_audit(key, entry, who) if stored is entry else None
                 if record is not None:
