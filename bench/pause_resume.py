@@ -149,7 +149,7 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
     row("pause → parked: floor (1 committed write)", f"{fp * 1e3:.3f} ms")
     ip = pauses["intermission pause"]
     row("pause → parked: intermission", f"{ip * 1e3:.3f} ms", f"{ip / fp:.2f}× the floor",
-        verdict(ip / fp <= 1.3) + " (≤ 1.3×)")  # fmt: skip
+        verdict(ip / fp <= 1.5) + " (≤ 1.5×)")  # fmt: skip  (issue 42's target)
     sp = pauses["sql pause"]
     row("pause → parked: intermission's SQL alone (row encoded beforehand)",
         f"{sp * 1e3:.3f} ms", f"{sp / fp:.2f}× the floor")  # fmt: skip
@@ -165,7 +165,7 @@ def bench_pause_resume(rounds: int, tmp: Path) -> None:
     ):
         v = resumes[key]
         row(f"resume → done: {key[13:]}", f"{v * 1e3:.3f} ms", f"{v / fr:.2f}× the floor",
-            verdict(v / fr <= 1.3) + " (≤ 1.3×)")  # fmt: skip
+            verdict(v / fr <= 2) + " (≤ 2×)")  # fmt: skip  (issue 42's target)
     sr = resumes["sql resume"]
     row("resume → done: intermission's SQL alone (claim, read, save)", f"{sr * 1e3:.3f} ms",
         f"{sr / fr:.2f}× the floor")  # fmt: skip
