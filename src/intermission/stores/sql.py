@@ -434,17 +434,19 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         waits for the database to be back (``outage_s``).
 
         An effect's start is flushed before the effect runs (it is what keeps it from
-        running twice); its end is not waited for: losing it in a crash of the database
-        leaves the effect started, an unknown outcome that a person resolves — what a
-        crash of this process a moment earlier leaves — and the save ending the resume,
-        flushed, flushes it first. A change by hand is told to a person: flushed."""
+        running twice); its end is not waited for, and is merged again by the next save
+        (flushed): a crash of the database that lost it is healed there, and a crash of
+        both leaves the effect started, an unknown outcome that a person resolves — what a
+        crash of this process a moment earlier leaves. A change by hand is told to a
+        person: flushed."""
         sid, token, family = session.session_id, session.claim_token, session.ledger_id
         ended = entry.status in ("completed", "failed") and who is None and not force
 
         def write() -> LedgerEntry:
             with self._tx("unflushed" if ended else "write") as run:
                 if token is not None and entry.status == "started" and not force:
-                    self._fence(run, sid, token)  # (its UPDATE locks the row first)
+                    # (its UPDATE locks the row first)
+                    self._fence(run, sid, token, session.store_version)
                 else:  # the row first, its audit head is written last: the lock order
                     self._lock_row(run, sid)
                 stored = self._merge_ledger(run, family, key, entry, force)
@@ -453,20 +455,30 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                     self._audit_write(run, sid, [record], self.clock.now_ms())
                 return stored
 
-        return until_back(write, self.outage_s)
+        stored = until_back(write, self.outage_s)
+        if ended and stored is entry:  # not flushed: the save that ends the run merges it
+            session.ledger_dirty.add(key)  # again, so a crash that lost it is healed there
+        return stored
 
-    def _fence(self, run: Callable[..., Any], session_id: str, token: str) -> None:
-        """Refuse to start an effect unless this holder's claim stands (and renew it)."""
+    def _fence(
+        self, run: Callable[..., Any], session_id: str, token: str, version: int
+    ) -> None:
+        """Refuse to start an effect unless this holder's claim stands (and renew it) and
+        the stored row is the version this holder saved last: a save before the effect
+        (the recorded decision) need not be flushed, so a database that lost it in a crash
+        must not let the effect run on the claim alone."""
         cur = run(
             f"UPDATE im_sessions SET claim_until = {self._now_sql} + ? "
-            "WHERE id = ? AND claimed_by = ?",
-            (*self._now(), self.lease_ms, session_id, token),
+            "WHERE id = ? AND claimed_by = ? AND version = ?",
+            (*self._now(), self.lease_ms, session_id, token, version),
         )
         if cur.rowcount != 1:
-            holder = run(
-                "SELECT claimed_by FROM im_sessions WHERE id = ?", (session_id,)
+            found = run(
+                "SELECT claimed_by, version FROM im_sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            raise LeaseLostError(session_id, holder[0] if holder else None, [])
+            if found is not None and found[0] == token:  # ours, but not what we saved
+                raise ConflictError(session_id, version, found[1])
+            raise LeaseLostError(session_id, found[0] if found else None, [])
 
     # -- loads -------------------------------------------------------------------------
     @staticmethod
