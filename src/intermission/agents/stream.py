@@ -149,6 +149,7 @@ class EventStream:
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._reader: threading.Thread | None = None
         self._unwound = threading.Event()
+        self._closer: threading.Thread | None = None
         self.response: AgentResponse | None = None
         """The response, once the stream completed."""
 
@@ -241,6 +242,8 @@ class EventStream:
         # The run lives on a loop of its own that this thread runs only while it waits for
         # the next event: pulled as strictly as on a worker thread, without a thread per
         # request and a hand-over per event (which cost more than a decision's commits).
+        # Whoever sets ``_closed`` (under the lock, while nobody reads) is the one closer;
+        # the reader enters the loop only under the same lock while it is not set.
         import asyncio
 
         loop = self._own_loop = asyncio.new_event_loop()
@@ -261,42 +264,78 @@ class EventStream:
                         self._reading = False
                 yield event
         finally:
-            self._close_own_loop()
+            with self._lock:
+                mine = not self._closed
+                self._closed = True
+            if mine:
+                self._unwind_own_loop()
+            elif threading.current_thread() is not self._closer:
+                self._unwound.wait()  # another thread closes it: return once it has
 
-    def _close_own_loop(self) -> None:
-        """Cancel the run, let it unwind and close its loop (once; the loop must be idle)."""
+    def _unwind_own_loop(self) -> None:
+        """Cancel the run, let it unwind and close its loop (by the one closer, the loop
+        idle). Where a loop already runs in this thread (the stream dropped inside async
+        code), the closing runs on a short-lived thread of its own."""
+        import asyncio
+
+        self._closer = threading.current_thread()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._unwind_here()
+            return
+        helper = threading.Thread(target=self._unwind_here, name="intermission-stream-close")
+        helper.start()
+        helper.join()
+
+    def _unwind_here(self) -> None:
         loop = self._own_loop
-        with self._lock:
-            if loop is None or self._closed:
-                return
-            self._closed = True
+        assert loop is not None
         try:
             loop.run_until_complete(self.aclose())
             if self._agen is not None:
                 loop.run_until_complete(self._agen.aclose())
             loop.run_until_complete(wind_down())
         finally:
-            loop.close()
-            self._unwound.set()
+            try:
+                loop.close()
+            finally:
+                self._unwound.set()
 
     def _dispose_own_loop(self) -> None:
         loop = self._own_loop
         assert loop is not None
+        here = threading.current_thread()
         with self._lock:
-            reading = self._reading and not self._closed
-        if not reading:  # between two events (or over): close it from here
-            self._close_own_loop()
-            self._unwound.wait()
+            closer = not self._closed and not self._reading
+            reading = not self._closed and self._reading
+            if closer:
+                self._closed = True
+        if closer:  # between two events (or over): close it from here
+            self._unwind_own_loop()
             return
-        task = self._task
-        if threading.current_thread() is self._reader:  # from inside the run itself
-            if task is not None:
-                task.cancel()
+        if not reading:  # closed, or being closed by another thread
+            if here is not self._closer:
+                self._unwound.wait()
             return
-        # the reader is waiting for an event: the run is cancelled on its loop, the reader
-        # sees the end and closes; return once it has
-        loop.call_soon_threadsafe(self._cancel_run)
-        self._unwound.wait()
+        if here is self._reader:  # from inside the run itself
+            self._cancel_run()
+            return
+        # the reader is waiting for an event: the run is cancelled on its loop and the
+        # reader, seeing the end, closes; if the reader got an event first and is busy with
+        # it, this thread closes instead (the reader cannot enter the loop again)
+        try:
+            loop.call_soon_threadsafe(self._cancel_run)
+        except RuntimeError:  # (closed meanwhile)
+            pass
+        while not self._unwound.wait(0.01):
+            with self._lock:
+                closer = not self._closed and not self._reading
+                if closer:
+                    self._closed = True
+            if closer:
+                self._unwind_own_loop()
+                return
 
     def _cancel_run(self) -> None:
         task = self._task
