@@ -247,7 +247,6 @@ class EventStream:
         import asyncio
 
         loop = self._own_loop = asyncio.new_event_loop()
-        self._reader = threading.current_thread()
         agen = self._agen = self._aiter()
         try:
             while True:
@@ -255,6 +254,8 @@ class EventStream:
                     if self._closed:  # disposed between two events
                         return
                     self._reading = True
+                    # (the thread inside the loop now: a generator may move between threads)
+                    self._reader = threading.current_thread()
                 try:
                     event = loop.run_until_complete(agen.__anext__())
                 except StopAsyncIteration:
@@ -309,6 +310,7 @@ class EventStream:
         with self._lock:
             closer = not self._closed and not self._reading
             reading = not self._closed and self._reading
+            reader = self._reader
             if closer:
                 self._closed = True
         if closer:  # between two events (or over): close it from here
@@ -318,7 +320,7 @@ class EventStream:
             if here is not self._closer:
                 self._unwound.wait()
             return
-        if here is self._reader:  # from inside the run itself
+        if here is reader:  # from inside the run itself
             self._cancel_run()
             return
         # the reader is waiting for an event: the run is cancelled on its loop and the
