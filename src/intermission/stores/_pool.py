@@ -46,13 +46,15 @@ class Pool:
     def _connect(self) -> Any:
         raise NotImplementedError
 
-    def _transaction(self, conn: Any, mode: str) -> Any:
+    def _transaction(self, conn: Any, mode: str, single: bool = False) -> Any:
         """A context manager around one transaction. ``mode``: ``write`` (takes the write
         lock, durable), ``unflushed`` (a write committed and visible to everyone at once that
         does not wait for its flush to disk: the next flushed commit makes it durable, since
         the log is flushed in order — for a claim, whose loss in a power cut is harmless, and
         for what must be durable only before an effect runs, whose start is flushed),
-        ``read``, ``query`` (one statement, no transaction)."""
+        ``read``, ``query`` (one statement, no transaction). ``single``: the body's first
+        statement is its only write (what follows it only reads), so a server that commits
+        each statement on its own may skip BEGIN and COMMIT (see ``SQLStore.single_writes``)."""
         raise NotImplementedError
 
     def _lost(self, exc: BaseException, conn: Any) -> bool:
@@ -121,10 +123,10 @@ class Pool:
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
-    def _tx(self, mode: str = "write") -> Tx:
+    def _tx(self, mode: str = "write", *, single: bool = False) -> Tx:
         """``with store._tx(mode) as run: run(sql, params)`` — one transaction on a pooled
-        connection (modes as in :meth:`_transaction`)."""
-        return Tx(self, mode)
+        connection (modes and ``single`` as in :meth:`_transaction`)."""
+        return Tx(self, mode, single)
 
     @property
     def _errors(self) -> tuple[type[BaseException], ...]:
@@ -154,18 +156,19 @@ class Tx:
     context managers: every save and resume passes through here, and the generator
     machinery cost more than the SQL of a small commit."""
 
-    __slots__ = ("conn", "cur", "inner", "mode", "store")
+    __slots__ = ("conn", "cur", "inner", "mode", "single", "store")
 
-    def __init__(self, store: Pool, mode: str) -> None:
+    def __init__(self, store: Pool, mode: str, single: bool = False) -> None:
         self.store = store
         self.mode = mode
+        self.single = single
 
     def __enter__(self) -> Callable[..., Any]:
         store = self.store
         for retry in (False, True):
             conn, fresh = store._borrow()
             try:
-                inner = store._transaction(conn, self.mode)
+                inner = store._transaction(conn, self.mode, self.single)
                 inner.__enter__()
             except BaseException as exc:
                 if not isinstance(exc, store.driver_errors):
@@ -206,7 +209,8 @@ class Tx:
                 raise store._mapped(err, None, committing=True) from err
             raise
         if kind is not None and isinstance(exc, errors):
-            raise store._mapped(exc, conn, committing=False) from exc
+            # (a single write is its own commit: lost mid-statement, it may have committed)
+            raise store._mapped(exc, conn, committing=self.single) from exc
         store._give_back(conn)
 
 

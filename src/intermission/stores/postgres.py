@@ -4,6 +4,7 @@ kernels and workers on different machines."""
 from __future__ import annotations
 
 import re
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,21 @@ _BAD_OPTION = re.compile(r"invalid \w+ value")
 """libpq on a URL option it cannot take (``sslmode=bogus``): no wait makes it right."""
 
 
+_BEGIN_UNFLUSHED = "BEGIN; SET LOCAL synchronous_commit = off"
+_OPEN = (2, 3)
+"""libpq's PQTRANS_INTRANS and PQTRANS_INERROR: a transaction to roll back."""
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read now (poll: a server process's descriptors
+    may be past select()'s 1024)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # (Windows: select takes sockets)
+
+
 class PostgresStore(SQLStore):
     """Sessions in PostgreSQL. Claims are single conditional UPDATEs, which take the row
     lock, so two machines can never both resume one session.
@@ -56,6 +72,22 @@ class PostgresStore(SQLStore):
     # space of their own: the migration's one-key lock never meets them)
     chain_lock = "SELECT pg_advisory_xact_lock(724872, hashtext(?))"
     writes_in_cte = True
+    # a statement committed on its own (no BEGIN, so no SET LOCAL) skips its flush this way:
+    # set_config(..., true) lasts until the end of the statement's own transaction, and a
+    # row it writes has passed every condition of the WHERE, this one included
+    unflushed_where = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+    # a session's event chunks and ledger rows read by the statement that reads its row:
+    # a load or a claim is one round trip, and one snapshot (the ledger's keys and entries
+    # in the same order: both by key)
+    side_rows_sql = (
+        "ARRAY(SELECT n FROM im_events e WHERE e.session_id = im_sessions.id ORDER BY part), "
+        "ARRAY(SELECT events FROM im_events e WHERE e.session_id = im_sessions.id "
+        "ORDER BY part), "
+        "ARRAY(SELECT key FROM im_ledger l "
+        "WHERE l.session_id = COALESCE(im_sessions.family, im_sessions.id) ORDER BY key), "
+        "ARRAY(SELECT entry FROM im_ledger l "
+        "WHERE l.session_id = COALESCE(im_sessions.family, im_sessions.id) ORDER BY key)"
+    )
 
     def __init__(
         self,
@@ -125,12 +157,34 @@ class PostgresStore(SQLStore):
         return conn is not None and bool(conn.closed or getattr(conn, "broken", False))
 
     @contextmanager
-    def _transaction(self, conn: Any, mode: str) -> Iterator[None]:
-        with conn.transaction():
-            if mode == "unflushed":  # (see Pool._transaction) committed and visible at
-                # once, made durable by the next flushed commit: the WAL flushes in order
-                conn.execute("SET LOCAL synchronous_commit = off")
+    def _transaction(self, conn: Any, mode: str, single: bool = False) -> Iterator[None]:
+        if single or mode == "query":
+            # the connection commits each statement on its own: one write statement needs
+            # no BEGIN and COMMIT, two round trips of the three (an unflushed one says so in
+            # its own WHERE: ``unflushed_where``)
+            self._check_idle(conn)
             yield
+            return
+        # BEGIN and COMMIT by hand rather than psycopg's transaction(), which costs more
+        # Python than the round trip; an unflushed one (see Pool._transaction: committed and
+        # visible at once, made durable by the next flushed commit, as the WAL flushes in
+        # order) sends its SET LOCAL with the BEGIN (no parameters: one query, two statements)
+        conn.execute(_BEGIN_UNFLUSHED if mode == "unflushed" else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            if conn.info.transaction_status in _OPEN:  # (a lost connection: nothing to undo)
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _check_idle(self, conn: Any) -> None:
+        """Refuse a pooled connection the server has spoken on while it sat idle: that is
+        its goodbye (a restart, ``pg_terminate_backend``), which a BEGIN would have met. A
+        statement sent on it would fail, a write with an unknown outcome; refused here,
+        nothing was sent, so the pool takes another connection (Tx.__enter__)."""
+        if _readable(conn.fileno()):
+            raise self._psycopg.OperationalError("the server closed the idle connection")
 
     def _migrate(self) -> None:
         # serialise schema creation and upgrades between processes starting at the same
@@ -151,4 +205,3 @@ class PostgresStore(SQLStore):
 
     def __repr__(self) -> str:
         return "PostgresStore(<dsn>)"
-

@@ -97,6 +97,13 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     length_sql = "length(snapshot)"
     """The stored snapshot's length, in the unit :meth:`text_length` counts."""
     length_unit = "characters"
+    side_rows_sql: str | None = None
+    """Columns reading a session's event chunks and its family's ledger rows inside the
+    statement that reads its row (n, events, key, entry arrays; PostgreSQL), or None: they
+    are two more statements."""
+    unflushed_where = ""
+    """What a write committed on its own (``_tx(single=True)``) adds to its WHERE to skip
+    its flush (PostgreSQL; SQLite's transaction does it)."""
 
     integrity_errors: tuple[type[BaseException], ...] = ()
 
@@ -281,7 +288,15 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         notes = derive(session, told_ms, row) if self.outbox.enabled else None
         if notes:  # a notification is sent as soon as it is visible: flushed first
             mode = "write"
-        with self._tx(mode) as run:
+        appended = count > 0 and not inline
+        # a save of a stored session that writes only its row and appended events (a
+        # resume's, most often): one statement, committed on its own where the row's UPDATE
+        # can carry the INSERT (PostgreSQL)
+        single = (
+            expected != 0 and not replace and not notes and not noted[:n_noted]
+            and not session.ledger_dirty and (self.writes_in_cte or not appended)
+        )  # fmt: skip
+        with self._tx(mode, single=single) as run:
             if expected == 0:
                 pending = row.status == "pending"
                 try:
@@ -299,10 +314,14 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
                 except self.integrity_errors:
                     raise _Duplicate from None
             else:
-                self._update_row(run, session, values, replace, inline_chunk, release, now)
+                then = (1 if replace else part, count, chunk) if appended and single else None
+                where = self.unflushed_where if single and mode == "unflushed" else ""
+                self._update_row(
+                    run, session, values, replace, inline_chunk, release, now, then, where
+                )
             if replace:  # the whole log is written anew: older chunks go
                 run("DELETE FROM im_events WHERE session_id = ?", (sid,))
-            if count and not inline:
+            if appended and not single:
                 run(
                     "INSERT INTO im_events (session_id, part, n, events) VALUES (?, ?, ?, ?)",
                     (sid, 1 if replace else part, count, chunk),
@@ -340,7 +359,12 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
         inline_chunk: tuple[str, int],
         release: bool,
         now: tuple[float, ...],
+        then_events: tuple[int, int, str] | None = None,
+        where: str = "",
     ) -> None:
+        """The compare-and-set UPDATE of a save (ConflictError, SessionBusyError when it
+        finds no row). ``then_events``: a chunk (part, n, events) the same statement
+        inserts once the row is updated (``writes_in_cte``); ``where``: added to its WHERE."""
         sid, expected, at = session.session_id, session.store_version, self._now_sql
         if release:  # the save ending a resume: only while this holder's claim stands
             claim_sql = "claimed_by = NULL, claim_until = NULL"
@@ -360,7 +384,7 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
             since_values = now
         else:
             since, since_values = "NULL", ()
-        cur = run(
+        sql = (
             "UPDATE im_sessions SET status = ?, agent = ?, reason = ?, tasks = ?, "
             "deadline_ms = ?, request = ?, snapshot = ?, snapshot_len = ?, due_ms = ?, "
             "progress = ?, agent_version = ?, family = ?, "
@@ -369,10 +393,17 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
             # the generation too: a copy of a deleted session must not overwrite the new
             # one saved under its id, at the same version number (a NULL family: a row
             # from before the column, whose generation is unknown, takes the save as ever)
-            f"WHERE id = ? AND version = ? AND (family IS NULL OR family = ?) AND {fence}",
-            (*values, session.family, *inline_values, *now, *since_values, sid, expected,
-             session.ledger_id, *fence_values),
-        )  # fmt: skip
+            f"WHERE id = ? AND version = ? AND (family IS NULL OR family = ?) AND {fence}{where}"
+        )
+        params = (*values, session.family, *inline_values, *now, *since_values, sid, expected,
+                  session.ledger_id, *fence_values)  # fmt: skip
+        if then_events is not None:  # (inserted only when the row was: both or neither)
+            sql = (
+                f"WITH saved AS ({sql} RETURNING id) INSERT INTO im_events "
+                "(session_id, part, n, events) SELECT id, ?, ?, ? FROM saved"
+            )
+            params = (*params, *then_events)
+        cur = run(sql, params)
         if cur.rowcount == 1:
             return
         found = run("SELECT version, family FROM im_sessions WHERE id = ?", (sid,)).fetchone()
@@ -481,12 +512,22 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
             raise LeaseLostError(session_id, found[0] if found else None, [])
 
     # -- loads -------------------------------------------------------------------------
-    @staticmethod
-    def _rows(run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None:
+    def _rows(self, run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None:
+        if self.side_rows_sql is not None:
+            sql = f"SELECT {_ROW}, {self.side_rows_sql} FROM im_sessions WHERE id = ?"
+            return self._with_side_rows(run(sql, (session_id,)).fetchone())
         row = run(f"SELECT {_ROW} FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
         return (*row, *SQLStore._side_rows(run, session_id, row[-1]))
+
+    @staticmethod
+    def _with_side_rows(row: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        """A row read with ``side_rows_sql`` in the shape ``_session`` takes."""
+        if row is None:
+            return None
+        *head, ns, chunks, keys, entries = row
+        return (*head, list(zip(ns, chunks, strict=True)), list(zip(keys, entries, strict=True)))
 
     @staticmethod
     def _side_rows(
@@ -528,7 +569,8 @@ class SQLStore(AuditSQL, SQLClaims, SQLListings, StoreMethods, Pool):
     def load(self, session_id: str) -> InMemoryAgentSession:
         """Load a session (its live ledger rows included)."""
         check_id(session_id)
-        with self._tx("read") as run:
+        # (one statement where it reads the side rows too: no transaction needed)
+        with self._tx("read" if self.side_rows_sql is None else "query") as run:
             rows = self._rows(run, session_id)
         if rows is None:
             raise SessionNotFoundError(session_id)

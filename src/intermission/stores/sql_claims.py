@@ -37,8 +37,13 @@ class SQLClaims:
         _now_sql: str
 
         def _now(self) -> tuple[float, ...]: ...
-        def _tx(self, mode: str = "write") -> Tx: ...
+        def _tx(self, mode: str = "write", *, single: bool = False) -> Tx: ...
+        side_rows_sql: str | None
+        unflushed_where: str
+
         def _rows(self, run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None: ...
+        @staticmethod
+        def _with_side_rows(row: tuple[Any, ...] | None) -> tuple[Any, ...] | None: ...
         def _side_rows(
             self, run: Callable[..., Any], session_id: str, family: str | None
         ) -> tuple[list[Any], list[Any]]: ...
@@ -57,9 +62,18 @@ class SQLClaims:
         if resumable_only:
             claim += f" AND status IN {_RESUMABLE_SQL}"
         params = (token, *now, self.lease_ms, session_id, *now)
-        with self._tx("unflushed") as run:
-            # claim and read in one transaction (one statement where RETURNING exists)
-            if self._server is not None:  # and refresh the server clock's offset
+        side = self.side_rows_sql
+        # claim and read in one transaction; where the claim's RETURNING reads the side rows
+        # too, in one statement committed on its own (one round trip)
+        with self._tx("unflushed", single=side is not None) as run:
+            if side is not None:  # (and it refreshes the server clock's offset)
+                sent = time.monotonic()
+                returning = f"RETURNING claim_until, {_ROW}, {side}"
+                row = run(f"{claim}{self.unflushed_where} {returning}", params).fetchone()
+                if row is not None and self._server is not None:
+                    self._server.observe(row[0] - self.lease_ms, sent, time.monotonic())
+                rows = self._with_side_rows(None if row is None else row[1:])
+            elif self._server is not None:  # and refresh the server clock's offset
                 sent = time.monotonic()
                 row = run(f"{claim} RETURNING {_ROW}, claim_until", params).fetchone()
                 if row is not None:

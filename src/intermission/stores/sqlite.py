@@ -120,7 +120,8 @@ class SQLiteStore(SQLStore):
             return
         super()._discard(conn)
 
-    def _transaction(self, conn: Any, mode: str) -> _SQLiteTransaction:
+    def _transaction(self, conn: Any, mode: str, single: bool = False) -> _SQLiteTransaction:
+        # (``single`` changes nothing here: BEGIN and COMMIT cost no round trip in-process)
         lock = self._memory_lock if conn is self._memory_conn else None
         return _SQLiteTransaction(conn, mode, lock, self.synchronous)
 
