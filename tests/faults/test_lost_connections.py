@@ -71,6 +71,22 @@ def _terminate_backends(dsn: str) -> int:
         return 0  # the server is restarting
 
 
+def _until_gone(dsn: str) -> None:
+    """Wait until no other backend of this user and database is left."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+        for _ in range(500):
+            left = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = current_user "
+                "AND pid <> pg_backend_pid() AND datname = current_database()"
+            ).fetchone()
+            if left is not None and left[0] == 0:
+                return
+            time.sleep(0.01)
+    raise AssertionError("terminated backends did not go away")
+
+
 def _open(dsn: str, seen: dict[str, int]) -> PostgresStore:
     while True:  # a worker starting during an outage retries, as a real one would
         try:
@@ -182,7 +198,20 @@ def test_a_dead_pooled_connection_is_replaced_and_outage_errors_are_store_errors
     store.save(paused_change("p"))
     assert store.load("p").is_pending  # the pool now holds an idle connection
     assert _terminate_backends(pg_dsn()) >= 1
+    _until_gone(pg_dsn())
     assert store.load("p").is_pending  # found dead, replaced, nothing lost
+    # after a restart every pooled connection is dead: each is found so and replaced
+    held = [store._borrow()[0] for _ in range(4)]  # four connections in the pool
+    for conn in held:
+        store._give_back(conn)
+    assert _terminate_backends(pg_dsn()) >= 4
+    _until_gone(pg_dsn())  # (their goodbyes sent: a restart's come before the next request)
+    for mode in ("query", "write"):  # a one-statement read and a BEGIN: neither fails
+        assert store.load("p").is_pending
+        assert _terminate_backends(pg_dsn()) >= 1
+        _until_gone(pg_dsn())
+        with store._tx(mode) as run:
+            assert run("SELECT status FROM im_sessions WHERE id = ?", ("p",)).fetchone()
     unreachable = "postgresql://intermission:intermission@127.0.0.1:1/intermission"
     with pytest.raises(StoreUnavailableError) as info:
         PostgresStore(unreachable, connect_timeout_s=1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from tests._helpers import fresh_pg
 
 from intermission import END, FlowEngine, GraphSpec, InMemoryAgentSession
 from intermission.errors import ConflictError, StoreUnavailableError
+from intermission.stores.postgres import PostgresStore
 
 
 def _graph() -> Any:
@@ -71,7 +74,7 @@ def test_a_claimed_resume_is_two_statements_each_its_own_transaction() -> None:
             s.context.put("decision", "APPROVE")
             FlowEngine().eval(_graph(), s.context)
         writes = [(q, st) for q, st in seen if not q.lstrip().upper().startswith("SELECT")]
-        assert len(writes) == 2, seen
+        assert len(writes) == 2 and len(seen) == 3, seen  # (the claim's read: one SELECT)
         claim, save = writes
         assert all(status == "IDLE" for _, status in writes)  # no BEGIN before either
         assert "set_config('synchronous_commit', 'off', true)" in claim[0]  # a lease: no fsync
@@ -84,6 +87,83 @@ def test_a_claimed_resume_is_two_statements_each_its_own_transaction() -> None:
         store.load("one-1")
         assert len(seen) == 1  # a load: the row, its events and its ledger in one read
     finally:
+        store.close()
+
+
+def _held_commit(store: Any) -> tuple[threading.Event, threading.Event]:
+    """Make ``store``'s multi-statement durable transactions wait before their COMMIT:
+    (entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+    transaction = store._transaction
+
+    @contextmanager
+    def held(conn: Any, mode: str, single: bool = False) -> Iterator[None]:
+        with transaction(conn, mode, single):
+            yield
+            if mode == "write" and not single:  # the row is locked, nothing committed yet
+                entered.set()
+                release.wait(30)
+
+    store._transaction = held
+    return entered, release
+
+
+@pytest.mark.parametrize("writer", ["save", "put_snapshot"])
+def test_a_claim_that_waited_for_a_writer_reads_that_writer_s_events_too(writer: str) -> None:
+    # a claim that waits on the row lock of a save in flight gets the row that save
+    # commits: its events and ledger must be read as new as that row, never older
+    def once(ctx: Any, node: Any) -> None:
+        ctx.put("fx", ctx.session.once("fx", lambda: 42))
+
+    spec = GraphSpec("gate-fx")
+    spec.add_start().link_add("gate")
+    spec.add_activity("gate").task(
+        lambda ctx, node: ctx.session.pending(ctx.get("decision") is None, "needs a person")
+    ).link_add("fx")
+    spec.add_activity("fx").task(once).link_add(END)
+    spec.add_end()
+    graph = spec.build()
+    store = fresh_pg()
+    writer_store = PostgresStore(store.dsn)
+    claimer = PostgresStore(store.dsn)
+    try:
+        s = InMemoryAgentSession.of("one-4")
+        FlowEngine().eval(graph, s.context)
+        store.save(s)
+        copy = writer_store.load("one-4")
+        copy.context.put("decision", "APPROVE")
+        FlowEngine().eval(graph, copy.context)  # its ledger entry dirty: a multi-statement save
+        entered, release = _held_commit(writer_store)
+        if writer == "save":
+            write = threading.Thread(target=writer_store.save, args=(copy,))
+        else:  # the whole log rewritten (an operator puts a snapshot back)
+            snap = copy.snapshot()
+            write = threading.Thread(target=writer_store.put_snapshot, args=(snap, 1))
+        write.start()
+        assert entered.wait(30)
+        claimed: list[Any] = []
+
+        def take() -> None:
+            held = claimer.claim("one-4")
+            claimed.append((held, held.__enter__()))
+
+        claim = threading.Thread(target=take)
+        claim.start()
+        time.sleep(0.3)  # (the claim now waits on the writer's row lock)
+        release.set()
+        write.join(30)
+        claim.join(30)
+        assert len(claimed) == 1
+        held, got = claimed[0]
+        stored = store.load("one-4")
+        assert got.store_version == stored.store_version == 2
+        assert [e.model_dump() for e in got.events] == [e.model_dump() for e in stored.events]
+        assert set(got.ledger) == set(stored.ledger) == {"fx"}
+        held.__exit__(None, None, None)  # its save: the log it read is the one stored
+        assert store.load("one-4").store_version == 3
+    finally:
+        writer_store.close()
+        claimer.close()
         store.close()
 
 

@@ -165,7 +165,7 @@ class Tx:
 
     def __enter__(self) -> Callable[..., Any]:
         store = self.store
-        for retry in (False, True):
+        while True:
             conn, fresh = store._borrow()
             try:
                 inner = store._transaction(conn, self.mode, self.single)
@@ -174,9 +174,11 @@ class Tx:
                 if not isinstance(exc, store.driver_errors):
                     store._discard(conn)  # interrupted mid-BEGIN: not fit for reuse
                     raise
-                if not fresh and not retry and store._lost(exc, conn):
+                if not fresh and store._lost(exc, conn):
+                    # died while idle in the pool, nothing ran on it; after a restart every
+                    # pooled one did: the next, until a new connection is the one tried
                     store._discard(conn)
-                    continue  # died while idle in the pool; nothing ran on it
+                    continue
                 raise store._mapped(exc, conn, committing=False) from exc
             break
         self.conn, self.inner = conn, inner

@@ -77,8 +77,8 @@ class PostgresStore(SQLStore):
     # row it writes has passed every condition of the WHERE, this one included
     unflushed_where = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
     # a session's event chunks and ledger rows read by the statement that reads its row:
-    # a load or a claim is one round trip, and one snapshot (the ledger's keys and entries
-    # in the same order: both by key)
+    # a load is one round trip, and one snapshot (the ledger's keys and entries in the same
+    # order: both by key)
     side_rows_sql = (
         "ARRAY(SELECT n FROM im_events e WHERE e.session_id = im_sessions.id ORDER BY part), "
         "ARRAY(SELECT events FROM im_events e WHERE e.session_id = im_sessions.id "

@@ -4,6 +4,7 @@ that ends the resume (fenced on the holder) or on its own (R30, R40)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 from ..audit import forget_noted
 from ..core.session import InMemoryAgentSession
 from ..core.snapshot import state_json
-from ..errors import SessionBusyError, SessionNotFoundError, StoreError
+from ..errors import (
+    SessionBusyError,
+    SessionNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ._pool import until_back
 from .base import RESUMABLE, not_resumable
 from .sql_schema import SESSION_COLUMNS as _ROW
@@ -42,8 +48,6 @@ class SQLClaims:
         unflushed_where: str
 
         def _rows(self, run: Callable[..., Any], session_id: str) -> tuple[Any, ...] | None: ...
-        @staticmethod
-        def _with_side_rows(row: tuple[Any, ...] | None) -> tuple[Any, ...] | None: ...
         def _side_rows(
             self, run: Callable[..., Any], session_id: str, family: str | None
         ) -> tuple[list[Any], list[Any]]: ...
@@ -51,6 +55,29 @@ class SQLClaims:
         def _save(self, session: InMemoryAgentSession, *, release: bool) -> int: ...
 
     def _take(self, session_id: str, token: str, resumable_only: bool) -> InMemoryAgentSession:
+        try:
+            rows, found = self._claim_rows(session_id, token, resumable_only)
+        except StoreUnavailableError as exc:
+            if exc.outcome_unknown:  # the claim may have committed: nobody would release it
+                with contextlib.suppress(StoreError):
+                    self._release(session_id, token)
+            raise
+        if rows is None:
+            if found is None:
+                raise SessionNotFoundError(session_id)
+            if resumable_only and found[0] not in RESUMABLE:
+                raise not_resumable(session_id, found[0])
+            raise SessionBusyError(session_id)
+        try:
+            return self._session(session_id, rows)
+        except BaseException:  # a row that cannot be read: nobody may hold it for a lease
+            self._release(session_id, token)
+            raise
+
+    def _claim_rows(
+        self, session_id: str, token: str, resumable_only: bool
+    ) -> tuple[tuple[Any, ...] | None, Any]:
+        """The claimed session's rows, or None and its status row (None: no such session)."""
         now, at = self._now(), self._now_sql
         # A claim is a lease: it must be atomic and visible to every other process at once,
         # but it need not survive a power cut (nothing of the resume survives one either),
@@ -62,17 +89,21 @@ class SQLClaims:
         if resumable_only:
             claim += f" AND status IN {_RESUMABLE_SQL}"
         params = (token, *now, self.lease_ms, session_id, *now)
+        found = None
         side = self.side_rows_sql
-        # claim and read in one transaction; where the claim's RETURNING reads the side rows
-        # too, in one statement committed on its own (one round trip)
+        # claim and read in one transaction; where one statement reads the row with its
+        # side rows, the claim commits on its own and that read follows. Not one statement:
+        # a claim that waited for another writer's row lock returns the row that writer
+        # committed, but subqueries of its RETURNING would read with the snapshot the
+        # statement began with — the new row beside the old events. Read after the claim,
+        # everything is at least as new as the row, and no save but its holder's can follow.
         with self._tx("unflushed", single=side is not None) as run:
             if side is not None:  # (and it refreshes the server clock's offset)
                 sent = time.monotonic()
-                returning = f"RETURNING claim_until, {_ROW}, {side}"
-                row = run(f"{claim}{self.unflushed_where} {returning}", params).fetchone()
+                row = run(f"{claim}{self.unflushed_where} RETURNING claim_until", params).fetchone()
                 if row is not None and self._server is not None:
                     self._server.observe(row[0] - self.lease_ms, sent, time.monotonic())
-                rows = self._with_side_rows(None if row is None else row[1:])
+                rows = None if row is None else self._rows(run, session_id)
             elif self._server is not None:  # and refresh the server clock's offset
                 sent = time.monotonic()
                 row = run(f"{claim} RETURNING {_ROW}, claim_until", params).fetchone()
@@ -88,17 +119,7 @@ class SQLClaims:
                 rows = self._rows(run, session_id) if claimed_now else None
             if rows is None:
                 found = run("SELECT status FROM im_sessions WHERE id = ?", (session_id,)).fetchone()
-        if rows is None:
-            if found is None:
-                raise SessionNotFoundError(session_id)
-            if resumable_only and found[0] not in RESUMABLE:
-                raise not_resumable(session_id, found[0])
-            raise SessionBusyError(session_id)
-        try:
-            return self._session(session_id, rows)
-        except BaseException:  # a row that cannot be read: nobody may hold it for a lease
-            self._release(session_id, token)
-            raise
+        return rows, found
 
     def _release(self, session_id: str, token: str, *, wait: bool = False) -> None:
         def release() -> None:
