@@ -231,15 +231,23 @@ def until_back(
         except StoreUnavailableError:
             if time.monotonic() + pause > deadline:
                 raise
-        time.sleep(pause)
-        pause = min(pause * 2, 1.0)
-        if check is not None:
+        # the attempt may have committed: ask until the database answers, and attempt
+        # again only once it said no (attempted blind, a save that did commit would meet
+        # its own new version and report a conflict)
+        while True:
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            if check is None:
+                break
             try:
                 done = check()
             except StoreUnavailableError:
+                if time.monotonic() + pause > deadline:
+                    raise
                 continue
             if done is not None:
                 return done
+            break
     raise AssertionError("unreachable")  # pragma: no cover
 
 
