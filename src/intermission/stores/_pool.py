@@ -54,7 +54,7 @@ class Pool:
         for what must be durable only before an effect runs, whose start is flushed),
         ``read``, ``query`` (one statement, no transaction). ``single``: the body's first
         statement is its only write (what follows it only reads), so a server that commits
-        each statement on its own may skip BEGIN and COMMIT (see ``SQLStore.single_writes``)."""
+        each statement on its own may skip BEGIN and COMMIT (PostgresStore)."""
         raise NotImplementedError
 
     def _lost(self, exc: BaseException, conn: Any) -> bool:
