@@ -16,8 +16,9 @@ __all__ = [
 
 
 class NotifyError(IntermissionError):
-    """Telling reviewers failed or is set up wrong. ``key``: the notification concerned
-    (None when none is)."""
+    """Telling reviewers failed or is set up wrong.
+
+    ``key``: the notification concerned (None when none is)."""
 
     def __init__(self, message: str, *, key: str | None = None) -> None:
         self.key = key
@@ -47,11 +48,12 @@ class NotificationNotFoundError(NotifyError, KeyError):
 
 
 class DeliveryError(NotifyError):
-    """A target did not take a notification; the dispatcher tries again later (the same
-    key). The message names the target and what happened, never the body or a secret.
-    ``retry_after_s``: how long the receiver asked to wait (None: it did not say).
-    ``permanent``: no attempt can succeed (a message that cannot be built): the
-    notification is dead at once, with this as its reason."""
+    """A target did not take a notification; the dispatcher tries again later.
+
+    It tries again under the same key. The message names the target and what happened, never
+    the body or a secret. ``retry_after_s``: how long the receiver asked to wait (None: it
+    did not say). ``permanent``: no attempt can succeed (a message that cannot be built):
+    the notification is dead at once, with this as its reason."""
 
     def __init__(
         self, message: str, *, target: str, key: str | None = None,
@@ -64,8 +66,9 @@ class DeliveryError(NotifyError):
 
 
 class DeliveryRefusedError(DeliveryError):
-    """The receiver answered with an error status (``status``: the HTTP status or SMTP
-    reply code)."""
+    """The receiver answered with an error status.
+
+    ``status``: the HTTP status or SMTP reply code."""
 
     def __init__(
         self, message: str, *, target: str, status: int, key: str | None = None,

@@ -34,9 +34,11 @@ class SessionNotFoundError(StoreError, KeyError):
 
 
 class ConflictError(StoreError):
-    """A save was based on a stale version (compare-and-set failed, R29). ``replaced``:
-    the stored session is another generation under the same id (the one this copy was
-    loaded from was deleted and a new one saved), whatever the version numbers say."""
+    """A save was based on a stale version (compare-and-set failed, R29).
+
+    ``replaced``: the stored session is another generation under the same id (the one this
+    copy was loaded from was deleted and a new one saved), whatever the version numbers
+    say."""
 
     def __init__(
         self, session_id: str, expected: int, actual: int | None, *, replaced: bool = False
@@ -63,9 +65,10 @@ class SessionBusyError(StoreError):
 
 
 class LeaseLostError(StoreError):
-    """This resumer's claim lapsed and another resumer took the session over, so nothing
-    of this resume was saved (R40). ``ran`` lists what did run meanwhile: effects recorded
-    in the ledger (the next holder will not repeat them) and tool calls."""
+    """This resumer's claim lapsed and another resumer took the session over.
+
+    Nothing of this resume was saved (R40). ``ran`` lists what did run meanwhile: effects
+    recorded in the ledger (the next holder will not repeat them) and tool calls."""
 
     def __init__(self, session_id: str, holder: str | None, ran: list[str]) -> None:
         self.session_id = session_id
@@ -81,8 +84,10 @@ class LeaseLostError(StoreError):
 
 
 class StoreClosedError(StoreError):
-    """The store was closed and then used again. Nothing is opened again (a deleted
-    database file is never re-created): open a new store."""
+    """The store was closed and then used again.
+
+    Nothing is opened again (a deleted database file is never re-created): open a new
+    store."""
 
     def __init__(self, store: str) -> None:
         super().__init__(f"{store} is closed: open a new store to use it again")
@@ -90,6 +95,7 @@ class StoreClosedError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The database could not be reached (a restart, a failover, a dropped connection).
+
     The broken connection was discarded; the next call connects anew (R40)."""
 
     def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
@@ -103,8 +109,10 @@ class StoreUnavailableError(StoreError):
 
 
 class StoreSchemaError(StoreError):
-    """The database holds a store written by a newer intermission (its schema version is
-    past the one this release knows): refused before anything is read or written."""
+    """The database holds a store written by a newer intermission.
+
+    Its schema version is past the one this release knows: refused before anything is
+    read or written."""
 
     def __init__(self, found: int, known: int) -> None:
         self.found = found
@@ -117,8 +125,9 @@ class StoreSchemaError(StoreError):
 
 
 class StoreMigrationError(StoreError):
-    """Bringing an older store's tables up to this release's schema failed. The
-    migration's transaction was rolled back, so the store is as it was; ``migration`` is
+    """Bringing an older store's tables up to this release's schema failed.
+
+    The migration's transaction was rolled back, so the store is as it was; ``migration`` is
     the migration's number, ``statement`` the SQL that failed."""
 
     def __init__(self, migration: int, statement: str, why: str) -> None:

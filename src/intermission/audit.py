@@ -89,9 +89,11 @@ def _false(value: Any) -> bool:
 
 
 class AuditRecord(AuditEntry):
-    """An entry as a store keeps it: numbered per session, stamped by the store's clock and
-    chained: ``hash`` covers the record and ``prev``, the hash of the record before it (for
-    a fork's first record, its parent's head)."""
+    """An audit entry as a store keeps it: numbered, timestamped and hash-chained.
+
+    Numbered per session, stamped by the store's clock and chained: ``hash`` covers the
+    record and ``prev``, the hash of the record before it (for a fork's first record, its
+    parent's head)."""
 
     session_id: str
     seq: int
@@ -207,9 +209,10 @@ KEYED_LIMIT = (
 
 @dataclass(frozen=True, slots=True)
 class AuditVerification:
-    """What ``store.verify_audit(session_id)`` found. True when the trail is intact: the
-    chain, its end at the session's head, and a record for every vote, decision and
-    completed effect the session shows.
+    """What ``store.verify_audit(session_id)`` found.
+
+    True when the trail is intact: the chain, its end at the session's head, and a record
+    for every vote, decision and completed effect the session shows.
 
     Example:
         >>> AuditVerification("s-1", records=3, head="ab" * 32)

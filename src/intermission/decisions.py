@@ -37,9 +37,11 @@ def _empty(value: Any) -> bool:
 
 
 class Vote(Model):
-    """One principal's decision on an approval that needs more than one (a quorum): who,
-    through which surface, what and when. Kept on the task (or the graph approval) until
-    the approval's outcome is decided, then on the decision that ended it."""
+    """One principal's vote on an approval that needs more than one (a quorum).
+
+    It records who, through which surface, what and when. Kept on the task (or the graph
+    approval) until the approval's outcome is decided, then on the decision that ended
+    it."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
@@ -171,10 +173,11 @@ class DecisionRecord(Model):
 
 
 class EffectApproval(Model):
-    """The approval that authorised an effect, recorded by intermission in the effect's
-    ledger entry when the approved call starts (R60): the tool call it approved
-    (``call_uuid``, the task's id in the session) and that approval's rules as they stood
-    then. Whoever says what became of the effect when its outcome is unknown (resolve,
+    """The approval that authorised an effect, as recorded in the effect's ledger entry.
+
+    intermission records it there when the approved call starts (R60): the tool call it
+    approved (``call_uuid``, the task's id in the session) and that approval's rules as they
+    stood then. Whoever says what became of the effect when its outcome is unknown (resolve,
     forget) is judged by these rules, never by a name a model or a client hands over.
 
     A graph approval (``open_approval`` / ``decide_graph``) that let a flow-graph run go on
@@ -252,9 +255,20 @@ class HITLDecision:
     """A human decision for one pending tool call, built fluently.
 
     Example:
-        >>> d = HITLDecision.approve().comment("confirmed").reviewer("lead")
-        >>> d.verdict, d.comment_text, d.reviewer_name
-        ('approve', 'confirmed', 'lead')
+        ```python
+        from intermission import HITL, HITLDecision, InMemoryAgentSession
+        from intermission.examples import build_ops_agent
+
+        agent, session = build_ops_agent(), InMemoryAgentSession.of("s-1")
+        agent.prompt("Please delete user 1001").session(session).call()  # pauses before the tool
+        d = HITLDecision.approve().modified_args({"user_id": 1002}).comment("typo").reviewer("lead")
+        print(d.verdict, d.comment_text, d.reviewer_name)
+        #> approve typo lead
+        (task,) = HITL.pending_tasks(session)
+        HITL.submit(session, task, d)
+        print(agent.prompt().session(session).call().content)
+        #> Done: user 1002 deleted (Note: typo).
+        ```
     """
 
     __slots__ = ("always", "comment_text", "edited_args", "reviewer_name", "verdict")

@@ -173,9 +173,10 @@ class SessionStateError(IntermissionError):
 
 
 class NothingToResumeError(SessionStateError):
-    """An empty ``prompt()`` asked to continue, but the run already ended. From a store:
-    ``status`` is the stored session's status and ``last_decision`` its last decision
-    (``"APPROVE by alice at …"``), when known."""
+    """An empty ``prompt()`` asked to continue, but the run already ended.
+
+    From a store: ``status`` is the stored session's status and ``last_decision`` its last
+    decision (``"APPROVE by alice at …"``), when known."""
 
     def __init__(
         self,
@@ -207,9 +208,10 @@ class RequestInProgressError(SessionStateError):
 
 
 class EffectOutcomeUnknownError(SessionStateError):
-    """An effect of ``session.once`` was started (maybe elsewhere) and never recorded as
-    finished: it may or may not have happened, so it is not run again. Tools do not turn
-    this into an observation; it stops the run for a human to check."""
+    """An effect of ``session.once`` was started (maybe elsewhere) and never recorded as finished.
+
+    It may or may not have happened, so it is not run again. Tools do not turn this into an
+    observation; it stops the run for a human to check."""
 
     def __init__(self, key: str, *, session_id: str | None = None) -> None:
         self.key = key
@@ -224,9 +226,10 @@ class EffectOutcomeUnknownError(SessionStateError):
 
 
 class NothingToResolveError(SessionStateError):
-    """Resolving or forgetting an effect that is not of unknown outcome: it never started,
-    or it already completed or failed (``status``: what the ledger holds, None when it
-    holds nothing). Nothing was changed."""
+    """An effect to resolve or forget is not of unknown outcome.
+
+    It never started, or it already completed or failed (``status``: what the ledger holds,
+    None when it holds nothing). Nothing was changed."""
 
     def __init__(self, session_id: str, key: str, status: str | None) -> None:
         self.key = key
@@ -241,11 +244,13 @@ class NothingToResolveError(SessionStateError):
 
 
 class EffectNotReopenableError(SessionStateError):
-    """Forgetting an approved effect of unknown outcome whose approval the stored session
-    no longer holds open (the run had gone past it): forgetting would run the effect
-    again without a fresh decision, so it is refused and nothing was changed (R60); also
-    when a fork sharing the ledger ran it (``ran_by``): it is forgotten there. ``key``:
-    the effect; ``call_uuid``: the approval that authorised it."""
+    """Forgetting an approved effect of unknown outcome was refused: it would run again.
+
+    The stored session no longer holds the effect's approval open (the run had gone past
+    it): forgetting would run the effect again without a fresh decision, so it is refused
+    and nothing was changed (R60); also when a fork sharing the ledger ran it (``ran_by``):
+    it is forgotten there. ``key``: the effect; ``call_uuid``: the approval that authorised
+    it."""
 
     def __init__(
         self, session_id: str, key: str, call_uuid: str, *, ran_by: str | None = None
@@ -267,12 +272,13 @@ class EffectNotReopenableError(SessionStateError):
 
 
 class AgentMismatchError(SessionStateError):
-    """A session is asked to run with an agent other than the one that made it: another
-    name, or the same name with other tools, tool arguments or approval policy (its
-    fingerprint). Nothing was changed. ``recorded`` / ``recorded_fingerprint``: the
-    session's agent; ``agent`` / ``fingerprint``: the one refused. To hand the session to
-    the new agent on purpose, adopt it: ``agent.prompt().session(s).adopt().call()`` (CLI:
-    ``--adopt``)."""
+    """A session was asked to run with an agent other than the one that made it.
+
+    The agent has another name, or the same name with other tools, tool arguments or
+    approval policy (its fingerprint). Nothing was changed. ``recorded`` /
+    ``recorded_fingerprint``: the session's agent; ``agent`` / ``fingerprint``: the one
+    refused. To hand the session to the new agent on purpose, adopt it:
+    ``agent.prompt().session(s).adopt().call()`` (CLI: ``--adopt``)."""
 
     def __init__(
         self,
@@ -300,10 +306,11 @@ class AgentMismatchError(SessionStateError):
 
 
 class AgentVersionError(AgentMismatchError):
-    """A paused session's agent version is not served here, and no served version migrates
-    it (R62). Raised before any of the session's code runs; nothing was changed and its
-    approval stays open. ``paused``: the session's version; ``served``: the versions of its
-    agent name at hand (oldest first)."""
+    """A paused session's agent version is not served here, and no served version migrates it.
+
+    Raised before any of the session's code runs (R62); nothing was changed and its approval
+    stays open. ``paused``: the session's version; ``served``: the versions of its agent
+    name at hand (oldest first)."""
 
     def __init__(self, session_id: str, agent: str, paused: str | None, served: list[str]) -> None:
         self.paused = paused
@@ -323,7 +330,9 @@ class AgentVersionError(AgentMismatchError):
 
 
 class AgentMigrationError(SessionStateError):
-    """A migration (``agent.migrates_from(version, fn)``) raised, or was asked for a
+    """An agent migration failed, or no migration starts from the session's version.
+
+    A migration (``agent.migrates_from(version, fn)``) raised, or was asked for a
     version nothing migrates from. The session is exactly as it was (the store's row
     byte-identical); ``from_version`` / ``to_version`` name the step."""
 
@@ -373,9 +382,10 @@ class SnapshotSchemaError(SnapshotError):
 
 
 class SnapshotTooLargeError(SnapshotError):
-    """A snapshot is larger than ``limit`` (``limits.MAX_SNAPSHOT_TEXT``) characters of
-    JSON: every store refuses to save it and every loader to read it (R50), so what a
-    store keeps always passes through its own snapshot."""
+    """A snapshot is larger than ``limit`` (``limits.MAX_SNAPSHOT_TEXT``) characters of JSON.
+
+    Every store refuses to save it and every loader to read it (R50), so what a store keeps
+    always passes through its own snapshot."""
 
     def __init__(self, size: int, limit: int, session_id: str | None = None) -> None:
         self.size = size
@@ -394,11 +404,12 @@ class ModelError(IntermissionError):
 
 
 class ModelCallError(ModelError):
-    """A model call failed: the server answered an error status, could not be reached,
-    timed out, or gave an empty reply. ``status``: the HTTP status (None when there was
-    none); ``retryable``: a transient failure (a connection error, a timeout, an empty
-    reply, HTTP 429 or 5xx) that a ReAct agent retries; ``attempts``: how many calls
-    were made before giving up (set by the agent on its final failure)."""
+    """A model call failed: an error status, an unreachable server, a timeout or no reply.
+
+    ``status``: the HTTP status (None when there was none); ``retryable``: a transient
+    failure (a connection error, a timeout, an empty reply, HTTP 429 or 5xx) that a ReAct
+    agent retries; ``attempts``: how many calls were made before giving up (set by the agent
+    on its final failure)."""
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
         self.status = status
@@ -423,15 +434,17 @@ class ToolDefinitionError(IntermissionError, TypeError):
 
 
 class UsageError(IntermissionError, TypeError, ValueError):
-    """An API was given the wrong kind of object, or its calls came in the wrong order
-    (say ``approvers()`` before any ``on_tool()``). Both builtins are bases so that
+    """An API was given the wrong kind of object, or its calls came in the wrong order.
+
+    Say ``approvers()`` came before any ``on_tool()``. Both builtins are bases so that
     ``except TypeError`` and ``except ValueError`` code keeps working."""
 
 
 class PrincipalNameError(UsageError):
-    """A principal's name was refused: it holds control, format (zero-width), bidi or
-    invisible characters, or mixes scripts (a Cyrillic ``а`` in a Latin name), so two
-    people could look like one, or one like two."""
+    """A principal's name was refused: it has hidden characters or mixes scripts.
+
+    It holds control, format (zero-width), bidi or invisible characters, or mixes scripts (a
+    Cyrillic ``а`` in a Latin name), so two people could look like one, or one like two."""
 
 
 class InvalidDecisionError(IntermissionError, ValueError):
@@ -482,14 +495,18 @@ class DecisionRefusedError(InvalidDecisionError):
 
 
 class ReviewerNotAllowedError(DecisionRefusedError, PermissionError):
-    """The decider may not decide this: not in the policy's roles or the named approvers,
-    or the one who asked for it."""
+    """The decider may not decide this approval.
+
+    The decider is not in the policy's roles or the named approvers, or is the one who
+    asked for it."""
 
 
 class DecisionConflictError(InvalidDecisionError):
-    """A different decision is already recorded and not yet applied: the first decision
-    wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided what and when;
-    ``applied``: another resume applied it already. The session is unchanged."""
+    """A different decision is already recorded for this approval and not yet applied.
+
+    The first decision wins (R39). ``verdict``, ``reviewer`` and ``time_ms`` say who decided
+    what and when; ``applied``: another resume applied it already. The session is
+    unchanged."""
 
     def __init__(
         self,
@@ -567,11 +584,12 @@ class DeadlinePassedError(InvalidDecisionError):
 
 
 class ToolUnavailableError(IntermissionError):
-    """A tool's server (an MCP server) could not be reached, or dropped the connection
-    during a call. The run stops here and the session stays resumable: resume it when the
-    server is back. ``sent``: the call had reached the server before the connection
-    dropped, so whether it ran is unknown — its ledger entry stays ``started`` and the
-    next attempt raises EffectOutcomeUnknownError until a human resolves it."""
+    """A tool's server (an MCP server) could not be reached, or dropped the connection in a call.
+
+    The run stops here and the session stays resumable: resume it when the server is back.
+    ``sent``: the call had reached the server before the connection dropped, so whether it
+    ran is unknown — its ledger entry stays ``started`` and the next attempt raises
+    EffectOutcomeUnknownError until a human resolves it."""
 
     def __init__(self, message: str, *, tool: str = "", sent: bool = False) -> None:
         self.tool = tool
@@ -584,8 +602,10 @@ class RunCancelledError(IntermissionError):
 
 
 class ServeError(IntermissionError, OSError):
-    """The AG-UI server cannot listen on ``host``:``port`` (the port is in use, the address
-    is not this machine's, the port needs privileges). Nothing was started."""
+    """The AG-UI server cannot listen on ``host``:``port``.
+
+    The port is in use, the address is not this machine's, or the port needs privileges.
+    Nothing was started."""
 
     def __init__(self, host: str, port: int, why: str) -> None:
         self.host = host

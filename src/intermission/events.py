@@ -181,6 +181,7 @@ def _empty(value: Any) -> bool:
 
 class ApprovalDecidedEvent(EventBase):
     """A graph approval was decided (``decide_graph``, an ApprovalWidget): who, what, why.
+
     Recorded when the decision is written, before the resume applies it."""
 
     kind: Literal["approval_decided"] = "approval_decided"
@@ -199,8 +200,10 @@ class ApprovalDecidedEvent(EventBase):
 
 
 class ApprovalVotedEvent(EventBase):
-    """A vote was recorded on an approval that needs more than one (a quorum), and the
-    outcome is not decided yet: who voted what, and what is still needed."""
+    """A vote was recorded on a quorum approval whose outcome is not decided yet.
+
+    The approval needs more than one vote (a quorum); the event says who voted what, and
+    what is still needed."""
 
     kind: Literal["approval_voted"] = "approval_voted"
     target: str
@@ -212,8 +215,9 @@ class ApprovalVotedEvent(EventBase):
 
 
 class ApprovalWarnedEvent(EventBase):
-    """An undecided approval's deadline is near (``warn_before_ms`` of its policy): the
-    hook for reminders. Emitted once per deadline, when it happens (a resume, a decision
+    """An undecided approval's deadline is near (``warn_before_ms`` of its policy).
+
+    The hook for reminders. Emitted once per deadline, when it happens (a resume, a decision
     or the deadline sweeper)."""
 
     kind: Literal["approval_warned"] = "approval_warned"
@@ -225,8 +229,9 @@ class ApprovalWarnedEvent(EventBase):
 
 
 class ApprovalEscalatedEvent(EventBase):
-    """An undecided approval passed its deadline and its policy escalates: ``roles`` may
-    decide it as well now, until ``deadline_ms``."""
+    """An undecided approval passed its deadline and its policy escalated it.
+
+    ``roles`` may decide it as well now, until ``deadline_ms``."""
 
     kind: Literal["approval_escalated"] = "approval_escalated"
     target: str
@@ -236,8 +241,9 @@ class ApprovalEscalatedEvent(EventBase):
 
 
 class ApprovalExpiredEvent(EventBase):
-    """An undecided approval with a policy passed its last deadline: ``resolution`` is what
-    its policy decided in nobody's name (recorded as timed out)."""
+    """An undecided approval with a policy passed its last deadline and was resolved.
+
+    ``resolution`` is what its policy decided in nobody's name (recorded as timed out)."""
 
     kind: Literal["approval_expired"] = "approval_expired"
     target: str

@@ -323,8 +323,10 @@ def identity_from_dict(
 
 
 def load_identity(path: str | Path) -> IdentityMap:
-    """The identity map an identity file declares (JSON, or YAML; see the module
-    docstring); refused with a UsageError naming what is wrong."""
+    """Read the identity map an identity file (JSON or YAML) declares.
+
+    The format is described in the module docstring. A wrong file is refused with a
+    UsageError naming what is wrong."""
     import dataclasses
 
     file = Path(path)

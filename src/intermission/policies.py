@@ -39,7 +39,9 @@ def _check_roles(value: frozenset[str] | None) -> frozenset[str] | None:
 
 
 class Escalate(Model):
-    """``on_expire=Escalate(roles=..., after_ms=...)``: when the deadline passes undecided,
+    """An ``on_expire`` rule: at the deadline, more roles may decide, with a new deadline.
+
+    ``on_expire=Escalate(roles=..., after_ms=...)``: when the deadline passes undecided,
     the approval becomes decidable by ``roles`` as well, with a new deadline ``after_ms``
     later; when that one passes too, it is rejected."""
 
@@ -61,14 +63,30 @@ class Escalate(Model):
 
 
 class ApprovalPolicy(Model):
-    """What an approval requires, declared where the approval is asked for:
+    """What an approval requires: who may decide, how many must approve, and by when.
+
+    It is declared where the approval is asked for:
     ``HITLInterceptor().on_tool("deploy", policy=ApprovalPolicy(...))``,
     ``on_destructive(policy=...)``, ``open_approval(ctx, policy=...)``.
 
     Example:
-        >>> p = ApprovalPolicy(roles={"sre"}, approvals=2, not_requester=True)
-        >>> sorted(p.roles), p.approvals, p.reason_to_reject
-        (['sre'], 2, True)
+        ```python
+        from intermission import ApprovalPolicy, InMemoryAgentSession, Principal, decide_graph
+        from intermission.examples import build_change_graph
+
+        policy = ApprovalPolicy(roles={"sre"}, approvals=2, not_requester=True)
+        print(sorted(policy.roles), policy.approvals, policy.reason_to_reject)
+        #> ['sre'] 2 True
+        graph, session = build_change_graph(policy=policy), InMemoryAgentSession.of("c-1")
+        # carol asks (and, as the requester, may not approve); the graph pauses for review
+        graph.prompt("Upgrade order-service").session(session).principal(Principal("carol")).call()
+        decide_graph(session, "APPROVE", principal=Principal("alice", {"sre"}))
+        print(session.is_pending)  # one approval of the two: still waiting
+        #> True
+        decide_graph(session, "APPROVE", principal=Principal("bob", {"sre"}))
+        print(graph.prompt().session(session).call().content)
+        #> Change executed: applied change-001
+        ```
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)

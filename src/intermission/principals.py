@@ -141,10 +141,11 @@ class Principal:
 
 
 class Actor(Model):
-    """A principal as an action records it: ``name`` and ``roles``, the surface it came
-    through (``via``), whether that surface authenticated it, and a ``display`` note the
-    person typed (a ``--reviewer`` name, a console's ``metadata.reviewer``) that is never
-    taken as the identity."""
+    """A principal as an action records it, with the surface it came through.
+
+    It holds ``name`` and ``roles``, the surface it came through (``via``), whether that
+    surface authenticated it, and a ``display`` note the person typed (a ``--reviewer``
+    name, a console's ``metadata.reviewer``) that is never taken as the identity."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 

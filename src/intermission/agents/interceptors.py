@@ -14,8 +14,10 @@ __all__ = ["ReActInterceptor", "ToolExchange", "call_hook"]
 
 @dataclass(slots=True)
 class ToolExchange:
-    """One tool call in flight. Interceptors may edit ``args`` or fill in ``result``
-    ahead of time (then the tool does not run)."""
+    """One tool call in flight.
+
+    Interceptors may edit ``args`` or fill in ``result`` ahead of time (then the tool does
+    not run)."""
 
     call_uuid: str
     tool_name: str
@@ -27,8 +29,10 @@ class ToolExchange:
 
 
 class ReActInterceptor:
-    """Subclass and override any hook; each may be sync or async. Calling
-    ``trace.session.pending(True, reason)`` in a hook pauses the run at that point."""
+    """Hooks around a ReAct agent's run: subclass and override any of them.
+
+    Each hook may be sync or async. Calling ``trace.session.pending(True, reason)`` in a
+    hook pauses the run at that point."""
 
     def on_agent_start(self, trace: ReActTrace) -> Any:
         """Once per request, after the prompt is handled, before RunStart."""

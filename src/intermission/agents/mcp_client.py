@@ -29,7 +29,8 @@ __all__ = ["MCPConnection", "MCPTool", "MCPToolError", "MCPTools", "mcp_tools"]
 
 
 class MCPTools(list):  # type: ignore[type-arg]
-    """The tools of one MCP server (a list of :class:`MCPTool`), with its ``connection``;
+    """The tools of one MCP server (a list of :class:`MCPTool`), with its ``connection``.
+
     ``close()`` stops it. Usable as a context manager."""
 
     connection: MCPConnection

@@ -49,10 +49,12 @@ def _destructive(annotations: dict[str, Any]) -> bool:
 
 
 class MCPTool(Tool):
-    """A tool of an MCP server: its schema, description and annotations are the
-    server's; every call of a tool not marked ``readOnlyHint: true`` goes through the
-    session's ledger under a key of ours (see the module), so an approved call runs once
-    however often, and wherever, the session resumes (R48, R49)."""
+    """A tool of an MCP server; its calls, unless read-only, run once through the ledger.
+
+    Its schema, description and annotations are the server's; every call of a tool not
+    marked ``readOnlyHint: true`` goes through the session's ledger under a key of ours (see
+    the module), so an approved call runs once however often, and wherever, the session
+    resumes (R48, R49)."""
 
     def __init__(self, connection: MCPConnection, spec: Any, *, prefix: str = "") -> None:
         self.connection = connection

@@ -68,11 +68,13 @@ def _usage(body: Any) -> dict[str, int] | None:
 
 
 class OpenAIChatModel:
-    """Chat Completions client. ``model``, ``base_url`` and ``api_key`` default to
-    ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` (else the OpenAI API) and ``OPENAI_API_KEY``.
-    Needs the ``openai`` extra (httpx): without it, making the model raises
-    MissingDependencyError. Failures are ModelCallErrors with the HTTP status; a ReAct
-    agent retries the transient ones (see ``ReActAgentBuilder.retry_config``)."""
+    """A chat model that calls an OpenAI-compatible Chat Completions API.
+
+    ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
+    (else the OpenAI API) and ``OPENAI_API_KEY``. Needs the ``openai`` extra (httpx):
+    without it, making the model raises MissingDependencyError. Failures are ModelCallErrors
+    with the HTTP status; a ReAct agent retries the transient ones (see
+    ``ReActAgentBuilder.retry_config``)."""
 
     def __init__(
         self,

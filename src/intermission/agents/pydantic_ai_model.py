@@ -83,11 +83,13 @@ def _args(part: Any) -> dict[str, Any]:
 
 
 class PydanticAIModel:
-    """``PydanticAIModel(model_or_name)``: a pydantic-ai model — an instance such as
+    """A chat model backed by pydantic-ai, given a pydantic-ai model or a model name.
+
+    ``PydanticAIModel(model_or_name)``: a pydantic-ai model — an instance such as
     ``FunctionModel``/``TestModel``/``OpenAIChatModel(...)``, or a name such as
     ``"openai:gpt-4o-mini"``, ``"anthropic:claude-…"``, ``"google-gla:gemini-…"``,
-    ``"groq:…"``, ``"ollama:…"`` (built on first use, so a missing API key is a
-    ModelError at the first request, not at import).
+    ``"groq:…"``, ``"ollama:…"`` (built on first use, so a missing API key is a ModelError
+    at the first request, not at import).
 
     ``stream=False`` asks for whole replies; a model that cannot stream is asked whole
     anyway. ``settings``: pydantic-ai ``ModelSettings`` (temperature, max_tokens…).

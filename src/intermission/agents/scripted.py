@@ -21,15 +21,32 @@ ScriptFn = Callable[[list[ChatMessage], list[ToolSchema]], Reply]
 
 
 class ScriptedModel:
-    """A model that replays a script: a list of replies (one per model call) or a function
-    of ``(messages, tools)`` returning a reply. Text is streamed in chunks.
+    """A model that replays a script: a list of replies, or a function returning a reply.
+
+    The list holds one reply per model call; the function takes ``(messages, tools)``.
+    Text is streamed in chunks.
 
     The list form counts its replies. A session remembers how many replies its agent had,
     so a session resumed in a new process, by an agent built again on a fresh
     ``ScriptedModel``, goes on with the next reply (see :meth:`catch_up`).
 
     Example:
-        >>> model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1001})], "Deleted."])
+        ```python
+        from intermission import ReActAgent, ScriptedModel, ToolCall, tool
+
+        @tool
+        def lookup_user(user_id: int) -> str:
+            "Look a user up by id."
+            return f"user {user_id} is alice"
+
+        model = ScriptedModel([[ToolCall("lookup_user", {"user_id": 1001})], "User 1001 is alice."])
+        agent = ReActAgent.of(model).name("support").tools(lookup_user).build()
+        print(agent.prompt("Who is user 1001?").call().content)
+        #> User 1001 is alice.
+        echo = ScriptedModel(lambda messages, tools: f"You said: {messages[-1].content}")
+        print(ReActAgent.of(echo).name("echo").build().prompt("hi").call().content)
+        #> You said: hi
+        ```
     """
 
     def __init__(

@@ -130,10 +130,11 @@ class _Events:
 
 
 class EventStream:
-    """An event stream over one request, pulled by its reader: ``async for`` or plain
-    ``for``. Stopping early (``aclose()``, ``dispose()``, breaking, cancelling, dropping it)
-    cancels the run where it stands: no RunEnd is emitted and the session stays resumable
-    (R26, R41). An unhandled error is raised from the iteration."""
+    """An event stream over one request, pulled by its reader: ``async for`` or plain ``for``.
+
+    Stopping early (``aclose()``, ``dispose()``, breaking, cancelling, dropping it) cancels
+    the run where it stands: no RunEnd is emitted and the session stays resumable (R26,
+    R41). An unhandled error is raised from the iteration."""
 
     def __init__(self, runner: Runner, session: AgentSession, prompt: str | None) -> None:
         self._runner = runner

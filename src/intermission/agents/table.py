@@ -22,8 +22,9 @@ Entry = Any
 
 
 class AgentTable:
-    """Agents by name and version, each built on first use (one instance per version: it
-    decides and resumes, R49).
+    """Agents by name and version, each built on first use.
+
+    There is one instance per version: it decides and resumes (R49).
 
     Example:
         >>> from intermission import ReActAgent, ScriptedModel

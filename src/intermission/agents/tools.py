@@ -206,16 +206,31 @@ def tool(
     description: str = "",
     destructive: bool = False,
 ) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
-    """Turn a typed function (sync or async) into a :class:`Tool`. ``destructive=True``
-    marks a tool that may change the world (see ``HITLInterceptor.on_destructive``).
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    ``destructive=True`` marks a tool that may change the world (see
+    ``HITLInterceptor.on_destructive``).
 
     Example:
-        >>> @tool
-        ... def delete_user(user_id: int) -> str:
-        ...     "Delete a user account."
-        ...     return f"deleted {user_id}"
-        >>> delete_user.schema["parameters"]["properties"]["user_id"]["type"]
-        'integer'
+        ```python
+        from intermission import (HITL, HITLInterceptor, InMemoryAgentSession, ReActAgent,
+                                  ScriptedModel, ToolCall, tool)
+
+        @tool(destructive=True)  # it may change the world: on_destructive() asks first
+        def delete_user(user_id: int) -> str:
+            "Delete a user account."
+            return f"deleted {user_id}"
+
+        print(delete_user.schema["parameters"]["properties"]["user_id"]["type"])
+        #> integer
+        model = ScriptedModel([[ToolCall("delete_user", {"user_id": 1001})], "Deleted."])
+        hitl = HITLInterceptor().on_destructive()
+        agent = ReActAgent.of(model).name("ops").tools(delete_user).interceptor(hitl).build()
+        session = InMemoryAgentSession.of("s-1")
+        agent.prompt("Delete user 1001").session(session).call()
+        print([(t.tool_name, t.args) for t in HITL.pending_tasks(session)])
+        #> [('delete_user', {'user_id': 1001})]
+        ```
     """
     if name is not None and not isinstance(name, str):
         raise ToolDefinitionError(f"a tool name is text, not {type(name).__name__}")

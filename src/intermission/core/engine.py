@@ -53,8 +53,10 @@ class FlowResult:
 
 
 class FlowInterceptor(Protocol):
-    """Hooks around every node (all optional). ``ctx.stop()`` in ``on_node_start`` means
-    the node's task does not run and the node runs on resume."""
+    """Hooks around every node of a flow graph (all optional).
+
+    ``ctx.stop()`` in ``on_node_start`` means the node's task does not run and the node
+    runs on resume."""
 
     def on_node_start(self, ctx: FlowContext, node: Node) -> None:
         """Called after a node is entered, before its task."""

@@ -14,8 +14,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Registry:
-    """Maps names to tasks, conditions and agents, so graphs saved as JSON/YAML hold only
-    names and a loaded graph never evaluates strings.
+    """Maps names to tasks, conditions and agents for graphs saved as JSON or YAML.
+
+    A saved graph holds only names, and a loaded graph never evaluates strings.
 
     Example:
         >>> reg = Registry()

@@ -121,13 +121,20 @@ class InMemoryAgentSession:
     """A session held in memory; persist it with :meth:`snapshot` or a store.
 
     Example:
-        >>> s = InMemoryAgentSession.of("s-1")
-        >>> s.pending(True, "waiting for review")
-        >>> s.is_pending, s.pending_reason
-        (True, 'waiting for review')
-        >>> s.pending(False, None)
-        >>> s.is_pending, s.pending_reason
-        (False, None)
+        ```python
+        from intermission import HITL, HITLDecision, InMemoryAgentSession
+        from intermission.examples import build_ops_agent
+
+        agent, session = build_ops_agent(), InMemoryAgentSession.of("s-1")
+        agent.prompt("Please delete user 1001").session(session).call()  # pauses before the tool
+        print(session.is_pending, session.pending_reason)
+        #> True Sensitive operation: human confirmation required
+        later = InMemoryAgentSession.restore(session.to_json())  # JSON text: keep it anywhere
+        (task,) = HITL.pending_tasks(later)
+        HITL.submit(later, task, HITLDecision.approve())
+        print(agent.prompt().session(later).call().content, later.is_pending)
+        #> Done: user 1001 deleted. False
+        ```
     """
 
     def __init__(

@@ -462,7 +462,23 @@ class HITL:
         Edited arguments are validated, and a callable approver policy is read, from the
         agent instance (R49): ``agent``, else the one decide_and_resume resumes, else the
         agent that last ran the session in this process. A task whose approvers are such a
-        policy is refused (ReviewerNotAllowedError) when none of them is at hand."""
+        policy is refused (ReviewerNotAllowedError) when none of them is at hand.
+
+        Example:
+            ```python
+            from intermission import HITL, HITLDecision, InMemoryAgentSession
+            from intermission.examples import build_ops_agent
+
+            agent, session = build_ops_agent(), InMemoryAgentSession.of("s-1")
+            agent.prompt("Please delete user 1001").session(session).call()  # pauses
+            (task,) = HITL.pending_tasks(session)
+            record = HITL.submit(session, task, HITLDecision.approve().comment("confirmed"))
+            print(record.tool_name, record.verdict, record.comment)
+            #> delete_user approve confirmed
+            print(agent.prompt().session(session).call().content)  # an empty prompt resumes
+            #> Done: user 1001 deleted (Note: confirmed).
+            ```
+        """
         if not isinstance(task, (str, HITLTask)):
             raise InvalidDecisionError(
                 f"a task is an HITLTask or its call UUID, not {type(task).__name__}"

@@ -49,10 +49,12 @@ def check_deadline(
     keys: ApprovalKeys | None = None,
     now_ms: float | None = None,
 ) -> None:
-    """Raise DeadlinePassedError when a decision now would come too late: on the tool
-    call ``call_uuid``, or (without one) on any undecided task of the suspended batch, or
-    on the graph approval (its ``keys.deadline``). A task or approval already decided in
-    time is not late. Changes nothing; see the module docstring for the clock."""
+    """Raise DeadlinePassedError when a decision now would come too late.
+
+    It judges a decision on the tool call ``call_uuid``, or (without one) on any undecided
+    task of the suspended batch, or on the graph approval (its ``keys.deadline``). A task or
+    approval already decided in time is not late. Changes nothing; see the module docstring
+    for the clock."""
     _check.text("call_uuid", call_uuid, optional=True)
     keys = checked_keys(keys)
     state = getattr(session, "hitl", None)

@@ -86,11 +86,13 @@ def open_approval(
     *,
     policy: ApprovalPolicy | None = None,
 ) -> bool:
-    """For an approval node, before it reads the decision (``session``: the session or the
-    node's flow context): a decision belongs to the request that asked for it. When the
+    """Open an approval node's approval for this request, clearing an earlier one's decision.
+
+    Call it for an approval node, before it reads the decision (``session``: the session or
+    the node's flow context): a decision belongs to the request that asked for it. When the
     keys hold one from an earlier request of the session (a new prompt since), they are
-    cleared so this request asks again; returns True then. The context's
-    ``keys.asked_in`` records the request.
+    cleared so this request asks again; returns True then. The context's ``keys.asked_in``
+    records the request.
 
     ``policy``: who may decide, how many, and what its deadline does (see
     :class:`~intermission.ApprovalPolicy`). The first time the approval is asked for, it
@@ -219,12 +221,13 @@ def decide_graph(
     approvers: Iterable[str] | Callable[[str | None], bool] | None = None,
     principal: Principal | Actor | None = None,
 ) -> None:
-    """Record a graph approval: ``APPROVE`` or ``REJECT``, who and when. Resume afterwards
-    with an empty prompt. Refused (typed error, nothing written) when the session is not
-    waiting, waits for tool approvals instead, or ``approvers`` does not allow
-    ``reviewer``. The first decision wins (R39): the same verdict again changes nothing;
-    the other one raises DecisionConflictError naming who decided and when. After the
-    approval's deadline (``keys.deadline``, judged by the session's clock) a decision
+    """Record a graph approval: ``APPROVE`` or ``REJECT``, who and when.
+
+    Resume afterwards with an empty prompt. Refused (typed error, nothing written) when the
+    session is not waiting, waits for tool approvals instead, or ``approvers`` does not
+    allow ``reviewer``. The first decision wins (R39): the same verdict again changes
+    nothing; the other one raises DecisionConflictError naming who decided and when. After
+    the approval's deadline (``keys.deadline``, judged by the session's clock) a decision
     raises DeadlinePassedError (see :mod:`intermission.hitl.deadlines`).
 
     Who decides: ``principal`` (a :class:`~intermission.Principal` the calling code

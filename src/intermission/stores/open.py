@@ -22,12 +22,29 @@ _KEYWORDS = re.compile(
 
 
 def open_store(target: str, **options: Any) -> SessionStore:
-    """``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
+    """Open a session store named by a URL or a file path.
+
+    ``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
     (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
-    UsageError, and so is a libpq keyword string (``host=… password=…``).
-    ``create=False``: open only a store that exists (see SQLiteStore).
-    ``audit_key=``: the key of the audit chain (else ``$INTERMISSION_AUDIT_KEY``; see
-    :mod:`intermission.audit`)."""
+    UsageError, and so is a libpq keyword string (``host=… password=…``). ``create=False``:
+    open only a store that exists (see SQLiteStore). ``audit_key=``: the key of the audit
+    chain (else ``$INTERMISSION_AUDIT_KEY``; see :mod:`intermission.audit`).
+
+    Example:
+        ```python
+        from intermission import InMemoryAgentSession
+        from intermission.examples import build_ops_agent
+        from intermission.stores import open_store
+
+        store = open_store("app.sqlite")  # a SQLite file; "memory:" or a postgresql:// URL alike
+        session = InMemoryAgentSession.of("s-1")
+        build_ops_agent().prompt("Please delete user 1001").session(session).call()  # pauses
+        store.save(session)
+        print(type(store).__name__, [p.session_id for p in store.pending()])
+        #> SQLiteStore ['s-1']
+        store.close()
+        ```
+    """
     if not isinstance(target, str) or not target:
         raise UsageError(f"a store is a file path or a URL, not {shown(target)}")
     if target.startswith(("postgresql://", "postgres://")):
