@@ -1,6 +1,7 @@
 # intermission: `make lab` (JupyterLab on the tutorials), `make lite` (the tutorials as a
-# static JupyterLite site, Pyodide in the browser) and `make test` (every test).
-# Both create the virtual environment and install the package with all extras first.
+# static JupyterLite site, Pyodide in the browser), `make docs` (the documentation site) and
+# `make test` (every test). Each creates the virtual environment and installs the package
+# with all extras first.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,12 +9,12 @@ STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 MARIMO_NOTEBOOKS := $(wildcard notebooks/marimo/*.py)
 
-.PHONY: setup lab marimo lite lite-serve phoenix test test-deps unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab marimo lite lite-serve docs docs-serve phoenix test test-deps unit notebooks-test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,dev]'
+	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,docs,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -36,7 +37,7 @@ marimo: setup
 	$(VENV)/bin/marimo edit notebooks/marimo
 
 lint: setup
-	$(VENV)/bin/ruff check src tests $(wildcard bench/*.py) $(wildcard notebooks/*.py) $(MARIMO_NOTEBOOKS)
+	$(VENV)/bin/ruff check src tests docs/hooks $(wildcard bench/*.py) $(wildcard notebooks/*.py) $(MARIMO_NOTEBOOKS)
 	$(VENV)/bin/mypy --strict src
 
 # The tutorials as a JupyterLite site in $(LITE_OUT)/site, built offline from PyPI and npm
@@ -63,6 +64,22 @@ lite-serve: lite
 	@echo "the tutorials in your browser: http://127.0.0.1:$(LITE_PORT)/lab/index.html"
 	python3 -m http.server $(LITE_PORT) --bind 127.0.0.1 --directory $(LITE_OUT)/site
 
+# The documentation site in $(DOCS_OUT) (mkdocs.yml says what is in it), with the Lite site
+# beside its pages for each tutorial's "try it"; --strict: a warning, a broken link or anchor
+# fails the build. The browser test (tests/browser/test_docs_site.py) opens it offline.
+DOCS_OUT := build/docs/site
+DOCS_PORT ?= 8001
+DOCS_SITE := $(DOCS_OUT)/llms.txt
+DOCS_SRC := $(shell find docs -type f -o -type l) $(NOTEBOOKS) $(shell find src/intermission -name '*.py') mkdocs.yml README.md
+$(DOCS_SITE): $(STAMP) $(LITE_SITE) $(DOCS_SRC)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs: $(DOCS_SITE)
+
+docs-serve: docs
+	@echo "the docs: http://127.0.0.1:$(DOCS_PORT)/"
+	python3 -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory $(DOCS_OUT)
+
 # Arize Phoenix, a trace collector and UI, in an environment of its own (it is large): the
 # tracing test starts it on 127.0.0.1 and reads back what it was sent (tests/otel).
 PHOENIX_VENV ?= .venv-phoenix
@@ -84,7 +101,7 @@ phoenix: $(PHOENIX_STAMP)
 # worker filled that (40 → 32 minutes on this machine).
 TEST_WORKERS ?= 3
 XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
-unit: setup $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
+unit: setup $(JS_STAMP) $(LITE_SITE) $(DOCS_SITE) $(PHOENIX_STAMP)
 	status=0; \
 	$(PY) -m pytest tests -q $(XDIST) -m "not serial" || status=$$?; \
 	$(PY) -m pytest tests -q -m serial || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
@@ -106,7 +123,7 @@ notebooks-test: setup
 
 # What the tests need installed and built; each is its own venv or folder, so they install
 # at once (`make -j`). A new one (another venv a test needs) goes here.
-TEST_DEPS := $(STAMP) $(JS_STAMP) $(LITE_SITE) $(PHOENIX_STAMP)
+TEST_DEPS := $(STAMP) $(JS_STAMP) $(LITE_SITE) $(DOCS_SITE) $(PHOENIX_STAMP)
 test-deps: $(TEST_DEPS)
 
 # The installs and lint run side by side (a failure stops make once the others end), then
@@ -135,4 +152,4 @@ bench: $(BENCH_VENV)/.installed-stamp
 	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LITE_VENV) $(PHOENIX_VENV) $(LITE_OUT) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LITE_VENV) $(PHOENIX_VENV) $(LITE_OUT) build/docs .mypy_cache .ruff_cache .pytest_cache

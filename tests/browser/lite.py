@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ EXECUTE = """async (code) => {
 class Site:
     """The built site served on a free port of 127.0.0.1."""
 
-    def __init__(self, folder: Path, log: Path) -> None:
+    def __init__(self, folder: Path, log: Path, *, probe: str = "jupyter-lite.json") -> None:
+        """``probe``: a file of the site that answers once the server is up."""
         self.folder = folder
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -63,7 +65,7 @@ class Site:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.base}/jupyter-lite.json", timeout=2):
+                with urllib.request.urlopen(f"{self.base}/{probe}", timeout=2):
                     return
             except OSError:
                 time.sleep(0.2)
@@ -77,9 +79,11 @@ class Site:
         self.log.close()
 
 
-def offline_context(browser: Any, refused: list[str]) -> Any:
+def offline_context(browser: Any, refused: list[str], *, route: bool = True) -> Any:
     """A fresh context (cold cache) where any request off 127.0.0.1 is aborted and added to
-    ``refused``."""
+    ``refused``. ``route=False`` leaves the aborting to Chromium's resolver (LOCAL_ARGS
+    resolves no other host) and only records: Playwright turns the HTTP cache off in a
+    context that routes requests, and every request would pass through Python."""
     context = browser.new_context(viewport={"width": 1400, "height": 2400})
 
     def guard(route: Any) -> None:
@@ -90,7 +94,8 @@ def offline_context(browser: Any, refused: list[str]) -> Any:
             refused.append(route.request.url)
             route.abort("blockedbyclient")
 
-    context.route("**/*", guard)
+    if route:
+        context.route("**/*", guard)
 
     def seen(request: Any) -> None:  # also what the route does not see (a worker's fetch)
         host = urllib.parse.urlsplit(request.url).hostname
@@ -104,11 +109,24 @@ def offline_context(browser: Any, refused: list[str]) -> Any:
 class LiteNotebook(Notebook):
     """One tutorial open in the site, its Pyodide kernel idle."""
 
-    def __init__(self, page: Any, site: Site, name: str, *, autopilot: bool = False) -> None:
+    def __init__(
+        self,
+        page: Any,
+        site: Site | None,
+        name: str,
+        *,
+        autopilot: bool = False,
+        via: Callable[[], None] | None = None,
+    ) -> None:
+        """Open ``name`` in the site, or let ``via`` get there (a click on a link, say)."""
         self.page = page
         self.name = name
         started = time.monotonic()
-        page.goto(f"{site.base}/lab/index.html?path={name}", timeout=120_000)
+        if via is not None:
+            via()
+        else:
+            assert site is not None
+            page.goto(f"{site.base}/lab/index.html?path={name}", timeout=120_000)
         self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
         self.panel.wait_for(timeout=120_000)
         self.lab_up_s = time.monotonic() - started
