@@ -18,6 +18,7 @@ from tests._venv import ROOT, built_wheel, fresh_venv, pip_install, user_env
 
 import intermission
 
+DOCS_SITE = "https://intermission.github.io/intermission"
 REPO = "https://github.com/intermission/intermission"
 
 
@@ -42,7 +43,9 @@ def test_the_wheel_carries_its_license_classifiers_and_links() -> None:
     assert not [c for c in classifiers if c.startswith("License ::")]  # the expression says it
     links = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))  # type: ignore[attr-defined]
     assert {"Homepage", "Repository", "Issues", "Documentation"} <= links.keys()
-    assert all(url.startswith(REPO) for k, url in links.items() if k != "Tutorials")
+    assert links["Documentation"] == DOCS_SITE + "/"
+    assert all(url.startswith(REPO) for k, url in links.items() if k not in ("Tutorials",
+                                                                             "Documentation"))
     # the README is the index page: every link and image absolute, so they work there
     description = meta.get_payload()  # type: ignore[attr-defined]
     assert meta["Description-Content-Type"] == "text/markdown"  # type: ignore[index]
@@ -53,12 +56,28 @@ def test_the_wheel_carries_its_license_classifiers_and_links() -> None:
 def test_readme_links_into_the_repository_point_at_files_that_exist() -> None:
     text = (ROOT / "README.md").read_text()
     inside = re.findall(
-        rf"\]\((?:{REPO}/blob/main/|https://raw\.githubusercontent\.com/intermission/"
+        rf"\]\((?:{REPO}/(?:blob|tree)/main/|https://raw\.githubusercontent\.com/intermission/"
         r"intermission/main/)([^)#\s]+)",
         text,
     )
-    assert len(inside) >= 12  # the tutorials, the picture, the benchmark table
+    assert len(inside) >= 4  # the picture, the benchmark table, the docs' and tutorials' folders
     assert [p for p in inside if not (ROOT / p).exists()] == []
+
+
+def test_readme_links_into_the_docs_site_point_at_pages_that_exist() -> None:
+    """The README is the landing page; each topic lives on a page of the site (mkdocs.yml
+    builds ``docs/PAGE.md`` at ``DOCS_SITE/PAGE/``)."""
+    readme = (ROOT / "README.md").read_text()
+    pages = re.findall(rf"\]\({re.escape(DOCS_SITE)}/([^)#\s]*)\)", readme)
+    assert "llms.txt" in pages  # (written by the build: docs/hooks/site_extras.py)
+    pages = [page for page in pages if page != "llms.txt"]
+    assert len(pages) >= 12
+    missing = [
+        page for page in pages
+        if not any((ROOT / "docs" / f).exists() for f in (
+            f"{page.rstrip('/') or 'index'}.md", f"{page.rstrip('/')}/index.md", page))
+    ]  # fmt: skip
+    assert missing == []
 
 
 @pytest.mark.parametrize("how", ["module", "script"])

@@ -1,7 +1,9 @@
-"""The README is a test (issue 29): the wheel built from this checkout is installed into a
-fresh virtual environment outside the repository, and every code block of the README runs
-there, top to bottom, in one working folder — each ``python`` block as a script, each
-``bash`` block as a shell script with that environment active — as a reader would.
+"""The README and every page of the docs are tests (issues 29 and 43): the wheel built from
+this checkout is installed into a fresh virtual environment outside the repository, and every
+code block of each document runs there, top to bottom, in a working folder of its own — each
+``python`` block as a script, each ``bash`` block as a shell script with that environment
+active — as a reader would. (The public docstrings' examples run in
+``test_public_docstrings.py``; the tutorials under nbval.)
 
 What differs from a reader's machine, and why:
 
@@ -13,7 +15,12 @@ What differs from a reader's machine, and why:
 - ``ops_server.py``, the MCP server the README's MCP block starts, is the tests' own
   (``tests/mcp_ops_server.py``), as the README says.
 
-A ``# -> TEXT`` comment on a line is a promise: the block's output must contain TEXT.
+A ``# -> TEXT`` comment on a line is a promise: the block's output must contain TEXT (the
+role pytest-examples gives ``#>`` lines; ours sits on the line it speaks of, so a block
+reads as a terminal session).
+
+A block that cannot run here says so in its fence and why: ```` ```python title="not run:
+WHY" ```` (the site shows WHY above the block); this test checks that a reason is given.
 
 Blocks that are not scripts are checked against the installed package instead of run:
 
@@ -38,10 +45,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests._venv import ROOT, built_wheel, fresh_venv, user_env
+import pytest
+from tests._venv import ROOT, built_wheel, fresh_venv, pip_install, user_env
 
 README = ROOT / "README.md"
-BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+DOCUMENTS = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
+BLOCK = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.M | re.S)
+NOT_RUN = re.compile(r'title="not run: ([^"]{12,})"')
 INDENTED = re.compile(r"\n\n(?: {4}|\t)\S.*")
 PROMISE = re.compile(r"#\s*->\s*(.+?)\s*$", re.M)
 PIP_NAME = re.compile(r"""(["']?)intermission(\[[^\]]*\])?\1(?=\s|$)""")
@@ -49,12 +59,19 @@ SKIPPED = "skipped: `make` targets need a clone of the repository, not an instal
 
 
 
-def blocks() -> list[tuple[str, str, int]]:
-    """``(language, code, line)`` of every fenced block of the README."""
-    text = README.read_text()
-    return [
-        (m.group(1), m.group(2), text[: m.start()].count("\n") + 1) for m in BLOCK.finditer(text)
-    ]
+def blocks(document: Path = README) -> list[tuple[str, str, int]]:
+    """``(language, code, line)`` of every fenced block of a document that runs (a block whose
+    fence says "not run: WHY" does not)."""
+    text = document.read_text()
+    found = []
+    for m in BLOCK.finditer(text):
+        info = m.group(2).strip()
+        if info and not NOT_RUN.search(info):
+            raise AssertionError(f"{document.name}: a fence says {info!r}; the only option "
+                                 'this test knows is title="not run: WHY"')  # fmt: skip
+        if not info:
+            found.append((m.group(1), m.group(3), text[: m.start()].count("\n") + 1))
+    return found
 
 
 def _free_port() -> int:
@@ -189,36 +206,66 @@ def check(lang: str, code: str, n: int, bin_dir: Path, work: Path, env: dict[str
     return "" if shape(readme_body) == real else f"the package sends {real}"
 
 
-def test_every_readme_block_runs_against_the_wheel_in_a_fresh_environment(
-    tmp_path: Path,
-) -> None:
-    found = blocks()
-    prose = BLOCK.sub("", README.read_text())
-    assert not INDENTED.findall(prose), "an indented code block: fence it, so it is run or checked"
-    assert {lang for lang, _, _ in found} <= {"python", "py", "bash", "text", "yaml", "json"}, (
-        "a block no test runs or checks"
-    )
-    assert sum(lang == "python" for lang, _, _ in found) >= 4
-    assert any("curl" in code for lang, code, _ in found if lang == "bash")
-    assert shutil.which("curl"), "the README's AG-UI session needs curl (apt-get install curl)"
+def _where(document: Path) -> str:
+    return str(document.relative_to(ROOT))
 
+
+def test_every_block_is_run_or_checked_and_none_is_hidden() -> None:
+    found = [(doc, *block) for doc in DOCUMENTS for block in blocks(doc)]
+    for doc in DOCUMENTS:
+        prose = BLOCK.sub("", doc.read_text())
+        assert not INDENTED.findall(prose), (
+            f"{_where(doc)}: an indented code block: fence it, so it is run or checked"
+        )
+    langs = {lang for _, lang, _, _ in found}
+    assert langs <= {"python", "py", "bash", "text", "yaml", "json"}, "a block no test runs"
+    assert sum(lang == "python" for _, lang, _, _ in found) >= 10
+    assert any("curl" in code for _, lang, code, _ in found if lang == "bash")
+    assert shutil.which("curl"), "the docs' AG-UI session needs curl (apt-get install curl)"
+    assert len(blocks(README)) >= 3  # the landing page's own: install, fifteen lines, the CLI
+
+
+# Every extra a page tells its reader to install: the pages run in one environment (a fresh
+# one each would cost minutes), so each has what any page installs, whatever the order.
+EXTRAS = "notebook,marimo,agui,notify,otel,mcp,pydantic-ai"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    where = tmp_path_factory.mktemp("docs-venv")
     wheel = built_wheel()
-    bin_dir = fresh_venv(tmp_path / "venv")
+    bin_dir = fresh_venv(where / "venv")
+    pip_install(bin_dir, f"{wheel}[{EXTRAS}]")
+    # the blocks run against the wheel in that environment, not this checkout
+    located = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import intermission; print(intermission.__file__)"],
+        cwd=where, env=user_env(bin_dir), capture_output=True, text=True, timeout=60,
+        check=True,
+    )  # fmt: skip
+    assert str(where / "venv") in located.stdout and str(ROOT) not in located.stdout
+    return wheel, bin_dir
+
+
+@pytest.mark.parametrize("document", [d for d in DOCUMENTS if blocks(d)], ids=_where)
+def test_every_block_of_a_document_runs_against_the_wheel_in_a_fresh_environment(
+    document: Path, installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    wheel, bin_dir = installed
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "tests" / "mcp_ops_server.py", work / "ops_server.py")
     env = user_env(bin_dir)
     skipped: list[str] = []
     timings = []
-    for n, (lang, code, line) in enumerate(found):
-        where = f"README.md line {line} ({lang})"
+    for n, (lang, code, line) in enumerate(blocks(document)):
+        where = f"{_where(document)} line {line} ({lang})"
         started = time.monotonic()
         if lang in ("text", "yaml", "json"):
             wrong = check(lang, code, n, bin_dir, work, env)
             assert not wrong, f"{where} is not true of the package:\n{wrong}"
             continue
         if lang in ("python", "py"):
-            script = work / f"readme_block_{n}.py"
+            script = work / f"block_{n}.py"
             script.write_text(code)
             cmd = [str(bin_dir / "python"), script.name]
         else:
@@ -233,10 +280,4 @@ def test_every_readme_block_runs_against_the_wheel_in_a_fresh_environment(
         for promise in PROMISE.findall(code):
             assert promise in done.stdout, f"{where}: no {promise!r} in:\n{done.stdout[-4000:]}"
     print("\n".join(timings))
-    assert skipped and all(line.startswith("make ") for line in skipped)
-    # the README's promises ran against the wheel in that environment, not this checkout
-    located = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import intermission; print(intermission.__file__)"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    assert str(tmp_path / "venv") in located.stdout and str(ROOT) not in located.stdout
+    assert all(line.startswith("make ") for line in skipped)

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 SECRET = "test-secret-0123456789abcdef"
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "how-to" / "notifications.md"
 
 
 def readme_verify() -> Callable[..., bool]:
-    """The signature check exactly as the README prints it for receivers."""
+    """The signature check exactly as the docs print it (Tell the reviewer) for receivers."""
     text = README.read_text()
     (code,) = re.findall(r"```py\n(def verify_intermission.*?)```", text, re.S)
     space: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), space)
+    exec(compile(code, "notifications.md", "exec"), space)
     return space["verify_intermission"]  # type: ignore[no-any-return]
 
 
