@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--auth", metavar="FILE",
         help="who may call, as principals: tokens (kept as sha256 hashes) or JWT settings "
-        "(a JSON or YAML file; see the README)",
+        "(a JSON or YAML file; see the docs, Approvals and policies)",
     )  # fmt: skip
     serve.add_argument(
         "--sweep-every", type=float, default=5.0, metavar="S",

@@ -23,7 +23,7 @@ README = Path(__file__).parents[2] / "docs" / "how-to" / "notifications.md"
 def readme_verify() -> Callable[..., bool]:
     """The signature check exactly as the docs print it (Tell the reviewer) for receivers."""
     text = README.read_text()
-    (code,) = re.findall(r"```py\n(def verify_intermission.*?)```", text, re.S)
+    (code,) = re.findall(r"```py\n(def verify_intermission.*?)(?:\n# try it|```)", text, re.S)
     space: dict[str, Any] = {}
     exec(compile(code, "notifications.md", "exec"), space)
     return space["verify_intermission"]  # type: ignore[no-any-return]
