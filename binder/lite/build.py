@@ -5,7 +5,8 @@ Everything comes from the registries, nothing from a CDN at run time:
 - Pyodide's runtime from npm (``package.json``/``package-lock.json`` here), and Graphviz
   compiled to WebAssembly (``@viz-js/viz``), which draws the graphs where no ``dot`` runs;
 - every wheel from PyPI for Pyodide's platform (``wheels.txt``): pure wheels and
-  ``pyemscripten`` wheels; PyYAML has none, so a pure wheel is made from its sdist;
+  ``pyemscripten`` wheels; PyYAML has none, so a pure wheel is made from its sdist; jedi's
+  loses typeshed's third-party stubs (``slim_jedi``);
 - the widgets' front ends: JupyterLab's widget manager and anywidget's prebuilt extension
   (installed in the build's environment, ``requirements-build.txt``);
 - the package's own wheel, and the kernel's wheels from its labextension;
@@ -117,6 +118,29 @@ def pure_pyyaml(dest: Path, work: Path) -> None:
     with zipfile.ZipFile(dest / f"pyyaml-{version}-py3-none-any.whl", "w") as whl:
         for name, data in files.items():
             whl.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), data)
+
+
+# jedi carries typeshed's stubs of some 300 third-party packages (4,314 files, 9.6 MB
+# unpacked, three quarters of its wheel); none of them is installed in the page, and every
+# kernel start unpacks the whole wheel into memory. Completion keeps the standard library's
+# stubs and reads the installed packages' own sources.
+JEDI_DROPPED = "jedi/third_party/typeshed/stubs/"
+
+
+def slim_jedi(dest: Path) -> None:
+    """Rewrite jedi's wheel without typeshed's third-party stubs (its RECORD too)."""
+    (wheel,) = dest.glob("jedi-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        kept = [(i, whl.read(i)) for i in whl.infolist() if not i.filename.startswith(JEDI_DROPPED)]
+    slim: list[tuple[zipfile.ZipInfo, bytes]] = []
+    for info, data in kept:
+        if info.filename.endswith(".dist-info/RECORD"):
+            lines = data.decode().splitlines(keepends=True)
+            data = "".join(x for x in lines if not x.startswith(JEDI_DROPPED)).encode()
+        slim.append((info, data))
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as whl:
+        for info, data in slim:
+            whl.writestr(info, data)
 
 
 def kernel_wheels(dest: Path) -> None:
@@ -344,6 +368,7 @@ def main(out: Path) -> None:
         if str(canonicalize_name(wheel.name.split("-")[0])) in DROP:
             wheel.unlink()
     pure_pyyaml(wheels, work)
+    slim_jedi(wheels)
     kernel_wheels(wheels)
     pip("wheel", "--no-deps", "-w", wheels, ROOT)
     with zipfile.ZipFile(next(wheels.glob("intermission-*.whl"))) as whl:

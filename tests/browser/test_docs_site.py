@@ -180,8 +180,12 @@ def test_try_it_opens_tutorial_01_in_jupyterlite_and_approve_resumes(
     panel.locator("button.hitl-approve").first.click()
     expect(panel.locator(".approval-status")).to_contain_text("done", timeout=60_000)
     expect(panel.locator(".approval-result")).to_contain_text("User 1001 has been deleted.")
+    ARTIFACTS.mkdir(exist_ok=True)
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(ARTIFACTS / "lite-01-after-approve.png"))
     nb.run_from("panel.code_twin(")
     assert nb.problems() == [], nb.describe()
+    assert "User 1001 has been deleted." in nb.output_of("panel.code_twin(")
     assert nb.checks_output() == "ok", nb.describe()
     lines = [f"try it, {visit}: click → kernel idle {t:.2f} s" for visit, t, _ in times]
     print("\n" + "\n".join(lines))

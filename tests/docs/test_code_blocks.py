@@ -246,7 +246,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return wheel, bin_dir
 
 
-@pytest.mark.parametrize("document", [d for d in DOCUMENTS if blocks(d)], ids=_where)
+HOME = ROOT / "docs" / "index.md"
+
+
+def test_the_home_page_holds_the_readmes_blocks() -> None:
+    """docs/index.md is the README with links into the site: the same blocks, so they run
+    once (as the README's)."""
+    home = [(lang, code) for lang, code, _ in blocks(HOME)]
+    assert home and home == [(lang, code) for lang, code, _ in blocks(README)]
+
+
+@pytest.mark.parametrize("document", [d for d in DOCUMENTS if blocks(d) and d != HOME], ids=_where)
 def test_every_block_of_a_document_runs_against_the_wheel_in_a_fresh_environment(
     document: Path, installed: tuple[Path, Path], tmp_path: Path
 ) -> None:

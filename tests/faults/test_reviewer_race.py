@@ -37,7 +37,7 @@ from intermission.testing.workers import append_effect
 
 AGENTS = "tests.faults._race_agents:AGENTS"
 ROUNDS = {
-    "sqlite": int(os.environ.get("IM_RACE_SQLITE", 50)),
+    "sqlite": int(os.environ.get("IM_RACE_SQLITE", 35)),  # (more: IM_RACE_SQLITE=200)
     "postgres": int(os.environ.get("IM_RACE_PG", 20)),
 }
 
