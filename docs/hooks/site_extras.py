@@ -10,9 +10,13 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import logging
 import os
+import posixpath
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,32 @@ def _lite_path(page: Any) -> str | None:
     return None if stem in NOT_IN_LITE else f"{stem}.ipynb"
 
 
+HEADING = re.compile(r'<h([1-6])[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+
+def _toc_tokens(html: str) -> list[dict[str, Any]]:
+    """A table of contents from the headings as rendered: mkdocs-jupyter's own drops inline
+    code from the names it slugs, so its anchors missed headings such as
+    "From an interceptor (`on_tool_call_start`)"."""
+    tokens: list[dict[str, Any]] = []
+    stack: list[dict[str, Any]] = []
+    for level, anchor, inner in HEADING.findall(html):
+        name = re.sub(r"<[^>]+>", "", inner).replace("\u00b6", "").strip()
+        token = {"level": int(level), "id": anchor, "name": name, "children": []}
+        while stack and stack[-1]["level"] >= token["level"]:
+            stack.pop()
+        (stack[-1]["children"] if stack else tokens).append(token)
+        stack.append(token)
+    return tokens
+
+
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    """A tutorial page opens with its "try it" link (when the Lite site can run it)."""
+    """A tutorial page opens with its "try it" link (when the Lite site can run it), and
+    its table of contents links the headings' real ids."""
+    if page.file.src_uri.endswith(".ipynb"):
+        from mkdocs.structure.toc import get_toc
+
+        page.toc = get_toc(_toc_tokens(html))  # type: ignore[arg-type]
     notebook = _lite_path(page)
     if notebook is not None and (LITE / "jupyter-lite.json").exists():
         depth = page.url.count("/")
@@ -85,9 +113,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 def _first_sentence(markdown: str) -> str:
     for block in markdown.split("\n\n"):
         block = block.strip()
-        if block and not block.startswith(("#", "```", "|", "!", "<", ":::", "[![")):
+        if block and not block.startswith(("#", "```", "|", "!", "<", ":::", "[![", "- ")):
+            block = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", block)  # a link: its text
             sentence = " ".join(block.split()).split(". ")[0]
-            return sentence.rstrip(".") + "."
+            return sentence.rstrip(".:") + "."
     return ""
 
 
@@ -108,9 +137,18 @@ def on_files(files: Any, config: Any) -> Any:
     return files
 
 
+_sections: dict[str, str] = {}
+
+
 def on_nav(nav: Any, config: Any, files: Any) -> Any:
-    """Keep the navigation's order: llms.txt lists the pages in it."""
+    """Keep the navigation's order and sections: llms.txt lists the pages by them."""
     _nav_order[:] = [page.url for page in nav.pages]
+    _sections.clear()
+    for item in nav.items:
+        if item.is_section:
+            for child in item.children:
+                if child.is_page:
+                    _sections[child.url] = item.title
     return nav
 
 
@@ -118,9 +156,13 @@ def on_post_build(config: Any) -> None:
     """Write each page's Markdown copy and llms.txt, and copy the Lite site in."""
     site = Path(config["site_dir"])
     docs = Path(config["docs_dir"])
+    sources = {url: next(iter(_source_of(docs, url))) for _, url, _, _ in _pages}
+    copy_of = {src.relative_to(docs).as_posix(): copy for (_, url, copy, _) in _pages
+               for src in (sources[url],)}  # fmt: skip
     for _, url, copy, _ in _pages:
-        src = next(p for p in _source_of(docs, url))
+        src = sources[url]
         text = _notebook_markdown(src) if src.suffix == ".ipynb" else src.read_text()
+        text = _relink(_api_markdown(text), src.relative_to(docs).as_posix(), copy, copy_of)
         target = site / copy
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -132,16 +174,14 @@ def on_post_build(config: Any) -> None:
         "Every page below is also served as Markdown (the link). The code in it runs as a test.",
         "",
     ]
-    section = None
     order = {url: i for i, url in enumerate(_nav_order)}
+    sections: dict[str, list[str]] = {"Docs": []}  # the top-level pages first, then the nav's
     for title, url, copy, description in sorted(_pages, key=lambda p: order.get(p[1], 1 << 30)):
-        here = url.split("/")[0] if "/" in url.rstrip("/") else ""
-        name = {"tutorials": "Tutorials", "how-to": "How-to guides",
-                "reference": "API reference"}.get(here, "Docs")  # fmt: skip
-        if name != section:
-            lines += ["", f"## {name}", ""]
-            section = name
-        lines.append(f"- [{title}]({config['site_url']}{copy}): {description}")
+        name = _sections.get(url) or "Docs"
+        entry = f"- [{title}]({config['site_url']}{copy})"
+        sections.setdefault(name, []).append(f"{entry}: {description}" if description else entry)
+    for name, entries in sections.items():
+        lines += ["", f"## {name}", "", *entries]
     (site / "llms.txt").write_text("\n".join(lines).replace("\n\n\n", "\n\n") + "\n")
     if (LITE / "jupyter-lite.json").exists():
         shutil.copytree(LITE, site / "lite", dirs_exist_ok=True)
@@ -155,3 +195,43 @@ def _source_of(docs: Path, url: str) -> list[Path]:
     stem = url.rstrip("/") or "index"
     return [p for p in (docs / f"{stem}.md", docs / f"{stem}.ipynb", docs / stem / "index.md")
             if p.exists()]
+
+
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def _relink(text: str, src: str, copy: str, copy_of: dict[str, str]) -> str:
+    """A Markdown copy's relative links, pointed from where the copy is served: a link to a
+    page goes to that page's copy, a link to a picture to the picture in the site."""
+
+    def moved(m: re.Match[str]) -> str:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(src), m.group(1)))
+        goal = copy_of.get(target, target)
+        return f"]({posixpath.relpath(goal, posixpath.dirname(copy) or '.')}{m.group(2) or ''})"
+
+    return LINK.sub(moved, text)
+
+
+DIRECTIVE = re.compile(r"^::: ([\w.]+)\n((?:    .*\n|\s*\n)*)", re.M)
+MEMBER = re.compile(r"^        - (\w+)$", re.M)
+
+
+def _api_markdown(text: str) -> str:
+    """A reference page's ``::: module`` directive as Markdown: each member's signature and
+    docstring, read from the package as mkdocstrings reads them for the HTML."""
+
+    def entries(m: re.Match[str]) -> str:
+        module = importlib.import_module(m.group(1))
+        parts = []
+        for name in MEMBER.findall(m.group(2)):
+            obj = getattr(module, name)
+            try:
+                signature = f"{name}{inspect.signature(obj)}" if callable(obj) else name
+            except (TypeError, ValueError):
+                signature = name
+            doc = inspect.getdoc(obj) if callable(obj) or inspect.isclass(obj) else None
+            kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else "value"
+            parts.append(f"## `{name}`\n\n```python\n{kind} {signature}\n```\n\n{doc or ''}")
+        return "\n\n".join(parts) + "\n"
+
+    return DIRECTIVE.sub(entries, text)

@@ -77,8 +77,9 @@ class RunEndEvent(EventBase):
     is_abnormal: bool = False
     pending: bool = False
     error: str | None = None
-    """Why the request ended abnormally when its model failed for good (``ModelCallError:
-    HTTP 503 …``): the request is resumable by an empty prompt."""
+    """Why the request ended abnormally when its model failed for good, else None.
+
+    Say ``ModelCallError: HTTP 503 …``: the request is resumable by an empty prompt."""
 
 
 class ReasonStartEvent(EventBase):

@@ -215,3 +215,34 @@ def test_llms_txt_lists_every_page_with_its_markdown_copy() -> None:
     assert "```python\nfrom intermission import" in quickstart
     assert "HITLInterceptor" in quickstart and "```text\n" in quickstart
     assert "¶" not in (DOCS / "how-to/cli/index.md").read_text()  # the source, not the HTML
+
+
+def test_every_anchor_of_every_page_and_every_link_of_a_copy_resolves() -> None:
+    """Anchors as the theme renders them (tables of contents included: mkdocs-jupyter's own
+    missed headings with inline code), and the Markdown copies' relative links, from where
+    each copy is served; the API pages' copies hold the docstrings, not the directive."""
+    import posixpath
+    import re
+
+    need((DOCS / "llms.txt").exists(), f"the docs site in {DOCS} (make docs)")
+    broken = []
+    pages = [p for p in DOCS.rglob("index.html") if "lite" not in p.relative_to(DOCS).parts]
+    assert len(pages) > 25
+    for page in pages:
+        html = page.read_text()
+        ids = set(re.findall(r'\bid="([^"]+)"', html))
+        for anchor in set(re.findall(r'href="#([^"]+)"', html)):
+            if anchor not in ids and not anchor.startswith("__"):
+                broken.append(f"{page.relative_to(DOCS)}#{anchor}")
+    copies = [p for p in DOCS.rglob("index.md") if "lite" not in p.relative_to(DOCS).parts]
+    for copy in copies:
+        for target in re.findall(r"\]\((?!https?:|mailto:|#)([^)\s#]+)", copy.read_text()):
+            where = posixpath.normpath(posixpath.join(copy.parent.as_posix(), target))
+            if not Path(where).exists():
+                broken.append(f"{copy.relative_to(DOCS)} → {target}")
+    assert broken == []
+    api = (DOCS / "reference" / "api" / "index.md").read_text()
+    assert ":::" not in api and "## `ApprovalPolicy`" in api
+    import intermission
+
+    assert (intermission.ApprovalPolicy.__doc__ or "").splitlines()[0] in api

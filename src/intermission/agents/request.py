@@ -24,8 +24,9 @@ class AgentResponse:
     trace: Any
     session: AgentSession
     error: ModelError | None = None
-    """Why the request ended abnormally when its model failed (after its retries): the
-    request is left resumable — an empty ``prompt()`` asks the model again."""
+    """Why the request ended abnormally when its model failed (after its retries), else None.
+
+    The request is left resumable: an empty ``prompt()`` asks the model again."""
 
     @property
     def is_pending(self) -> bool:

@@ -71,8 +71,9 @@ class ApprovalWidget(DecisionView):
     can_reject = t.Bool(False).tag(sync=True)
     """True when the viewer may reject now, given a reason (the page asks for one)."""
     why_not = t.Dict().tag(sync=True)
-    """Why a button is off, by verdict (``{"approve": "you approved — waiting for one more
-    from sre", "reject": ...}``; "" when it is on)."""
+    """Why a button is off, by verdict; "" when it is on.
+
+    Say ``{"approve": "you approved — waiting for one more from sre", "reject": ...}``."""
     needs_reason = t.Bool(True).tag(sync=True)
     """True when a rejection takes a reason (the approval's policy says; without one, it
     does)."""

@@ -86,8 +86,10 @@ class PendingSession(_Row):
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[Any]]) -> list[PendingSession]:
-        """Entries from stored rows ``(id, agent, reason, tasks, deadline, updated, request,
-        pending_since, progress, agent_version)`` (further columns are ignored)."""
+        """Entries from stored rows, one per row.
+
+        A row is ``(id, agent, reason, tasks, deadline, updated, request, pending_since,
+        progress, agent_version)``; further columns are ignored."""
         return list(map(partial(tuple.__new__, cls), rows))
 
     @property
