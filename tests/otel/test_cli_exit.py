@@ -67,14 +67,20 @@ def test_a_one_shot_command_does_not_wait_for_a_collector_that_is_not_there(
     with _endpoint(kind) as url:
         # demo pauses a session: it has spans to export (before: ~7 s down, ~12 s silent)
         demo, demo_s = _cli(["demo", "--store", store], url)
-        pending, pending_s = _cli(["pending", "--store", store], url)
+        # the faster of two runs: one run slowed by a busy machine (seen: 8.4 s against 3.6
+        # untraced, on CI with three test workers on two cores) is not a wait
+        runs = [_cli(["pending", "--store", store], url) for _ in range(2)]
+    alone, alone_s = _cli(["pending", "--store", store], None)
     assert demo.returncode == 0, demo.stderr
-    assert pending.returncode == 0 and "change-001" in pending.stdout, pending.stderr
+    for pending, _ in runs:
+        assert pending.returncode == 0 and "change-001" in pending.stdout, pending.stderr
+    assert alone.returncode == 0, alone.stderr
+    pending_s = min(s for _, s in runs)
     # generous bounds on a loaded machine: the exporter gives up after 1.5 s and the exit
     # waits 2 s at most, over what the same command takes untraced (before: 6.5 s, 11 s)
     waited = demo_s - untraced_s
     assert waited < 4.0, f"demo waited {waited:.1f} s more with the collector {kind}"
-    assert pending_s < untraced_s + 4.0, f"pending took {pending_s:.1f} s ({kind})"
+    assert pending_s < alone_s + 4.0, f"pending: {pending_s:.1f} s ({kind}), {alone_s:.1f} untraced"
 
 
 def test_a_one_shot_command_still_exports_its_spans_to_a_collector_that_is_up(
