@@ -16,11 +16,11 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.browser.lab import ARGS, ROOT, Notebook, _free_port
+from tests.browser.lab import ARGS, CHROMIUM, ROOT, Notebook, _free_port
 
 SITE = Path(os.environ.get("INTERMISSION_LITE_SITE", ROOT / "build" / "lite" / "site"))
 LOCAL_ARGS = [*ARGS, "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
@@ -77,6 +77,17 @@ class Site:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(10)
         self.log.close()
+
+
+def local_chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, resolving no host but 127.0.0.1 (a module fixture's body:
+    ``yield from local_chromium()``)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LOCAL_ARGS)
+        yield chromium
+        chromium.close()
 
 
 def offline_context(browser: Any, refused: list[str], *, route: bool = True) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tests._helpers import need, need_module
 from tests.browser.lab import CHROMIUM, ROOT
-from tests.browser.lite import LOCAL_ARGS, LiteNotebook, Site, offline_context
+from tests.browser.lite import LiteNotebook, Site, local_chromium, offline_context
 
 DOCS = Path(os.environ.get("INTERMISSION_DOCS_SITE", ROOT / "build" / "docs" / "site"))
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -39,12 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LOCAL_ARGS)
-        yield chromium
-        chromium.close()
+    yield from local_chromium()
 
 
 @pytest.fixture

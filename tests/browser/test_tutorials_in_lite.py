@@ -24,10 +24,10 @@ from tests._helpers import need, need_module
 from tests.browser.lab import CHROMIUM, ROOT
 from tests.browser.lite import (
     LABELS_FIT,
-    LOCAL_ARGS,
     SITE,
     LiteNotebook,
     Site,
+    local_chromium,
     offline_context,
 )
 
@@ -57,12 +57,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     need_module("playwright", "Playwright (pip install playwright)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LOCAL_ARGS)
-        yield chromium
-        chromium.close()
+    yield from local_chromium()
 
 
 @pytest.fixture
