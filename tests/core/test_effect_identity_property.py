@@ -46,7 +46,7 @@ from intermission import (
 from intermission.agents.scripted import ScriptedModel
 from intermission.messages import ChatMessage, ToolCall
 
-EXAMPLES = int(os.environ.get("IM_PROPERTY_EXAMPLES", 300 if IN_CI else 40))
+EXAMPLES = int(os.environ.get("IM_PROPERTY_EXAMPLES", 150 if IN_CI else 40))
 STORES = ["memory", "sqlite", *(["postgres"] if PG_DSN else [])]
 TOTALS: Counter[str] = Counter()
 """What the examples did, over the whole run (printed at the end)."""

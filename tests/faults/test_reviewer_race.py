@@ -37,8 +37,8 @@ from intermission.testing.workers import append_effect
 
 AGENTS = "tests.faults._race_agents:AGENTS"
 ROUNDS = {
-    "sqlite": int(os.environ.get("IM_RACE_SQLITE", 35)),  # (more: IM_RACE_SQLITE=200)
-    "postgres": int(os.environ.get("IM_RACE_PG", 20)),
+    "sqlite": int(os.environ.get("IM_RACE_SQLITE", 15)),  # (more: IM_RACE_SQLITE=200)
+    "postgres": int(os.environ.get("IM_RACE_PG", 10)),
 }
 
 

@@ -37,7 +37,7 @@ from intermission import (
 from intermission.stores import resolve_unknown_effect
 from intermission.testing.workers import append_effect, effect_graph
 
-KILL_TRIALS = int(os.environ.get("IM_KILL_TRIALS", 35))  # (more: IM_KILL_TRIALS=200)
+KILL_TRIALS = int(os.environ.get("IM_KILL_TRIALS", 15))  # (more: IM_KILL_TRIALS=200)
 
 
 class Crash(Exception):

@@ -21,8 +21,8 @@ from intermission.examples import build_change_graph
 from intermission.testing.conformance import paused_change
 from intermission.testing.workers import append_effect, resume_change
 
-TRIALS = 200
-CRASH_TRIALS = 50
+TRIALS = int(os.environ.get("IM_RACE_TRIALS", 100))  # (more: IM_RACE_TRIALS=500)
+CRASH_TRIALS = int(os.environ.get("IM_CRASH_TRIALS", 25))  # (more: IM_CRASH_TRIALS=200)
 
 
 def target_for(kind: str, tmp_path: Path) -> str:
