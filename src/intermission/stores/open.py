@@ -24,8 +24,9 @@ _KEYWORDS = re.compile(
 def open_store(target: str, **options: Any) -> SessionStore:
     """Open a session store named by a URL or a file path.
 
-    ``postgresql://…`` → PostgresStore, ``memory:`` → MemoryStore, else a SQLite file
-    (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
+    ``postgresql://…`` → PostgresStore, ``temporal://HOST:PORT/NAMESPACE`` → the sessions
+    running as Temporal workflows (extra ``temporal``), ``memory:`` → MemoryStore, else a
+    SQLite file (``sqlite:///path`` or a plain path). Another URL scheme (``mysql://…``) is a
     UsageError, and so is a libpq keyword string (``host=… password=…``). ``create=False``:
     open only a store that exists (see SQLiteStore). ``audit_key=``: the key of the audit
     chain (else ``$INTERMISSION_AUDIT_KEY``; see :mod:`intermission.audit`).
@@ -51,6 +52,11 @@ def open_store(target: str, **options: Any) -> SessionStore:
         from .postgres import PostgresStore
 
         return PostgresStore(target, **options)
+    if target.startswith("temporal://"):  # (extra ``temporal``; imported only here)
+        from ..temporal.store import TemporalStore
+
+        options.pop("create", None)  # (a workflow makes its session: nothing to create)
+        return TemporalStore(target, **options)
     if target == "memory:":
         options.pop("create", None)  # (a memory store is always new)
         return MemoryStore(**options)

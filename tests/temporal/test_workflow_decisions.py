@@ -1,0 +1,152 @@
+"""Sessions as Temporal workflows against a real dev server (SPEC R66): decisions are
+Updates judged by the validator before they enter history; effects are counted in the
+file the tool writes, not in what intermission reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from intermission import Actor, DecisionRefusedError, InvalidDecisionError, NothingToResumeError
+
+pytestmark = pytest.mark.timeout(300)
+
+CAROL = Actor(name="carol", authenticated=True, via="api")
+ALICE = Actor(name="alice", authenticated=True, via="api")
+BOB = Actor(name="bob", authenticated=True, via="api")
+
+
+def started(store: Any, agent: str, sid: str, requester: Actor = CAROL) -> Any:
+    """Start ``agent`` on ``sid`` and wait for its pause; the paused session."""
+    store.start(agent, "delete user 7", sid, principal=requester)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            s = store.load(sid)
+        except Exception:  # (the workflow's first run has not stored it yet)
+            s = None
+        if s is not None and s.status == "pending":
+            return s
+        time.sleep(0.1)
+    raise AssertionError(f"{sid} never paused")
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def accepted_updates(store: Any, sid: str) -> list[dict[str, Any]]:
+    """The Updates the workflow's history holds (accepted ones: a refused one leaves none)."""
+    from intermission.temporal import workflow_id
+
+    handle = store.client.get_workflow_handle(workflow_id(sid))
+    history = store._loop.run(handle.fetch_history())
+    events = json.loads(history.to_json())["events"]
+    return [e for e in events if e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED"]
+
+
+def actions(store: Any, sid: str) -> list[str]:
+    return [r.action for r in store.audit(sid)]
+
+
+def test_an_approval_runs_the_tool_once_and_the_chain_holds(store: Any, effects: Path) -> None:
+    started(store, "ops", "t-approve")
+    assert [p.session_id for p in store.pending()] == ["t-approve"] or any(
+        p.session_id == "t-approve" for p in store.pending()
+    )
+    out = store.decide("t-approve", "approve", principal=ALICE)
+    assert (out.status, out.answer, out.waiting) == ("done", "Done.", None)
+    assert [e.split(":")[:2] for e in lines(effects)] == [["ops", "7"]]
+    assert actions(store, "t-approve") == ["task.opened", "decision.recorded", "effect.finished"]
+    assert store.audit("t-approve")[1].actor == "alice"
+    assert store.verify_audit("t-approve").ok
+    assert len(accepted_updates(store, "t-approve")) == 1
+    assert store.result("t-approve").status == "done"
+
+
+def test_a_rejection_never_runs_the_tool(store: Any, effects: Path) -> None:
+    started(store, "ops", "t-reject")
+    out = store.decide("t-reject", "reject", principal=ALICE, reason="not on a Friday")
+    assert out.status == "done"
+    assert lines(effects) == []
+    s = store.load("t-reject")
+    assert "not on a Friday" in json.dumps(s.snapshot().model_dump(mode="json"))
+    assert actions(store, "t-reject")[:2] == ["task.opened", "decision.recorded"]
+    assert "effect.finished" not in actions(store, "t-reject")
+
+
+def test_a_quorum_counts_each_person_once_and_never_the_requester(
+    store: Any, effects: Path
+) -> None:
+    started(store, "quorum", "t-quorum", requester=CAROL)
+    with pytest.raises(DecisionRefusedError) as refused:
+        store.decide("t-quorum", "approve", principal=CAROL)
+    assert refused.value.rule == "not_requester"
+
+    first = store.decide("t-quorum", "approve", principal=ALICE)
+    assert first.waiting is not None and "1 of 2" in first.waiting
+    with pytest.raises(DecisionRefusedError) as twice:
+        store.decide("t-quorum", "approve", principal=ALICE)
+    assert twice.value.rule == "twice"
+    assert lines(effects) == []
+
+    done = store.decide("t-quorum", "approve", principal=BOB)
+    assert done.status == "done"
+    assert len(lines(effects)) == 1
+    # the refused attempts are on the audit trail; the history holds the two that counted
+    trail = [(r.action, r.actor) for r in store.audit("t-quorum")]
+    assert ("decision.refused", "carol") in trail and trail.count(
+        ("decision.refused", "alice")
+    ) == 1
+    updates = accepted_updates(store, "t-quorum")
+    assert len(updates) == 2
+    assert "carol" not in json.dumps(updates)
+    assert store.verify_audit("t-quorum").ok
+
+
+def test_a_stale_or_unsigned_decision_is_refused_before_history(
+    store: Any, effects: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from intermission.temporal import wire, workflow_id
+
+    started(store, "twice", "t-stale")  # it asks twice: two pauses
+    seen = store._state("t-stale").pause
+    # a decision signed with another key (anyone who can reach the frontend could send it)
+    forged = wire.sign(wire.Decision(session_id="t-stale", pause=seen, verdict="approve",
+                                     actor=ALICE), b"not the key")  # fmt: skip
+    handle = store.client.get_workflow_handle(workflow_id("t-stale"))
+    from temporalio.client import WorkflowUpdateFailedError
+
+    with pytest.raises(WorkflowUpdateFailedError):
+        store._loop.run(handle.execute_update("decide", forged, result_type=wire.Decided))
+    assert accepted_updates(store, "t-stale") == []
+    assert lines(effects) == []
+
+    again = store.decide("t-stale", "approve", principal=BOB, pause=seen)
+    assert again.status == "pending"  # it asks about the second user now
+    assert [e.split(":")[:2] for e in lines(effects)] == [["twice", "7"]]
+    # alice rejects on the view she saw before bob's approval ended that pause
+    with pytest.raises(InvalidDecisionError) as late:
+        store.decide("t-stale", "reject", principal=ALICE, reason="no", pause=seen)
+    assert "no longer open" in str(late.value)
+    assert len(accepted_updates(store, "t-stale")) == 1
+    assert len(lines(effects)) == 1
+    assert ("decision.refused", "alice") in [(r.action, r.actor) for r in store.audit("t-stale")]
+
+
+def test_a_deadline_applies_its_default_by_a_durable_timer(store: Any, effects: Path) -> None:
+    started(store, "timed", "t-timed")
+    t0 = time.monotonic()
+    result = store.result("t-timed")  # nobody decides: the timer fires, on_expire rejects
+    assert result.status == "done"
+    assert time.monotonic() - t0 < 30
+    assert lines(effects) == []
+    assert actions(store, "t-timed") == ["task.opened", "task.expired"]
+    opened, expired = store.audit("t-timed")
+    assert expired.at_ms - opened.at_ms >= 1500  # (the policy's expires_after_ms)
+    with pytest.raises(NothingToResumeError):  # a late decision: the run has ended
+        store.decide("t-timed", "approve", principal=ALICE)
