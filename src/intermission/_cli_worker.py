@@ -22,8 +22,9 @@ def add_worker_parser(add: Any) -> None:
     """The ``worker`` command's parser."""
     w = add("worker", "run a Temporal worker for your agents (--store temporal://HOST:PORT/NS)",
             runs_agents=True)  # fmt: skip
-    w.add_argument("--task-queue", default="intermission",
-                   help="the task queue to poll (default intermission)")  # fmt: skip
+    w.add_argument("--task-queue", default=None,
+                   help="the task queue to poll (default: the URL's ?task_queue=, else "
+                   "intermission)")  # fmt: skip
 
 
 def cmd_worker(args: argparse.Namespace, store: Any, table: Any) -> int:
@@ -32,9 +33,11 @@ def cmd_worker(args: argparse.Namespace, store: Any, table: Any) -> int:
         raise UsageError("worker runs sessions on Temporal: give --store temporal://HOST:PORT/NS")
     from .temporal import worker
 
+    queue = args.task_queue or store.task_queue
+
     async def serve() -> None:
-        w = await worker(store.client, agents=table, task_queue=args.task_queue)
-        print(f"worker on {store.target} queue {args.task_queue!r}: serving "
+        w = await worker(store.client, agents=table, task_queue=queue)
+        print(f"worker on {store.target} queue {queue!r}: serving "
               f"{', '.join(table.names())}", flush=True)  # fmt: skip
         await w.run()
 

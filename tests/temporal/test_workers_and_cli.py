@@ -90,12 +90,12 @@ def test_a_worker_killed_inside_the_approved_tool_is_replaced_and_the_effect_hap
 
 
 def test_the_cli_lists_shows_decides_and_audits_a_workflow(
-    server: str, store: Any, effects: Path, tmp_path: Path
+    server: str, queue: str, store: Any, effects: Path, tmp_path: Path
 ) -> None:
     started(store, "ops", "t-cli-a")
     started(store, "quorum", "t-cli-q", requester=Actor(name="carol", authenticated=True))
     time.sleep(1.5)  # (visibility is eventually consistent)
-    q = ["--store", server]
+    q = ["--store", f"{server}?task_queue={queue}"]  # (the sessions of this test's queue)
     listed = cli("pending", *q)
     assert listed.returncode == 0, listed.stderr
     assert "t-cli-a" in listed.stdout and "t-cli-q" in listed.stdout

@@ -32,7 +32,7 @@ from ..principals import Actor
 from . import registry
 from .activities import advance
 from .store import DEFAULT_TASK_QUEUE, TemporalStore, connect, workflow_id
-from .wire import KEY_ENV, Decided, Start, resolve_key
+from .wire import KEY_ENV, Decided, Start, resolve_key, sign
 from .workflow import SEARCH_ATTRIBUTES, SessionWorkflow
 
 __all__ = [
@@ -107,8 +107,12 @@ async def worker(
     with ``await w.run()`` (or ``async with w:``). ``options`` go to ``Worker``."""
     from temporalio.worker import Worker
 
+    from ..stores.audit_chain import resolve_key as audit_key_of
+
     table = agents if isinstance(agents, AgentTable) else AgentTable(agents)
-    registry.serve(task_queue, table, resolve_key(key))
+    for name in table.names():  # built now: never by a factory inside workflow code
+        table.agents(name)
+    registry.serve(task_queue, table, resolve_key(key), audit_key_of(None))
     client = _pydantic_client(client)
     await register_search_attributes(client)
     return Worker(client, task_queue=task_queue, workflows=[SessionWorkflow],
@@ -118,7 +122,15 @@ async def worker(
 class TemporalRunner:
     """Start sessions of ``agents`` as workflows on ``task_queue`` (SPEC R66)."""
 
-    def __init__(self, client: Any, *, task_queue: str = DEFAULT_TASK_QUEUE, agents: Any) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        agents: Any,
+        key: str | None = None,
+    ) -> None:
+        self._key = resolve_key(key)
         self.client = _pydantic_client(client)
         self.task_queue = task_queue
         self.agents = agents if isinstance(agents, AgentTable) else AgentTable(agents)
@@ -126,14 +138,15 @@ class TemporalRunner:
     async def worker(self, **options: Any) -> Any:
         """A worker for this runner's agents (see :func:`worker`)."""
         return await worker(self.client, agents=self.agents, task_queue=self.task_queue,
-                            **options)  # fmt: skip
+                            key=self._key.decode(), **options)  # fmt: skip
 
     async def start(
         self, agent: str, prompt: str, *, session_id: str, principal: Actor | None = None
     ) -> Any:
         """Start ``agent`` on a new session ``session_id``; the workflow's handle."""
         self.agents.newest(agent)  # (an unknown agent is refused here, not on the worker)
-        start = Start(session_id=session_id, agent=agent, prompt=prompt, requester=principal)
+        start = sign(Start(session_id=session_id, agent=agent, prompt=prompt,
+                           requester=principal), self._key)  # fmt: skip
         return await self.client.start_workflow(
             "intermission.session", start, id=workflow_id(session_id),
             task_queue=self.task_queue, result_type=Decided,

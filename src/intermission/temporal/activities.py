@@ -8,9 +8,11 @@ code. It returns the snapshot and what the run noted for the audit trail.
 A worker that dies inside it (SIGKILL, a lost host) stops heartbeating; after
 ``ADVANCE_HEARTBEAT`` (10 s) Temporal gives the activity to another worker, which runs
 the session again from the same snapshot: an approved tool call gets the same effect id
-(ours: the session's generation, the agent and its count of proposals), which is the
-idempotency key a tool with side effects passes on (as to a payment API), so its effect
-happens once.
+(ours: the session's generation, the agent and its count of proposals). A tool that died
+before its effect runs it once, on the new worker; one that died after its effect and before
+the activity ended runs again (at least once, as every Temporal activity): unlike the SQL
+stores, which record the effect's start and stop at an effect of unknown outcome, this
+store does not yet detect that case, so a tool with side effects must be idempotent.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import asyncio
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from ..audit import noted
 from ..core.session import InMemoryAgentSession
+from ..errors import IntermissionError
 from . import registry
 from .wire import Advance, Advanced
 
@@ -73,5 +77,10 @@ async def advance(job: Advance) -> Advanced:
     while True:
         done, _ = await asyncio.wait({run}, timeout=1.0)
         if done:
-            return run.result()
+            try:
+                return run.result()
+            except IntermissionError as exc:  # the agent refuses for good (an unknown agent,
+                # a version no longer served): retrying cannot help, the workflow says why
+                raise ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__,
+                                       non_retryable=True) from exc  # fmt: skip
         activity.heartbeat()

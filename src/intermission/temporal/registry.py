@@ -8,17 +8,20 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["agents", "key", "serve"]
+__all__ = ["agents", "audit_key", "key", "serve"]
 
-_SERVED: dict[str, tuple[Any, bytes]] = {}
-
-
-def serve(task_queue: str, agents: Any, key: bytes) -> None:
-    """Serve ``agents`` (an AgentTable) with ``key`` on ``task_queue`` in this process."""
-    _SERVED[task_queue] = (agents, key)
+_SERVED: dict[str, tuple[Any, bytes, bytes | None]] = {}
 
 
-def _served(task_queue: str) -> tuple[Any, bytes]:
+def serve(task_queue: str, agents: Any, key: bytes, audit_key: bytes | None = None) -> None:
+    """Serve ``agents`` (an AgentTable) with ``key`` on ``task_queue`` in this process;
+    ``audit_key``: the audit chain's key, read once when the worker starts (every worker and
+    client of a namespace shares it: a replay on a worker keyed otherwise would rebuild
+    another chain)."""
+    _SERVED[task_queue] = (agents, key, audit_key)
+
+
+def _served(task_queue: str) -> tuple[Any, bytes, bytes | None]:
     found = _SERVED.get(task_queue)
     if found is None:
         raise UsageError(
@@ -36,3 +39,8 @@ def agents(task_queue: str) -> Any:
 def key(task_queue: str) -> bytes:
     """The key decisions on ``task_queue`` are signed with."""
     return _served(task_queue)[1]
+
+
+def audit_key(task_queue: str) -> bytes | None:
+    """The audit chain's key on ``task_queue`` (None: unkeyed)."""
+    return _served(task_queue)[2]

@@ -55,9 +55,19 @@ def workflow_id(session_id: str) -> str:
 def _target(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     if parts.scheme != "temporal" or not parts.hostname:
-        raise UsageError(f"a Temporal store is temporal://HOST:PORT/NAMESPACE, not {url!r}")
+        raise UsageError(
+            f"a Temporal store is temporal://HOST:PORT/NAMESPACE[?task_queue=Q], not {url!r}"
+        )
     namespace = parts.path.strip("/") or "default"
     return f"{parts.hostname}:{parts.port or 7233}", namespace
+
+
+def _queue_of(url: str) -> str | None:
+    """The ``task_queue`` a ``temporal://`` URL names (its sessions), if any."""
+    from urllib.parse import parse_qs
+
+    found = parse_qs(urlsplit(url).query).get("task_queue")
+    return found[-1] if found else None
 
 
 async def connect(url: str) -> Any:
@@ -99,18 +109,20 @@ class _Loop:
 
 class TemporalStore:
     """Sessions running as Temporal workflows, behind the store calls (see the module
-    docstring). ``target``: a ``temporal://`` URL; ``key``: the decision-signing key (else
-    ``$INTERMISSION_TEMPORAL_KEY``)."""
+    docstring). ``target``: ``temporal://HOST:PORT/NAMESPACE[?task_queue=Q]``; ``key``: the
+    decision-signing key (else ``$INTERMISSION_TEMPORAL_KEY``)."""
 
     decides_itself = True
     """Its sessions take decisions through :meth:`decide` (the surfaces ask for this)."""
 
     def __init__(
-        self, target: str, *, task_queue: str = DEFAULT_TASK_QUEUE, key: str | None = None
+        self, target: str, *, task_queue: str | None = None, key: str | None = None
     ) -> None:
         _target(target)  # (a UsageError before any thread starts)
         self.target = target
-        self.task_queue = task_queue
+        self.task_queue = task_queue or _queue_of(target) or DEFAULT_TASK_QUEUE
+        """The queue its sessions run on (``task_queue=``, else the URL's ``?task_queue=``,
+        else ``intermission``): ``start`` starts there and ``pending`` lists those only."""
         self.clock = SYSTEM_CLOCK
         self._key = resolve_key(key)
         self._loop = _Loop()
@@ -127,7 +139,8 @@ class TemporalStore:
         """Start ``agent`` on a new session as a workflow; returns the workflow id."""
         from .wire import Start
 
-        start = Start(session_id=session_id, agent=agent, prompt=prompt, requester=principal)
+        start = sign(Start(session_id=session_id, agent=agent, prompt=prompt,
+                           requester=principal), self._key)  # fmt: skip
         handle = self._loop.run(self.client.start_workflow(
             "intermission.session", start, id=workflow_id(session_id),
             task_queue=self.task_queue,
@@ -174,9 +187,12 @@ class TemporalStore:
         """The sessions waiting for a person, newest first (a visibility query on
         ``IntermissionPending``, then each workflow's state)."""
         agent, number = version_filter(version, agent)
-        query = "IntermissionPending = true AND ExecutionStatus = 'Running'"
+        query = (
+            "IntermissionPending = true AND ExecutionStatus = 'Running' AND "
+            f"TaskQueue = '{_literal(self.task_queue, 'task_queue')}'"
+        )
         if agent is not None:
-            query += f" AND IntermissionAgent = '{agent.replace(chr(39), '')}'"
+            query += f" AND IntermissionAgent = '{_literal(agent, 'agent')}'"
 
         async def ids() -> list[str]:
             return [w.id async for w in self.client.list_workflows(query)]
@@ -243,10 +259,11 @@ class TemporalStore:
             raise UsageError(f"verdict is 'approve' or 'reject', not {verdict!r}")
         if not isinstance(principal, Actor):
             raise UsageError("principal is the Actor the surface authenticated")
+        state = self._state(session_id)
         if pause is None:
-            pause = self._state(session_id).pause
+            pause = state.pause
         decision = sign(Decision(
-            session_id=session_id, pause=pause, verdict=verdict,
+            session_id=session_id, run_id=state.run_id, pause=pause, verdict=verdict,
             calls=list(calls) if calls else None, reason=reason, comment=comment,
             actor=principal,
         ), self._key)  # fmt: skip
@@ -272,9 +289,13 @@ class TemporalStore:
 
     def append_audit(self, session_id: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         """Entries for the audit trail only (a refused decision), sent as signed signals."""
-        handle = self.client.get_workflow_handle(workflow_id(session_id))
+        import uuid
+
+        run_id = self._state(session_id).run_id
+        handle = self.client.get_workflow_handle(workflow_id(session_id), run_id=run_id)
         for entry in audit_chain.check_entries(entries):
-            signal = sign(Refusal(session_id=session_id, entry=entry), self._key)
+            signal = sign(Refusal(session_id=session_id, run_id=run_id, nonce=uuid.uuid4().hex,
+                                  entry=entry), self._key)  # fmt: skip
             self._loop.run(handle.signal("refused", signal))
         return []
 
@@ -347,6 +368,17 @@ class TemporalStore:
 
     def __repr__(self) -> str:
         return f"<TemporalStore {self.target} queue={self.task_queue!r}>"
+
+
+def _literal(value: str, what: str) -> str:
+    """``value`` for a visibility query's quoted literal; one that would need escaping is
+    refused (agent names and task queues are plain names)."""
+    if any(c in value for c in ("'", "\\", '"', "\n", "\r", "\x00")):
+        raise UsageError(
+            f"{what} {value!r} holds a quote, a backslash or a control character, which no "
+            "agent name or task queue of intermission holds"
+        )
+    return value
 
 
 def _typed(

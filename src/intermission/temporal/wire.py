@@ -50,19 +50,23 @@ class _Wire(BaseModel):
 
 
 class Start(_Wire):
-    """A workflow's input: run ``agent`` on a new session with ``prompt``."""
+    """A workflow's input: run ``agent`` on a new session with ``prompt``, asked by
+    ``requester`` (signed: who asked decides who may not approve, ``not_requester``)."""
 
     session_id: str
     agent: str
     prompt: str
     requester: Actor | None = None
+    signature: str = ""
 
 
 class Decision(_Wire):
-    """One person's decision on the pause numbered ``pause`` (as the workflow counts them:
-    a decision for a pause that has ended is stale and refused)."""
+    """One person's decision on the pause numbered ``pause`` of the workflow run ``run_id``
+    (as the workflow counts them: a decision for a pause that has ended, or for another run
+    under the same id, is stale and refused)."""
 
     session_id: str
+    run_id: str
     pause: int
     verdict: Literal["approve", "reject"]
     calls: list[str] | None = None
@@ -74,9 +78,12 @@ class Decision(_Wire):
 
 
 class Refusal(_Wire):
-    """A refused decision for the audit trail only (it decides nothing)."""
+    """A refused decision for the audit trail only (it decides nothing). ``nonce``: the
+    workflow keeps each once, so a signal sent again adds nothing."""
 
     session_id: str
+    run_id: str
+    nonce: str
     entry: AuditEntry
     signature: str = ""
 
@@ -116,6 +123,7 @@ class State(_Wire):
     """What the ``state`` query answers: the session as the workflow holds it."""
 
     snapshot: str | None
+    run_id: str
     version: int
     pause: int
     now_ms: float

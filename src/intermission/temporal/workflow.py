@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from ..audit import AuditEntry, note
 from ..core import listeners
@@ -69,7 +69,11 @@ class SessionWorkflow:
     def __init__(self, start: Start) -> None:
         self._sid = start.session_id
         self._agent = start.agent
-        self._store = MemoryStore(clock=_WorkflowClock(), heartbeat=False)
+        queue = workflow.info().task_queue
+        self._store = MemoryStore(
+            clock=_WorkflowClock(), heartbeat=False, audit_key=registry.audit_key(queue)
+        )
+        self._seen_refusals: set[str] = set()
         self._pause = 0
         """How many pauses so far; a decision names the one it decides."""
         self._applied = 0
@@ -84,6 +88,30 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, start: Start) -> Decided:
         """Run the session to its end, pausing as often as it pauses."""
+        from .store import workflow_id
+
+        queue = workflow.info().task_queue
+        if not verified(start, registry.key(queue)):
+            raise ApplicationError(
+                "the start is not signed with this worker's key: who asked cannot be told",
+                type="UsageError", non_retryable=True,
+            )  # fmt: skip
+        if workflow.info().workflow_id != workflow_id(start.session_id):
+            raise ApplicationError(  # (a decision is bound to the session's own workflow)
+                f"session {start.session_id!r} runs as workflow {workflow_id(start.session_id)!r}",
+                type="UsageError", non_retryable=True,
+            )  # fmt: skip
+        try:
+            return await self._run(start)
+        except ActivityError as exc:  # the agent refused for good (see activities)
+            cause = exc.cause
+            self._status, self._answer = "failed", str(getattr(cause, "message", cause))
+            self._resuming = False
+            self._applied = self._pause
+            self._publish()
+            return Decided(verdict="", status="failed", answer=self._answer)
+
+    async def _run(self, start: Start) -> Decided:
         out = await self._advance(None, start)
         while True:
             self._take(out)
@@ -192,14 +220,23 @@ class SessionWorkflow:
     def check(self, d: Decision) -> None:
         """Refuse a decision before it enters history (see the module docstring)."""
         if not verified(d, registry.key(workflow.info().task_queue)):
+            workflow.logger.warning("a decision on %s not signed with this worker's key was "
+                                    "refused (it names %s)", self._sid, d.actor.name)  # fmt: skip
             raise _refused(
                 "DecisionRefusedError",
                 "the decision is not signed by a surface "
                 "that shares this worker's key: refused, whoever it names",
             )
-        if d.session_id != self._sid:
-            raise _refused("UsageError", f"this workflow runs session {self._sid!r}")
-        if self._status != "pending" or self._resuming or d.pause != self._pause:
+        if d.session_id != self._sid or d.run_id != workflow.info().run_id:
+            raise _refused("UsageError", f"this workflow run does not run session "
+                           f"{d.session_id!r} (run {d.run_id!r})")  # fmt: skip
+        if self._resuming:
+            raise _refused(
+                "SessionBusyError",
+                f"session {self._sid!r} is being resumed: the approval this decision was "
+                f"made for (pause {d.pause}) is closed",
+            )
+        if self._status != "pending" or d.pause != self._pause:
             raise _refused(
                 "NothingToResumeError",
                 f"the approval this decision was made for (pause {d.pause}) is no longer "
@@ -220,8 +257,14 @@ class SessionWorkflow:
     @workflow.signal(name="refused")
     def refused(self, r: Refusal) -> None:
         """A refused decision, for the audit trail only (it changes no session)."""
-        if verified(r, registry.key(workflow.info().task_queue)) and r.session_id == self._sid:
-            self._store.append_audit(self._sid, [AuditEntry.model_validate(r.entry)])
+        ours = r.session_id == self._sid and r.run_id == workflow.info().run_id
+        if not ours or r.nonce in self._seen_refusals:
+            return
+        if not verified(r, registry.key(workflow.info().task_queue)):
+            workflow.logger.warning("an unsigned refusal signal on %s was ignored", self._sid)
+            return
+        self._seen_refusals.add(r.nonce)
+        self._store.append_audit(self._sid, [AuditEntry.model_validate(r.entry)])
 
     @workflow.query(name="state")
     def state(self) -> State:
@@ -230,11 +273,14 @@ class SessionWorkflow:
         snapshot = None if row is None else self._store.load(self._sid).to_json()
         return State(
             snapshot=snapshot,
+            run_id=workflow.info().run_id,
             version=0 if row is None else int(row[1]),
             pause=self._pause,
             now_ms=self._store.clock.now_ms(),
             updated_ms=self._store.clock.now_ms(),
-            pending_since_ms=self._pending_since if self._status == "pending" else None,
+            pending_since_ms=(
+                self._pending_since if self._status == "pending" and not self._resuming else None
+            ),
             audit_rows=list(self._store._audit.get(self._sid, ())),
         )
 
