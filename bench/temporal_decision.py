@@ -125,7 +125,8 @@ async def main(rounds: int) -> None:
                             if state.pause:
                                 break
                             await asyncio.sleep(0.02)
-                        d = sign(Decision(session_id=sid, pause=state.pause, verdict="approve",
+                        d = sign(Decision(session_id=sid, run_id=state.run_id, pause=state.pause,
+                                          verdict="approve",
                                           actor=alice), key)  # fmt: skip
                         t0 = time.perf_counter()
                         out = await asyncio.wait_for(
