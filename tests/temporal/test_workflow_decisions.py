@@ -179,8 +179,9 @@ def test_a_signed_decision_decides_only_the_run_and_pause_it_was_made_for(
         ))  # fmt: skip
 
     key = store._key
-    evil = wire.sign(wire.Start(session_id="t-replay", agent="ops", prompt="delete EVERY user"),
-                     key)  # fmt: skip
+    evil = wire.signed_start(
+        wire.Start(session_id="t-replay", agent="ops", prompt="delete EVERY user"), key
+    )
     h = start_raw("intermission-evil-t-replay", evil)  # another id for the same session
     with pytest.raises(WorkflowFailureError):
         store._loop.run(h.result())
@@ -188,6 +189,16 @@ def test_a_signed_decision_decides_only_the_run_and_pause_it_was_made_for(
     h = start_raw(workflow_id("t-unsigned"), unsigned)  # who asked cannot be told: refused
     with pytest.raises(WorkflowFailureError):
         store._loop.run(h.result())
+    # a signed start read out of an old history and sent again once its minutes are over
+    stale = {"session_id": "t-old", "not_after_ms": time.time() * 1000 - 1}
+    old = wire.sign(unsigned.model_copy(update=stale), key)
+    h = start_raw(workflow_id("t-old"), old)
+    with pytest.raises(WorkflowFailureError):
+        store._loop.run(h.result())
+    for wid in ("intermission-evil-t-replay", workflow_id("t-unsigned"), workflow_id("t-old")):
+        events = json.loads(store._loop.run(
+            store.client.get_workflow_handle(wid).fetch_history()).to_json())["events"]  # fmt: skip
+        assert not any("ACTIVITY" in e["eventType"] for e in events), wid  # nothing ran
 
     store.start("ops", "delete user 7", "t-replay2")  # a new run; the old decision sent to it
     started_again = time.monotonic()
@@ -239,3 +250,24 @@ def test_an_unknown_agent_ends_the_run_at_once_instead_of_retrying(store: Any) -
     out = store.result("t-unknown")
     assert out.status == "failed" and "no-such-agent" in (out.answer or "")
     assert time.monotonic() - t0 < 30
+
+
+def test_a_malformed_signal_is_ignored_and_the_session_still_decides(
+    store: Any, effects: Path
+) -> None:
+    """A signal anyone can send (no argument, a wrong one) neither poisons the workflow nor
+    hides it from pending()."""
+    from intermission import UsageError
+    from intermission.temporal import wire, workflow_id
+
+    started(store, "ops", "t-poison")
+    handle = store.client.get_workflow_handle(workflow_id("t-poison"))
+    store._loop.run(handle.signal("refused", args=[]))
+    store._loop.run(handle.signal("refused", args=["not a refusal", 3]))
+    store._loop.run(handle.signal("refused", {"session_id": "t-poison"}))
+    time.sleep(1.5)
+    assert "t-poison" in [p.session_id for p in store.pending()]
+    assert store.decide("t-poison", "approve", principal=ALICE).status == "done"
+    assert len(lines(effects)) == 1
+    with pytest.raises(UsageError):
+        wire.resolve_key("short")

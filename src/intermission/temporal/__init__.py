@@ -32,7 +32,7 @@ from ..principals import Actor
 from . import registry
 from .activities import advance
 from .store import DEFAULT_TASK_QUEUE, TemporalStore, connect, workflow_id
-from .wire import KEY_ENV, Decided, Start, resolve_key, sign
+from .wire import KEY_ENV, Decided, Start, resolve_key, signed_start
 from .workflow import SEARCH_ATTRIBUTES, SessionWorkflow
 
 __all__ = [
@@ -145,9 +145,12 @@ class TemporalRunner:
     ) -> Any:
         """Start ``agent`` on a new session ``session_id``; the workflow's handle."""
         self.agents.newest(agent)  # (an unknown agent is refused here, not on the worker)
-        start = sign(Start(session_id=session_id, agent=agent, prompt=prompt,
-                           requester=principal), self._key)  # fmt: skip
+        from temporalio.common import WorkflowIDReusePolicy
+
+        start = signed_start(Start(session_id=session_id, agent=agent, prompt=prompt,
+                                   requester=principal), self._key)  # fmt: skip
         return await self.client.start_workflow(
             "intermission.session", start, id=workflow_id(session_id),
             task_queue=self.task_queue, result_type=Decided,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )  # fmt: skip

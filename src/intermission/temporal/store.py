@@ -19,6 +19,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,13 +39,15 @@ from ..principals import Actor
 from ..stores import audit_chain
 from ..stores.listings import PendingSession, pending_of, version_filter
 from ..stores.rows import row_of
-from .wire import Decided, Decision, Refusal, State, resolve_key, sign
+from .wire import Decided, Decision, Refusal, State, resolve_key, sign, signed_start
 
 __all__ = ["DEFAULT_TASK_QUEUE", "TemporalStore", "connect", "workflow_id"]
 
 T = TypeVar("T")
 
 DEFAULT_TASK_QUEUE = "intermission"
+QUERY_TIMEOUT_S = 10.0
+"""How long a read waits for a worker to answer a workflow's ``state`` query."""
 
 
 def workflow_id(session_id: str) -> str:
@@ -54,12 +57,16 @@ def workflow_id(session_id: str) -> str:
 
 def _target(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
-    if parts.scheme != "temporal" or not parts.hostname:
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme != "temporal" or not parts.hostname or port == -1:
         raise UsageError(
             f"a Temporal store is temporal://HOST:PORT/NAMESPACE[?task_queue=Q], not {url!r}"
         )
     namespace = parts.path.strip("/") or "default"
-    return f"{parts.hostname}:{parts.port or 7233}", namespace
+    return f"{parts.hostname}:{port or 7233}", namespace
 
 
 def _queue_of(url: str) -> str | None:
@@ -137,13 +144,15 @@ class TemporalStore:
         self, agent: str, prompt: str, session_id: str, *, principal: Actor | None = None
     ) -> str:
         """Start ``agent`` on a new session as a workflow; returns the workflow id."""
+        from temporalio.common import WorkflowIDReusePolicy
+
         from .wire import Start
 
-        start = sign(Start(session_id=session_id, agent=agent, prompt=prompt,
-                           requester=principal), self._key)  # fmt: skip
+        start = signed_start(Start(session_id=session_id, agent=agent, prompt=prompt,
+                                   requester=principal), self._key)  # fmt: skip
         handle = self._loop.run(self.client.start_workflow(
             "intermission.session", start, id=workflow_id(session_id),
-            task_queue=self.task_queue,
+            task_queue=self.task_queue, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         ))  # fmt: skip
         return str(handle.id)
 
@@ -159,7 +168,9 @@ class TemporalStore:
 
         handle = self.client.get_workflow_handle(workflow_id(session_id))
         try:
-            state: State = self._loop.run(handle.query("state", result_type=State))
+            state: State = self._loop.run(handle.query(
+                "state", result_type=State, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S)
+            ))  # fmt: skip
         except RPCError as exc:
             if "not found" in str(exc).lower():
                 raise SessionNotFoundError(session_id) from exc
@@ -202,8 +213,8 @@ class TemporalStore:
             sid = wid.removeprefix("intermission-")
             try:
                 state = self._state(sid)
-            except SessionNotFoundError:
-                continue
+            except (SessionNotFoundError, StoreUnavailableError):
+                continue  # (one workflow that cannot answer hides no other)
             if state.snapshot is None or state.pending_since_ms is None:
                 continue  # (resumed since the visibility record was written)
             s = InMemoryAgentSession.restore(state.snapshot)

@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
+MIN_KEY = 16
 KEY_ENV = "INTERMISSION_TEMPORAL_KEY"
 """The environment variable holding the key that signs decisions (shared by the surfaces
 and the workers)."""
@@ -57,6 +58,9 @@ class Start(_Wire):
     agent: str
     prompt: str
     requester: Actor | None = None
+    not_after_ms: float | None = None
+    """The signer's clock plus a few minutes: a start read out of a history and sent again
+    later is refused."""
     signature: str = ""
 
 
@@ -142,12 +146,28 @@ def resolve_key(key: str | bytes | None = None) -> bytes:
             f"set {KEY_ENV} (the key that signs decisions, shared by the surfaces and the "
             "workers) in the environment of this process; it is never an argument"
         )
-    return found.encode() if isinstance(found, str) else bytes(found)
+    data = found.encode() if isinstance(found, str) else bytes(found)
+    if len(data) < MIN_KEY:
+        raise UsageError(f"{KEY_ENV} is {len(data)} bytes: a signing key is at least "
+                         f"{MIN_KEY} (say, openssl rand -hex 32)")  # fmt: skip
+    return data
 
 
 def _digest(model: _Wire, key: bytes) -> str:
     body = canonical_dumps(model.model_dump(mode="json", exclude={"signature"}))
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+START_VALID_MS = 5 * 60 * 1000.0
+"""How long a signed start is good for (the signer's clock; skew between hosts included)."""
+
+
+def signed_start(start: Any, key: bytes) -> Any:
+    """``start`` (a :class:`Start`) good for one start within ``START_VALID_MS``, signed."""
+    import time
+
+    return sign(start.model_copy(update={"not_after_ms": time.time() * 1000 + START_VALID_MS}),
+                key)  # fmt: skip
 
 
 def sign(model: Any, key: bytes) -> Any:

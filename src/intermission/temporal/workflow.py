@@ -24,6 +24,8 @@ holds in memory outside the store reaches a command.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -96,6 +98,12 @@ class SessionWorkflow:
                 "the start is not signed with this worker's key: who asked cannot be told",
                 type="UsageError", non_retryable=True,
             )  # fmt: skip
+        started_ms = workflow.info().start_time.timestamp() * 1000.0
+        if start.not_after_ms is None or started_ms > start.not_after_ms:
+            raise ApplicationError(  # (a signed start read out of a history, sent again)
+                "the start is stale: a signed start is good for one start, within minutes",
+                type="UsageError", non_retryable=True,
+            )  # fmt: skip
         if workflow.info().workflow_id != workflow_id(start.session_id):
             raise ApplicationError(  # (a decision is bound to the session's own workflow)
                 f"session {start.session_id!r} runs as workflow {workflow_id(start.session_id)!r}",
@@ -159,7 +167,8 @@ class SessionWorkflow:
         session.store_version = 0 if row is None else int(row[1])
         for entry in out.audit:
             note(session, entry)
-        self._store.save(session)
+        with _told_once():
+            self._store.save(session)
         self._status, self._answer = out.status, out.answer
 
     def _publish(self) -> None:
@@ -208,7 +217,8 @@ class SessionWorkflow:
             decisions, since = len(session.hitl.decisions), session.events.next_seq
             self._apply(session, d)
         waiting = _only_votes(session, decisions, since)
-        self._store.save(session)
+        with _told_once():
+            self._store.save(session)
         if waiting is not None:
             return Decided(verdict=d.verdict, waiting=waiting, status="pending")
         mine = self._pause
@@ -255,8 +265,18 @@ class SessionWorkflow:
         self._checked = (d, copy, decisions, since)
 
     @workflow.signal(name="refused")
-    def refused(self, r: Refusal) -> None:
-        """A refused decision, for the audit trail only (it changes no session)."""
+    def refused(self, *args: Any) -> None:
+        """A refused decision, for the audit trail only (it changes no session). Taken as
+        plain values: a signal that is not one signed Refusal is ignored — a handler that
+        raised would fail every workflow task after it, and the session with it."""
+        try:
+            (value,) = args
+            r = value if isinstance(value, Refusal) else Refusal.model_validate(value)
+        except Exception:  # (whatever it is, it is not ours to keep)
+            workflow.logger.warning("a malformed refusal signal on %s was ignored", self._sid)
+            return
+        if not isinstance(r, Refusal):
+            return
         ours = r.session_id == self._sid and r.run_id == workflow.info().run_id
         if not ours or r.nonce in self._seen_refusals:
             return
@@ -283,6 +303,17 @@ class SessionWorkflow:
             ),
             audit_rows=list(self._store._audit.get(self._sid, ())),
         )
+
+
+@contextmanager
+def _told_once() -> Iterator[None]:
+    """Listeners (traces, an outbox) hear a save once: never again when a worker replays
+    the history to rebuild the workflow."""
+    if workflow.unsafe.is_replaying():
+        with listeners.muted():
+            yield
+    else:
+        yield
 
 
 def _refused(kind: str, message: str, rule: Any = None) -> ApplicationError:
