@@ -37,7 +37,8 @@ from ..errors import (
 )
 from ..principals import Actor
 from ..stores import audit_chain
-from ..stores.listings import PendingSession, pending_of, version_filter
+from ..stores.base import check_page
+from ..stores.listings import PendingSession, pending_of
 from ..stores.rows import row_of
 from .wire import Decided, Decision, Refusal, State, resolve_key, sign, signed_start
 
@@ -197,7 +198,7 @@ class TemporalStore:
     ) -> list[PendingSession]:
         """The sessions waiting for a person, newest first (a visibility query on
         ``IntermissionPending``, then each workflow's state)."""
-        agent, number = version_filter(version, agent)
+        agent, number = check_page(limit, agent, before, version)  # (as every store checks)
         query = (
             "IntermissionPending = true AND ExecutionStatus = 'Running' AND "
             f"TaskQueue = '{_literal(self.task_queue, 'task_queue')}'"
